@@ -1,0 +1,243 @@
+"""Verifier and type inference.
+
+`infer_types(p)` fills in result types the text left out; `verify(p)` checks a pipeline and
+raises the first problem as a SpecirError at the offending op's location:
+- every op is defined (opdefs) for its region, with the right operand count, operand types and
+  attributes (required present, unknown rejected, kinds and choices respected);
+- SSA: every value is defined once, before use; model symbols name models of the pipeline;
+- result types agree with each op's type rule; weights referenced exist with fitting shapes;
+- the step takes one `context`, ends with its one `commit`; every model shares one vocabulary.
+Unexpanded `import(...)` models are skipped (loading expands them first).
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import replace
+
+from ..errors import SpecirError
+from .nodes import Attrs, Graph, Model, Op, Pipeline, Step
+from .opdefs import OPS, OpDef, TypeRuleError
+from .types import TensorType, Type
+
+_KIND_NAMES = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false",
+               "list": "a list", "dict": "a dictionary {k = v}"}
+
+
+def _fits(kind: str, value) -> bool:
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "str":
+        return isinstance(value, str)
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "list":
+        return isinstance(value, tuple)
+    if kind == "dict":
+        return isinstance(value, Attrs)
+    return True
+
+
+class _Scope:
+    """Type context handed to op type rules."""
+
+    def __init__(self, pipeline: Pipeline, model: Model | None, where):
+        self.pipeline, self.current_model, self.where = pipeline, model, where
+        self.types: dict[str, Type] = {}
+
+    def value_type(self, name: str) -> Type:
+        return self.types[name]
+
+    def weight_type(self, op: Op, name: str) -> TensorType:
+        weight = self.current_model.weight(name) if self.current_model else None
+        if weight is None:
+            known = [w.name for w in self.current_model.weights] if self.current_model else []
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else "declare it with `weight \"name\" : bf16[...]`"
+            raise TypeRuleError(f"op {op.name} references weight {name!r}, which model "
+                                f"@{self.current_model.name} does not declare", hint)
+        return weight.type
+
+    def model(self, symbol: str) -> Model | None:
+        return self.pipeline.model(symbol)
+
+    def model_mask(self, symbol: str) -> str | None:
+        model = self.model(symbol)
+        if model is None or model.graph is None:
+            return None
+        for _, t in model.graph.params:
+            if t.name == "mask" and t.params:
+                return str(t.params[0])
+        return None
+
+
+def _error(message: str, op_or_node, fallback, hint: str | None = None) -> SpecirError:
+    loc = getattr(op_or_node, "loc", None) or getattr(fallback, "loc", None)
+    path = None if loc else getattr(fallback, "source_file", None)
+    return SpecirError(message, location=loc, hint=hint, path=path)
+
+
+def _check_attrs(op: Op, opdef: OpDef, fallback) -> None:
+    for key, value in op.attrs.items():
+        spec = opdef.attrs.get(key)
+        if spec is None:
+            known = ", ".join(sorted(opdef.attrs)) or "none"
+            close = difflib.get_close_matches(key, list(opdef.attrs), n=1)
+            hint = (f"did you mean {close[0]!r}? " if close else "") + f"attributes of {op.name}: {known}"
+            raise _error(f"unknown attribute {key!r} for op {op.name}", op, fallback, hint)
+        if not _fits(spec.kind, value):
+            raise _error(f"attribute {key!r} of {op.name} must be {_KIND_NAMES[spec.kind]}, got {value!r}",
+                         op, fallback, spec.doc or None)
+        if spec.choices and value not in spec.choices:
+            raise _error(f"attribute {key!r} of {op.name} must be one of {list(spec.choices)}, got {value!r}",
+                         op, fallback)
+    for key, spec in opdef.attrs.items():
+        if spec.required and key not in op.attrs:
+            raise _error(f"op {op.name} needs attribute {key!r}", op, fallback,
+                         f"{key}: {spec.doc}" if spec.doc else f"add {{{key} = ...}}")
+
+
+def _check_operands(op: Op, opdef: OpDef, scope: _Scope, fallback) -> None:
+    specs = list(opdef.operands)
+    required = [s for s in specs if not s.optional]
+    if not len(required) <= len(op.operands) <= len(specs):
+        want = f"{len(required)}" if len(required) == len(specs) else f"{len(required)} to {len(specs)}"
+        roles = ", ".join(("[" + s.role + "]") if s.optional else s.role for s in specs)
+        raise _error(f"op {op.name} takes {want} operands ({roles}), got {len(op.operands)}", op, fallback)
+    # An optional operand in the middle is skipped when the count is short.
+    if len(op.operands) < len(specs):
+        skip = len(specs) - len(op.operands)
+        specs = [s for s in specs if not (s.optional and (skip := skip - 1) >= 0)]
+    for operand, spec in zip(op.operands, specs):
+        if spec.types == ("@",):
+            if not operand.startswith("@"):
+                raise _error(f"operand {spec.role} of {op.name} must be a model (@name), got {operand}",
+                             op, fallback)
+            if scope.model(operand) is None:
+                known = ", ".join("@" + m.name for m in scope.pipeline.models) or "none"
+                raise _error(f"unknown model {operand}", op, fallback, f"models in this pipeline: {known}")
+            continue
+        if operand.startswith("@"):
+            raise _error(f"operand {spec.role} of {op.name} must be a %value, got model {operand}", op, fallback)
+        if operand not in scope.types:
+            raise _error(f"value {operand} is used before it is defined", op, fallback,
+                         "define it earlier in this region (values are SSA)")
+        got = scope.types[operand]
+        if got.name not in spec.types:
+            want = " or ".join(spec.types)
+            raise _error(f"operand {spec.role} of {op.name} must be {want}, but {operand} is {got}", op, fallback)
+
+
+def _walk(ops, region: str, scope: _Scope, fallback, fill: bool) -> tuple[Op, ...]:
+    out = []
+    for op in ops:
+        opdef = OPS.get(op.name)
+        if opdef is None:
+            close = difflib.get_close_matches(op.name, list(OPS), n=1)
+            hint = f"did you mean {close[0]!r}?" if close else \
+                f"known {region} ops: " + ", ".join(sorted(n for n, d in OPS.items() if d.region == region))
+            raise _error(f"unknown op {op.name!r}", op, fallback, hint)
+        if opdef.region != region:
+            raise _error(f"op {op.name} belongs in a {opdef.region} region, not in a {region}", op, fallback)
+        _check_attrs(op, opdef, fallback)
+        _check_operands(op, opdef, scope, fallback)
+        try:
+            inferred = opdef.infer(op, scope)
+        except TypeRuleError as exc:
+            raise _error(f"{op.name}: {exc.message}", op, fallback, exc.hint) from None
+        if op.result is None and inferred is not None:
+            raise _error(f"op {op.name} produces a value; name it (%x = {op.name} ...)", op, fallback)
+        if op.result is not None:
+            if inferred is None:
+                raise _error(f"op {op.name} produces no value", op, fallback, f"write it as `{op.name} ...`")
+            if op.result in scope.types:
+                raise _error(f"value {op.result} is defined twice", op, fallback, "values are SSA: rename one")
+            if op.type is None:
+                if not fill:
+                    raise _error(f"op {op.name} has no result type", op, fallback, f"write `: {inferred}`")
+                op = replace(op, type=inferred)
+            elif op.type != inferred:
+                raise _error(f"type mismatch: {op.result} is declared {op.type}, but {op.name} gives {inferred}",
+                             op, fallback, f"write `: {inferred}`")
+            scope.types[op.result] = op.type
+        out.append(op)
+    return tuple(out)
+
+
+def _check_graph(pipeline: Pipeline, model: Model, fill: bool) -> Graph:
+    graph = model.graph
+    names = [w.name for w in model.weights]
+    for w in model.weights:
+        if names.count(w.name) > 1:
+            raise _error(f"weight {w.name!r} is declared twice in @{model.name}", w, model)
+    scope = _Scope(pipeline, model, model)
+    kinds = {}
+    for name, t in graph.params:
+        if name in scope.types:
+            raise _error(f"parameter {name} is declared twice", graph, model)
+        scope.types[name] = t
+        kinds[t.name] = t
+    for required in ("ids", "positions", "mask"):
+        if required not in kinds:
+            raise _error(f"the graph of @{model.name} needs a `{required}` parameter", graph, model,
+                         "graph(%ids: ids, %pos: positions, %mask: mask<causal>)")
+    mask = kinds["mask"]
+    if len(mask.params) != 1 or mask.params[0] not in ("causal", "tree"):
+        raise _error(f"mask type must be mask<causal> or mask<tree>, got {mask}", graph, model)
+    ops = _walk(graph.ops, "model", scope, model, fill)
+    if graph.result not in scope.types:
+        raise _error(f"graph of @{model.name} returns {graph.result}, which is not defined", graph, model)
+    got = scope.types[graph.result]
+    if got != graph.result_type or got.name != "logits":
+        raise _error(f"graph of @{model.name} is declared to return {graph.result_type} but returns {got}",
+                     graph, model, "a model graph returns logits<vocab>")
+    return replace(graph, ops=ops)
+
+
+def _check_step(pipeline: Pipeline, step: Step, fill: bool) -> Step:
+    scope = _Scope(pipeline, None, pipeline)
+    if len(step.params) != 1 or step.params[0][1] != Type("context"):
+        raise _error("the step takes exactly one parameter of type context", step, pipeline,
+                     "step(%ctx: context) { ... }")
+    scope.types[step.params[0][0]] = step.params[0][1]
+    ops = _walk(step.ops, "step", scope, pipeline, fill)
+    commits = [op for op in ops if op.name.startswith("commit")]
+    if len(commits) != 1 or ops[-1] is not commits[0]:
+        raise _error("the step must end with exactly one commit", ops[-1] if ops else step, pipeline,
+                     "commit %ctx, %accepted")
+    return replace(step, ops=ops)
+
+
+def _check_vocab(pipeline: Pipeline) -> None:
+    vocab_of = {}
+    for m in pipeline.models:
+        if m.graph is not None:
+            vocab_of[m.name] = m.graph.result_type
+    if len(set(vocab_of.values())) > 1:
+        first = next(iter(vocab_of))
+        for m in pipeline.models:
+            if m.name in vocab_of and vocab_of[m.name] != vocab_of[first]:
+                raise _error(f"@{m.name} has vocabulary {vocab_of[m.name].width} but @{first} has "
+                             f"{vocab_of[first].width}: target and drafter must share one tokenizer",
+                             m, pipeline, "pick a drafter trained with the target's tokenizer")
+
+
+def _run(pipeline: Pipeline, fill: bool) -> Pipeline:
+    models = tuple(m if m.is_import else replace(m, graph=_check_graph(pipeline, m, fill))
+                   for m in pipeline.models)
+    pipeline = replace(pipeline, models=models)
+    _check_vocab(pipeline)
+    if pipeline.step is not None:
+        pipeline = replace(pipeline, step=_check_step(pipeline, pipeline.step, fill))
+    return pipeline
+
+
+def infer_types(pipeline: Pipeline) -> Pipeline:
+    """Verify, filling in result types that were left out. Returns the typed pipeline."""
+    return _run(pipeline, fill=True)
+
+
+def verify(pipeline: Pipeline) -> None:
+    """Raise SpecirError at the first problem; every result type must be present."""
+    _run(pipeline, fill=False)

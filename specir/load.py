@@ -1,0 +1,31 @@
+"""Loading a pipeline: parse, expand `import(...)` models, infer types, verify."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from .importers import import_model
+from .ir.nodes import Pipeline
+from .ir.parser import parse, parse_file
+from .ir.verifier import infer_types
+
+
+def expand_imports(pipeline: Pipeline) -> Pipeline:
+    """Replace every `model @m = import("dir")` by the imported graph (attributes kept on top)."""
+    base = Path(pipeline.source_file).parent if pipeline.source_file and not pipeline.source_file.startswith("<") \
+        else Path.cwd()
+    models = []
+    for m in pipeline.models:
+        if m.is_import:
+            imported = import_model(m.name, m.import_path, base=base, where=m.loc)
+            merged = dict(imported.attrs.items())
+            merged.update(m.attrs.items())
+            m = replace(imported, attrs=type(imported.attrs)(merged), loc=m.loc)
+        models.append(m)
+    return replace(pipeline, models=tuple(models))
+
+
+def load_pipeline(source: str | Path, *, text: str | None = None) -> Pipeline:
+    """A verified, fully typed pipeline from a .spec file (or from `text`)."""
+    pipeline = parse(text, str(source)) if text is not None else parse_file(source)
+    return infer_types(expand_imports(pipeline))
