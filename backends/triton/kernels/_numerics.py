@@ -1,0 +1,37 @@
+"""Numeric helpers shared by the kernels: rounding to the activation dtype, dot precision.
+
+Triton's CPU interpreter converts fp32 -> bf16 by truncation (the GPU rounds to nearest even)
+and computes bf16 `tl.dot` wrongly. Kernels therefore round with `round_to` (bit-exact RNE in
+the interpreter, the native conversion on a GPU) and call `dot_f32acc` for matrix products.
+`INTERPRET` is a compile-time constant, so the GPU code carries none of this.
+"""
+
+import triton
+import triton.language as tl
+
+from ._interpreter_compat import interpreting
+
+INTERPRET = tl.constexpr(interpreting())
+
+
+@triton.jit
+def round_to(x, dtype: tl.constexpr):
+    """Round fp32 `x` to `dtype`, round-to-nearest-even on every platform."""
+    if INTERPRET and dtype == tl.bfloat16:
+        bits = x.to(tl.uint32, bitcast=True)
+        is_nan = x != x
+        bits = bits + 0x7FFF + ((bits >> 16) & 1)
+        rounded = (bits >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+        return tl.where(is_nan, x.to(tl.bfloat16), rounded)
+    else:
+        return x.to(dtype)
+
+
+@triton.jit
+def dot_f32acc(a, b):
+    """a @ b accumulated in fp32. bf16/fp16 operands use tensor cores; fp32 operands use full
+    fp32 precision (no TF32), so an fp32 pipeline matches its torch reference to ~1e-6."""
+    if INTERPRET or a.dtype == tl.float32:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee", out_dtype=tl.float32)
+    else:
+        return tl.dot(a, b, out_dtype=tl.float32)
