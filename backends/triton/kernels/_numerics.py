@@ -8,6 +8,7 @@ the interpreter, the native conversion on a GPU) and call `dot_f32acc` for matri
 
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 from ._interpreter_compat import interpreting
 
@@ -35,3 +36,21 @@ def dot_f32acc(a, b):
         return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee", out_dtype=tl.float32)
     else:
         return tl.dot(a, b, out_dtype=tl.float32)
+
+
+@triton.jit
+def precise_cos(x):
+    """fp32 cosine accurate for large arguments (libdevice on a GPU; rope angles reach 1e5 rad)."""
+    if INTERPRET:
+        return tl.cos(x)
+    else:
+        return libdevice.cos(x)
+
+
+@triton.jit
+def precise_sin(x):
+    """fp32 sine accurate for large arguments (libdevice on a GPU)."""
+    if INTERPRET:
+        return tl.sin(x)
+    else:
+        return libdevice.sin(x)

@@ -1,0 +1,63 @@
+import pytest
+import torch
+
+from specir.backends.triton.kernels import reference as ref
+from specir.backends.triton.kernels.rope import rope, rope_kv_write
+
+
+def _inv_freq(d, base=500000.0):
+    return 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("heads,kv_heads,d", [(4, 4, 16), (8, 2, 24)])
+def test_rope_out_of_place(seed, device, kt, dtype, heads, kv_heads, d):
+    n = 7
+    q = torch.randn(n, heads, d).to(dtype).to(device)
+    k = torch.randn(n, kv_heads, d).to(dtype).to(device)
+    pos = torch.randint(0, 6000, (n,), device=device)       # arbitrary, not contiguous
+    inv_freq = _inv_freq(d).to(device)
+    q_out, k_out = kt.poisoned(q.shape, dtype, device), kt.poisoned(k.shape, dtype, device)
+    rope(q, k, pos, inv_freq, 0.9, q_out=q_out, k_out=k_out)
+    want_q, want_k = ref.rope_reference(q, k, pos, inv_freq, 0.9)
+    kt.close(q_out, want_q)
+    kt.close(k_out, want_k)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rope_in_place_on_fused_qkv_views(seed, device, kt, dtype):
+    B, T, H, KH, D = 2, 3, 4, 2, 16
+    qkv = torch.randn(B, T, (H + 2 * KH) * D).to(dtype).to(device)
+    q = qkv[..., : H * D].view(B, T, H, D)
+    k = qkv[..., H * D: (H + KH) * D].view(B, T, KH, D)
+    v_before = qkv[..., (H + KH) * D:].clone()
+    pos = torch.randint(0, 100, (B, T), device=device)
+    inv_freq = _inv_freq(D).to(device)
+    want_q, want_k = ref.rope_reference(q.reshape(-1, H, D), k.reshape(-1, KH, D), pos, inv_freq)
+    rope(q, k, pos, inv_freq, inplace=True)
+    kt.close(q.reshape(-1, H, D), want_q)
+    kt.close(k.reshape(-1, KH, D), want_k)
+    assert torch.equal(qkv[..., (H + KH) * D:], v_before)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rope_kv_write(seed, device, kt, dtype):
+    B, T, H, KH, D, S = 3, 4, 8, 2, 16, 12
+    q = torch.randn(B, T, H, D).to(dtype).to(device)
+    k = torch.randn(B, T, KH, D).to(dtype).to(device)
+    v = torch.randn(B, T, KH, D).to(dtype).to(device)
+    lens = torch.tensor([0, 5, 10], dtype=torch.int32, device=device)    # request 2 overflows S
+    pos = lens[:, None].long() + torch.randint(0, 3, (B, T), device=device)
+    inv_freq = _inv_freq(D).to(device)
+    k_cache = kt.poisoned((B, KH, S, D), dtype, device)
+    v_cache = kt.poisoned((B, KH, S, D), dtype, device)
+    want_k_cache, want_v_cache = k_cache.clone(), v_cache.clone()
+    want_q, want_k = ref.rope_reference(q.reshape(-1, H, D), k.reshape(-1, KH, D), pos, inv_freq)
+    ref.kv_write_reference(want_k_cache, want_v_cache, want_k.view(B, T, KH, D), v, lens)
+    q_out = kt.poisoned(q.shape, dtype, device)
+    rope_kv_write(q, k, v, pos, inv_freq, k_cache, v_cache, lens, q_out=q_out)
+    kt.close(q_out.view(-1, H, D), want_q)
+    written = ~torch.isnan(want_k_cache)
+    assert torch.equal(written, ~torch.isnan(k_cache)) and torch.equal(written, ~torch.isnan(v_cache))
+    kt.close(k_cache[written], want_k_cache[written], dtype)
+    assert torch.equal(v_cache[written], want_v_cache[written])
