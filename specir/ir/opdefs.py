@@ -221,10 +221,26 @@ register_op(OpDef("draft.chain", "step", (symbol("drafter"), value("ctx", "conte
 register_op(OpDef("draft.ngram", "step", (value("ctx", "context"),),
                   {"k": DRAFT_K, "max_ngram": AttrSpec("int", 3), "min_ngram": AttrSpec("int", 1)},
                   _const(TOKENS), doc="Prompt lookup: continue the longest earlier match of the last n tokens."))
+def _infer_draft_tree(op, ctx):
+    mask = ctx.model_mask(op.operands[0])
+    if mask is not None and mask != "tree":
+        raise TypeRuleError(f"draft.tree runs {op.operands[0]} over tree nodes, so its graph needs mask<tree>, "
+                            f"not mask<{mask}>", "the tree-verify pass rewrites both models' masks")
+    a = op.attrs
+    if a["depth"] < 1 or a["topk"] < 1 or a["budget"] < 1:
+        raise TypeRuleError("depth, topk and budget must be at least 1")
+    return TREE
+
+
 register_op(OpDef("draft.tree", "step", (symbol("drafter"), value("ctx", "context")),
-                  {"depth": AttrSpec("int"), "topk": AttrSpec("int"), "budget": AttrSpec("int"),
-                   "expand": AttrSpec("str", "static", choices=("static", "dynamic"))},
-                  _const(TREE), doc="A token tree: static top-k expansion or dynamic by draft confidence."))
+                  {"depth": AttrSpec("int", doc="maximum tree depth (drafted tokens on a path)"),
+                   "topk": AttrSpec("int", doc="children considered per node"),
+                   "budget": AttrSpec("int", doc="drafted nodes per step (the verify width is budget + 1)"),
+                   "expand": AttrSpec("str", "static", choices=("static", "dynamic"),
+                                      doc="static: best-first by cumulative draft probability up to the budget; "
+                                          "dynamic: stop expanding nodes whose draft confidence is below `threshold`"),
+                   "threshold": AttrSpec("float", 0.0, doc="dynamic expansion: minimum path probability")},
+                  _infer_draft_tree, doc="A token tree: static top-k expansion or dynamic by draft confidence."))
 register_op(OpDef("verify.chain", "step",
                   (symbol("target"), value("ctx", "context"), value("draft", "tokens", optional=True)),
                   {}, _infer_verify("causal"), pure=False,

@@ -1,0 +1,25 @@
+"""Reference lowering: nothing is generated; every op runs as the torch function named here."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from specir.backends_api import Lowering
+from specir.ir.nodes import Pipeline
+from specir.targets import Target
+
+TORCH_KERNELS = {
+    "embed": "torch.nn.functional.embedding",
+    "rms_norm": "specir.backends.reference.ops.rms_norm",
+    "linear": "torch.nn.functional.linear",
+    "packed_linear": "specir.bf12.linear_reference",
+    "rope": "specir.backends.reference.ops.rope",
+    "attention": "specir.backends.reference.ops.attention",
+    "swiglu": "torch.nn.functional.silu(gate) * up",
+    "add": "torch.add",
+}
+
+
+def lower(pipeline: Pipeline, target: Target, folder: Path) -> Lowering:
+    used = sorted({op.name for m in pipeline.models if m.graph for op in m.graph.ops})
+    kernels = [{"op": name, "kernel": TORCH_KERNELS.get(name, "plugin"), "backend": "reference"} for name in used]
+    return Lowering("reference", pipeline, kernels)

@@ -1,0 +1,70 @@
+"""tree-verify: chain drafting/verification becomes a token tree verified in one target pass.
+
+Preconditions: the step drafts a chain with a model (`draft.chain @d`) and verifies it with
+`verify.chain @t`. Postconditions: the step drafts a tree (`draft.tree`, depth = the chain's k
+unless `depth` is given), verifies it with `verify.tree`, and commits with `kv = "compact"`
+(the accepted path's KV entries are moved into place); the graphs of @t and @d take
+`mask<tree>` (tree attention mask and tree positions). Provides the fact `tree-verify`.
+
+Before:
+    %d = draft.chain @drafter, %ctx {k = 4} : tokens
+    %lg = verify.chain @target, %ctx, %d : logits
+    %acc = accept.greedy %d, %lg : accepted
+    commit %ctx, %acc
+After (tree-verify{budget=32,topk=4}):
+    %d = draft.tree @drafter, %ctx {budget = 32, depth = 4, topk = 4} : tree
+    %lg = verify.tree @target, %ctx, %d : logits
+    %acc = accept.greedy %d, %lg : accepted
+    commit %ctx, %acc {kv = "compact"}
+and in both models: graph(%ids: ids, %pos: positions, %mask: mask<tree>).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from specir.errors import SpecirError
+from specir.ir.nodes import Attrs, Model, Pipeline
+from specir.ir.opdefs import without_defaults
+from specir.ir.types import TREE, mask
+from specir.pass_base import Option, Pass
+
+
+def with_mask(model: Model, kind: str) -> Model:
+    params = tuple((n, mask(kind) if t.name == "mask" else t) for n, t in model.graph.params)
+    return replace(model, graph=replace(model.graph, params=params))
+
+
+class TreeVerify(Pass):
+    name = "tree-verify"
+    options = {
+        "depth": Option(int, 0, "tree depth; 0 takes the chain's k"),
+        "topk": Option(int, 4, "children per node"),
+        "budget": Option(int, 32, "drafted nodes per step"),
+        "expand": Option(str, "static", "static or dynamic expansion", ("static", "dynamic")),
+        "threshold": Option(float, 0.0, "dynamic expansion: minimum path probability"),
+    }
+    provides = frozenset({"tree-verify"})
+
+    def run(self, pipeline: Pipeline) -> Pipeline:
+        ops = list(pipeline.step.ops)
+        drafts = {op.result: op for op in ops if op.name == "draft.chain"}
+        if not drafts:
+            kinds = ", ".join(sorted({op.name for op in ops if op.name.startswith("draft.")})) or "none"
+            raise SpecirError(f"tree-verify needs a model-drafted chain (draft.chain @model); this step drafts "
+                              f"with: {kinds}", hint="n-gram drafting stays a chain; use a draft model")
+        touched_models = set()
+        for i, op in enumerate(ops):
+            if op.name == "draft.chain":
+                depth = self.depth or op.attrs["k"]
+                attrs = without_defaults("draft.tree", {"depth": depth, "topk": self.topk, "budget": self.budget,
+                                                        "expand": self.expand, "threshold": self.threshold})
+                ops[i] = replace(op, name="draft.tree", attrs=Attrs(attrs), type=TREE)
+                touched_models.add(op.symbols[0])
+            elif op.name == "verify.chain" and len(op.values) == 2 and op.values[1] in drafts:
+                ops[i] = replace(op, name="verify.tree")
+                touched_models.add(op.symbols[0])
+            elif op.name == "commit":
+                ops[i] = replace(op, attrs=op.attrs.set(kv="compact"))
+        models = tuple(with_mask(m, "tree") if "@" + m.name in touched_models and m.graph else m
+                       for m in pipeline.models)
+        return replace(pipeline, models=models, step=replace(pipeline.step, ops=tuple(ops)))

@@ -1,0 +1,32 @@
+"""specir compile: passes + lowering into a build folder."""
+from __future__ import annotations
+
+import sys
+
+from ..compiler import compile_pipeline
+from ..targets import all_targets
+from .common import add_pipeline_option, load_plugins
+
+
+def register(sub) -> None:
+    p = sub.add_parser("compile", help="run passes and lower for a target into build/",
+                       description="Run passes and lower for a target. Writes OUT/pipeline.spec (final IR), "
+                                   "OUT/manifest.json and the generated kernels, atomically.")
+    p.add_argument("spec", help="pipeline file (.spec)")
+    p.add_argument("--target", required=True, help="one of: " + ", ".join(all_targets()))
+    p.add_argument("-o", "--output", default="build", help="build folder (default: build)")
+    add_pipeline_option(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    load_plugins(args)
+    manifest = compile_pipeline(args.spec, args.target, args.output, args.passes,
+                                print_after_all=args.print_after_all, debug=args.debug)
+    est = manifest["cost_model"]["step_seconds"]
+    print(f"compiled {args.spec} for {manifest['target']} ({manifest['backend']} backend) -> {args.output}/ "
+          f"[{len(manifest['kernels'])} kernels, passes: {manifest['pass_pipeline'] or 'none'}, "
+          f"roofline step {est * 1e3:.3f} ms]", file=sys.stderr)
+    for note in manifest["notes"]:
+        print(f"note: {note}", file=sys.stderr)
+    return 0

@@ -1,0 +1,61 @@
+"""The `specir` command. Each sub-command lives in specir/cli/cmd_<name>.py."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from ..errors import SpecirError
+
+COMMANDS = ["init", "opt", "compile", "run", "check", "bench", "search", "targets", "zoo"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="specir", description="A compiler for speculative-decoding pipelines.",
+        epilog="Run `specir COMMAND --help` for a command's options.")
+    parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"specir.cli.cmd_{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"specir.cli.cmd_{name}":
+                continue  # command not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    argv = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in argv
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 2
+        return int(args.func(args) or 0)
+    except SpecirError as exc:
+        if debug:
+            raise
+        print(exc.format(), file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("specir: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # a bug: one line, and the way to see more
+        if debug:
+            raise
+        print(f"specir: internal error: {type(exc).__name__}: {exc}\n  hint: rerun with --debug for the "
+              f"traceback, and please report it", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""A roofline cost model: per model forward, the bytes it must read and the FLOPs it must do.
+
+Contract: `forward_cost(model, target, tokens, context)` counts every weight except the
+embedding table (one row per token is read), plus the KV cache attended over, and returns
+the roofline time max(bytes / bandwidth, flops / peak). `estimate(pipeline, target)` sums the
+step's draft and verify forwards. Calibration by microbenchmarks refines the target's numbers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .ir.nodes import Model, Pipeline
+from .targets import Target
+
+BYTES_PER_ELEMENT = {"bf16": 2.0, "f16": 2.0, "f32": 4.0, "bf12": 12.25 / 8}
+
+
+@dataclass(frozen=True)
+class ForwardCost:
+    weight_bytes: float
+    kv_bytes: float
+    flops: float
+    seconds: float
+
+    def as_dict(self) -> dict:
+        return {"weight_bytes": self.weight_bytes, "kv_bytes": self.kv_bytes, "flops": self.flops,
+                "seconds": self.seconds}
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def forward_cost(model: Model, target: Target, tokens: int = 1, context: int = 512) -> ForwardCost:
+    embed = {op.attrs["weight"] for op in model.graph.ops if op.name == "embed"}
+    lm_head_reads_embed = any(op.name in ("linear", "packed_linear") and op.attrs.get("weight") in embed
+                              for op in model.graph.ops)
+    weight_bytes = flops = 0.0
+    for w in model.weights:
+        size = BYTES_PER_ELEMENT.get(w.type.dtype, 2.0)
+        n = _numel(w.type.shape)
+        if w.name in embed and not lm_head_reads_embed:
+            weight_bytes += tokens * w.type.shape[-1] * size
+            continue
+        weight_bytes += n * size
+        if len(w.type.shape) == 2:
+            flops += 2.0 * n * tokens
+    kv_bytes = 0.0
+    act_size = BYTES_PER_ELEMENT.get(str(model.attrs.get("dtype", "bf16")), 2.0)
+    for op in model.graph.ops:
+        if op.name == "attention":
+            kv_width = op.attrs["kv_heads"] * op.attrs["head_dim"]
+            kv_bytes += 2 * kv_width * (context + tokens) * act_size
+            flops += 4.0 * op.attrs["heads"] * op.attrs["head_dim"] * (context + tokens) * tokens
+    seconds = max((weight_bytes + kv_bytes) / target.bandwidth, flops / target.flops)
+    return ForwardCost(weight_bytes, kv_bytes, flops, seconds)
+
+
+def estimate(pipeline: Pipeline, target: Target, context: int = 512) -> dict:
+    """Roofline seconds per decode step, split into the step's forwards."""
+    parts = []
+    for op in pipeline.step.ops if pipeline.step else ():
+        model = pipeline.model(op.symbols[0]) if op.symbols else None
+        if model is None or model.graph is None:
+            continue
+        if op.name == "draft.chain":
+            calls, tokens = op.attrs["k"], 1
+        elif op.name == "draft.tree":
+            calls, tokens = op.attrs["depth"], op.attrs["topk"]
+        elif op.name == "verify.chain":
+            calls, tokens = 1, 1 + _draft_size(pipeline, op)
+        elif op.name == "verify.tree":
+            calls, tokens = 1, 1 + _draft_size(pipeline, op)
+        else:
+            continue
+        cost = forward_cost(model, target, tokens, context)
+        parts.append({"op": op.name, "model": "@" + model.name, "calls": calls, "tokens": tokens,
+                      "seconds": calls * cost.seconds, **{k: v for k, v in cost.as_dict().items() if k != "seconds"}})
+    total = sum(p["seconds"] for p in parts)
+    return {"target": target.name, "context": context, "step_seconds": total, "parts": parts}
+
+
+def _draft_size(pipeline: Pipeline, verify_op) -> int:
+    draft = next((o for o in pipeline.step.ops if o.result in verify_op.values), None)
+    if draft is None:
+        return 0
+    if draft.name == "draft.tree":
+        return int(draft.attrs["budget"])
+    return int(draft.attrs.get("k", 0))

@@ -1,0 +1,94 @@
+"""The Pass base class.
+
+A pass is a pure function Pipeline -> Pipeline with a kebab-case `name`, typed `options`
+(with defaults), the `requires` facts it needs and the `provides` facts it establishes. Facts
+live in the IR (the pipeline's `facts` attribute), so they survive printing and re-parsing.
+Subclasses implement `run`; the PassManager verifies the IR after every pass.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from .errors import SpecirError
+from .ir.nodes import Pipeline
+
+KEBAB = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+_TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+
+
+@dataclass(frozen=True)
+class Option:
+    type: type
+    default: Any
+    doc: str = ""
+    choices: tuple | None = None
+
+    def convert(self, raw: Any) -> Any:
+        """Convert a raw option value (a string from -p, or a Python value); ValueError if it does not fit."""
+        value = raw
+        if isinstance(raw, str) and self.type is not str:
+            text = raw.strip()
+            if self.type is bool:
+                if text not in ("true", "false"):
+                    raise ValueError
+                value = text == "true"
+            elif self.type is int:
+                value = int(text)
+            elif self.type is float:
+                value = float(text)
+        elif self.type is float and isinstance(raw, int) and not isinstance(raw, bool):
+            value = float(raw)
+        if not isinstance(value, self.type) or (self.type is int and isinstance(value, bool)):
+            raise ValueError
+        if self.choices and value not in self.choices:
+            raise ValueError
+        return value
+
+    def describe(self) -> str:
+        text = _TYPE_NAMES.get(self.type, self.type.__name__)
+        return f"one of {list(self.choices)}" if self.choices else text
+
+
+class Pass:
+    name: ClassVar[str] = ""
+    options: ClassVar[dict[str, Option]] = {}
+    requires: ClassVar[frozenset[str]] = frozenset()
+    provides: ClassVar[frozenset[str]] = frozenset()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.name and not KEBAB.match(cls.name):
+            raise SpecirError(f"pass name {cls.name!r} is not kebab-case", hint="e.g. my-pass")
+
+    def __init__(self, **options: Any):
+        unknown = set(options) - set(self.options)
+        if unknown:
+            raise SpecirError(f"unknown option {sorted(unknown)[0]!r} for pass {self.name}",
+                              hint="options: " + (", ".join(sorted(self.options)) or "none"))
+        self.values = {k: opt.default for k, opt in self.options.items()}
+        for key, raw in options.items():
+            try:
+                self.values[key] = self.options[key].convert(raw)
+            except (ValueError, TypeError):
+                raise SpecirError(f"option {key!r} of pass {self.name} must be {self.options[key].describe()}, "
+                                  f"got {raw!r}") from None
+
+    def __getattr__(self, key: str) -> Any:
+        values = self.__dict__.get("values", {})
+        if key in values:
+            return values[key]
+        raise AttributeError(key)
+
+    def run(self, pipeline: Pipeline) -> Pipeline:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def spelled(self) -> str:
+        """This pass with its non-default options, as written in a pipeline string."""
+        changed = {k: v for k, v in self.values.items() if v != self.options[k].default}
+        if not changed:
+            return self.name
+        def fmt(v):
+            return ("true" if v else "false") if isinstance(v, bool) else str(v)
+        return self.name + "{" + ",".join(f"{k}={fmt(v)}" for k, v in sorted(changed.items())) + "}"

@@ -1,0 +1,81 @@
+"""PassManager: runs passes in order, checks facts, verifies after every pass.
+
+Contract: each pass's `requires` facts must be present (in the pipeline's `facts` attribute);
+after the pass its `provides` facts are added and the IR is verified. Any failure is a
+SpecirError naming the failing pass and the passes that ran before it.
+"""
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from . import pass_registry
+from .errors import SpecirError
+from .ir.nodes import Pipeline
+from .ir.printer import print_pipeline
+from .ir.verifier import verify
+from .pass_base import Pass
+
+
+def facts_of(pipeline: Pipeline) -> tuple[str, ...]:
+    return tuple(pipeline.attrs.get("facts", ()))
+
+
+def with_facts(pipeline: Pipeline, facts) -> Pipeline:
+    facts = tuple(sorted(set(facts)))
+    return pipeline.with_(attrs=pipeline.attrs.set(facts=facts or None))
+
+
+@dataclass
+class PassRecord:
+    name: str
+    spelled: str
+    changed: bool
+
+
+@dataclass
+class PassManager:
+    passes: list[Pass]
+    print_after_all: bool = False
+    debug: bool = False
+    out: Callable[[str], None] = field(default=lambda text: print(text, file=sys.stderr, end=""))
+    records: list[PassRecord] = field(default_factory=list)
+
+    def run(self, pipeline: Pipeline) -> Pipeline:
+        verify(pipeline)
+        done: list[str] = []
+        for p in self.passes:
+            before = ", ".join(done) or "none"
+            missing = [f for f in sorted(p.requires) if f not in facts_of(pipeline)]
+            if missing:
+                provider = pass_registry.provider_of(missing[0])
+                hint = f"run {provider} before it" if provider else "no registered pass provides it"
+                raise SpecirError(f"pass {p.name} requires fact {missing[0]!r}, which the pipeline lacks "
+                                  f"(passes run before it: {before})", hint=hint)
+            try:
+                result = p.run(pipeline)
+            except SpecirError as exc:
+                raise SpecirError(f"pass {p.name} failed (passes run before it: {before}): {exc.message}",
+                                  location=exc.location, hint=exc.hint, path=exc.path) from None
+            except Exception as exc:
+                if self.debug:
+                    raise
+                raise SpecirError(f"pass {p.name} crashed (passes run before it: {before}): "
+                                  f"{type(exc).__name__}: {exc}",
+                                  hint="this is a bug in the pass; rerun with --debug for the traceback") from None
+            if not isinstance(result, Pipeline):
+                raise SpecirError(f"pass {p.name} returned {type(result).__name__}, not a Pipeline",
+                                  hint="Pass.run must return the (new) pipeline")
+            result = with_facts(result, set(facts_of(result)) | set(p.provides))
+            try:
+                verify(result)
+            except SpecirError as exc:
+                raise SpecirError(f"pass {p.name} produced invalid IR (passes run before it: {before}): "
+                                  f"{exc.message}", location=exc.location, hint=exc.hint) from None
+            self.records.append(PassRecord(p.name, p.spelled(), result != pipeline))
+            pipeline = result
+            done.append(p.spelled())
+            if self.print_after_all:
+                self.out(f"// ----- IR after {p.spelled()} -----\n{print_pipeline(pipeline)}")
+        return pipeline

@@ -1,0 +1,113 @@
+"""The pass registry: built-in passes (one module per pass in specir.passes), plugins loaded from
+a file (`--plugin FILE.py`), and the `specir.passes` entry-point group."""
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import inspect
+import pkgutil
+import sys
+import traceback
+from pathlib import Path
+
+from .errors import SourceLocation, SpecirError
+from .pass_base import Pass
+
+_REGISTRY: dict[str, type[Pass]] = {}
+_LOADED = False
+
+
+def register(cls: type[Pass]) -> type[Pass]:
+    """Register a Pass subclass under its name (usable as a decorator)."""
+    if not (inspect.isclass(cls) and issubclass(cls, Pass) and cls.name):
+        raise SpecirError(f"{cls!r} is not a Pass subclass with a name")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def _register_module(module) -> list[str]:
+    names = []
+    for obj in vars(module).values():
+        if inspect.isclass(obj) and issubclass(obj, Pass) and obj is not Pass and obj.name \
+                and obj.__module__ == module.__name__:
+            register(obj)
+            names.append(obj.name)
+    return names
+
+
+def load_builtin() -> None:
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    import specir.passes as package
+    for info in pkgutil.iter_modules(package.__path__):
+        if not info.name.startswith("_"):
+            _register_module(importlib.import_module(f"specir.passes.{info.name}"))
+    load_entry_points()
+
+
+def load_entry_points() -> None:
+    from importlib.metadata import entry_points
+    for ep in entry_points(group="specir.passes"):
+        try:
+            obj = ep.load()
+        except Exception as exc:  # a broken third-party package must not break specir
+            print(f"specir: warning: entry point {ep.name} ({ep.value}) failed to load: {exc}", file=sys.stderr)
+            continue
+        if inspect.ismodule(obj):
+            _register_module(obj)
+        else:
+            register(obj)
+
+
+def load_plugin(path: str | Path) -> list[str]:
+    """Import a Python file and register every Pass subclass it defines. Returns their names."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpecirError(f"plugin file {str(path)!r} does not exist", path=str(path),
+                          hint="--plugin takes a .py file that defines a Pass subclass")
+    module_name = f"specir_plugin_{path.stem}_{abs(hash(str(path.resolve()))) % 10**8}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SpecirError:
+        raise
+    except SyntaxError as exc:
+        loc = SourceLocation(str(path), exc.lineno or 1, exc.offset or 1, (exc.text or "").rstrip("\n"))
+        raise SpecirError(f"plugin has a syntax error: {exc.msg}", location=loc) from None
+    except Exception as exc:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
+        line = frames[-1].lineno if frames else 1
+        loc = SourceLocation(str(path), line, 1, frames[-1].line if frames else "")
+        raise SpecirError(f"plugin failed to load: {type(exc).__name__}: {exc}", location=loc,
+                          hint="fix the plugin; specir imports it as a normal Python module") from None
+    names = _register_module(module)
+    if not names:
+        raise SpecirError(f"plugin {path.name} defines no Pass subclass with a name", path=str(path),
+                          hint="class MyPass(Pass): name = \"my-pass\"; def run(self, pipeline): ...")
+    return names
+
+
+def get(name: str) -> type[Pass]:
+    load_builtin()
+    if name not in _REGISTRY:
+        close = difflib.get_close_matches(name, list(_REGISTRY), n=1)
+        hint = (f"did you mean {close[0]!r}? " if close else "") + "passes: " + ", ".join(sorted(_REGISTRY))
+        raise SpecirError(f"unknown pass {name!r}", hint=hint)
+    return _REGISTRY[name]
+
+
+def all_passes() -> dict[str, type[Pass]]:
+    load_builtin()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def provider_of(fact: str) -> str | None:
+    for name, cls in all_passes().items():
+        if fact in cls.provides:
+            return name
+    return None

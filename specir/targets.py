@@ -1,0 +1,85 @@
+"""Deployment targets, read from targets.json (data, not code)."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .errors import SpecirError
+
+TARGETS_FILE = Path(__file__).with_name("targets.json")
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    kind: str  # gpu | cpu
+    backend: str
+    vendor: str
+    arch: str
+    memory_bytes: int
+    memory_bandwidth: float
+    copy_bandwidth: float
+    peak_bf16_flops: float
+    sm_count: int
+    shared_memory_per_sm: int
+    l2_bytes: int
+    notes: str = ""
+    measured_bf16_flops: float | None = None
+
+    @property
+    def bandwidth(self) -> float:
+        """The bandwidth the cost model uses: measured copy bandwidth where known."""
+        return self.copy_bandwidth or self.memory_bandwidth
+
+    @property
+    def flops(self) -> float:
+        return self.measured_bf16_flops or self.peak_bf16_flops
+
+
+@lru_cache(maxsize=1)
+def all_targets() -> dict[str, Target]:
+    data = json.loads(TARGETS_FILE.read_text())
+    out = {}
+    for name, fields in data.items():
+        if name.startswith("_"):
+            continue
+        fields = dict(fields)
+        if name == "cpu":
+            fields["sm_count"] = os.cpu_count() or 1
+        out[name] = Target(name=name, **fields)
+    return out
+
+
+def get_target(name: str) -> Target:
+    targets = all_targets()
+    if name not in targets:
+        raise SpecirError(f"unknown target {name!r}", hint="targets: " + ", ".join(targets) + " (see `specir targets`)")
+    return targets[name]
+
+
+def host_target() -> str:
+    """The default target: the machine's GPU if it has one, else cpu."""
+    try:
+        import torch
+        if torch.cuda.is_available():
+            name = torch.cuda.get_device_name(0).lower()
+            for key in ("h200", "h100", "a100"):
+                if key in name:
+                    return key
+            return "h100" if torch.cuda.get_device_capability(0) >= (9, 0) else "a100"
+    except Exception:
+        pass
+    return "cpu"
+
+
+def require_available(target: Target) -> None:
+    """Raise when this machine cannot execute code for `target`."""
+    if target.kind == "gpu":
+        import torch
+        if not torch.cuda.is_available():
+            raise SpecirError(f"target {target.name} needs an NVIDIA GPU, and this machine has none",
+                              hint="use --target cpu here, or run on a machine with the GPU "
+                                   "(compiling for a GPU target works anywhere)")
