@@ -1,0 +1,108 @@
+"""KV-cache writes and the post-acceptance compaction (KERNEL_CONTRACTS.md, "KV cache").
+
+Cache layout per layer: k_cache, v_cache [slots, kv_heads, max_seq, head_dim], lens [slots]
+int32 committed tokens. Neither kernel reads lens-dependent sizes on the host, so both are
+CUDA-graph safe: the grids depend only on tensor shapes.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+COMPACT_BLOCK = 512
+
+
+@triton.jit
+def _kv_write_kernel(k_new_ptr, v_new_ptr, k_cache_ptr, v_cache_ptr, lens_ptr, n_new_ptr,
+                     stride_kn, stride_kh, stride_vn, stride_vh, stride_cb, stride_ch, stride_cs,
+                     T, max_seq,
+                     KH: tl.constexpr, D: tl.constexpr, BLOCK_KH: tl.constexpr, BLOCK_D: tl.constexpr,
+                     HAS_N_NEW: tl.constexpr):
+    n = tl.program_id(0).to(tl.int64)
+    b = n // T
+    t = n % T
+    slot = tl.load(lens_ptr + b).to(tl.int64) + t
+    write = slot < max_seq
+    if HAS_N_NEW:
+        write = write & (t < tl.load(n_new_ptr + b))
+    heads = tl.arange(0, BLOCK_KH)[:, None]
+    cols = tl.arange(0, BLOCK_D)[None, :]
+    ok = (heads < KH) & (cols < D)
+    dst = b * stride_cb + slot * stride_cs + heads * stride_ch + cols
+    k = tl.load(k_new_ptr + n * stride_kn + heads * stride_kh + cols, mask=ok & write, other=0.0)
+    v = tl.load(v_new_ptr + n * stride_vn + heads * stride_vh + cols, mask=ok & write, other=0.0)
+    tl.store(k_cache_ptr + dst, k.to(k_cache_ptr.dtype.element_ty), mask=ok & write)
+    tl.store(v_cache_ptr + dst, v.to(v_cache_ptr.dtype.element_ty), mask=ok & write)
+
+
+@triton.jit
+def _kv_compact_kernel(k_cache_ptr, v_cache_ptr, lens_ptr, acc_idx_ptr, n_acc_ptr, new_lens_ptr,
+                       stride_cb, stride_ch, stride_cs, stride_acc, max_seq,
+                       D: tl.constexpr, KH_D: tl.constexpr, BLOCK: tl.constexpr,
+                       WRITE_LENS: tl.constexpr):
+    """Program (b, chunk) moves elements [chunk*BLOCK, +BLOCK) of the flattened (kv_head, d) row
+    of every accepted slot, in ascending j. Because acc_idx ascends and acc_idx[j] >= j, a slot
+    written at step j is never read at a later step, so the in-place move is race-free."""
+    b = tl.program_id(0).to(tl.int64)
+    e = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    ok = e < KH_D
+    row = b * stride_cb + (e // D) * stride_ch + e % D
+    base = tl.load(lens_ptr + b).to(tl.int64)
+    n_acc = tl.load(n_acc_ptr + b)
+    for j in range(0, n_acc):
+        src = base + tl.load(acc_idx_ptr + b * stride_acc + j).to(tl.int64)
+        dst = base + j
+        move = ok & (src != dst) & (src < max_seq)
+        k = tl.load(k_cache_ptr + row + src * stride_cs, mask=move)
+        v = tl.load(v_cache_ptr + row + src * stride_cs, mask=move)
+        tl.store(k_cache_ptr + row + dst * stride_cs, k, mask=move)
+        tl.store(v_cache_ptr + row + dst * stride_cs, v, mask=move)
+    if WRITE_LENS:
+        if tl.program_id(1) == 0:
+            tl.store(new_lens_ptr + b, (base + n_acc).to(new_lens_ptr.dtype.element_ty))
+
+
+def _check_caches(k_cache, v_cache):
+    if k_cache.shape != v_cache.shape or k_cache.stride() != v_cache.stride() or k_cache.stride(-1) != 1:
+        raise ValueError("k_cache and v_cache need the same shape, strides and a contiguous head_dim")
+
+
+def kv_write(k_cache, v_cache, k_new, v_new, lens, n_new=None):
+    """Write k_new/v_new [B, T, KH, D] of token t of request b to slot lens[b] + t, in place.
+
+    With n_new [B], only t < n_new[b] is written. Slots >= max_seq are never written."""
+    _check_caches(k_cache, v_cache)
+    B, T, KH, D = k_new.shape
+    if v_new.shape != k_new.shape or k_new.stride(-1) != 1 or v_new.stride(-1) != 1:
+        raise ValueError("k_new, v_new must be equal-shaped [B, T, KH, D] with a contiguous last dim")
+    k3, v3 = k_new.view(B * T, KH, D), v_new.view(B * T, KH, D)
+    if B * T == 0:
+        return
+    _kv_write_kernel[(B * T,)](
+        k3, v3, k_cache, v_cache, lens, lens if n_new is None else n_new,
+        k3.stride(0), k3.stride(1), v3.stride(0), v3.stride(1), *k_cache.stride()[:3],
+        T, k_cache.shape[2],
+        KH=KH, D=D, BLOCK_KH=triton.next_power_of_2(KH), BLOCK_D=triton.next_power_of_2(D),
+        HAS_N_NEW=n_new is not None, num_warps=4)
+
+
+def kv_compact(k_cache, v_cache, lens, acc_idx, n_acc, new_lens_out=None):
+    """Move slot lens[b] + acc_idx[b, j] to slot lens[b] + j for j < n_acc[b], in place.
+
+    acc_idx [B, T] must ascend within 0 .. n_acc[b]-1 (as greedy acceptance gives). `lens` is
+    read, not changed; pass `new_lens_out` (a different tensor) to get lens + n_acc in the
+    same launch."""
+    _check_caches(k_cache, v_cache)
+    _, KH, max_seq, D = k_cache.shape
+    B = lens.shape[0]
+    if acc_idx.stride(-1) != 1:
+        raise ValueError("acc_idx needs a contiguous last dim")
+    if new_lens_out is not None and new_lens_out.data_ptr() == lens.data_ptr():
+        raise ValueError("new_lens_out must not alias lens (other programs still read lens)")
+    block = min(COMPACT_BLOCK, triton.next_power_of_2(KH * D))
+    _kv_compact_kernel[(B, triton.cdiv(KH * D, block))](
+        k_cache, v_cache, lens, acc_idx, n_acc, lens if new_lens_out is None else new_lens_out,
+        *k_cache.stride()[:3], acc_idx.stride(0), max_seq,
+        D=D, KH_D=KH * D, BLOCK=block, WRITE_LENS=new_lens_out is not None, num_warps=4)

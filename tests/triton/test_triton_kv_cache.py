@@ -1,0 +1,60 @@
+import pytest
+import torch
+
+from specir.backends.triton.kernels import reference as ref
+from specir.backends.triton.kernels.kv_cache import kv_compact, kv_write
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("with_n_new", [False, True])
+def test_kv_write_ragged(seed, device, kt, dtype, with_n_new):
+    B, T, KH, D, S = 3, 4, 2, 24, 10
+    k_new = torch.randn(B, T, KH, D).to(dtype).to(device)
+    v_new = torch.randn(B, T, KH, D).to(dtype).to(device)
+    lens = torch.tensor([0, 3, 8], dtype=torch.int32, device=device)   # request 2 runs past S
+    n_new = torch.tensor([4, 1, 2], dtype=torch.int32, device=device) if with_n_new else None
+    k_cache, v_cache = kt.poisoned((B, KH, S, D), dtype, device), kt.poisoned((B, KH, S, D), dtype, device)
+    want_k, want_v = k_cache.clone(), v_cache.clone()
+    ref.kv_write_reference(want_k, want_v, k_new, v_new, lens, n_new)
+    kv_write(k_cache, v_cache, k_new, v_new, lens, n_new)
+    # NaN marks untouched slots: equal_nan checks both the values and that nothing else was written
+    assert torch.equal(k_cache.isnan(), want_k.isnan()) and torch.equal(v_cache.isnan(), want_v.isnan())
+    assert torch.equal(k_cache.nan_to_num(), want_k.nan_to_num())
+    assert torch.equal(v_cache.nan_to_num(), want_v.nan_to_num())
+
+
+def _random_acceptance(B, T, device):
+    """Ascending accepted node indices starting at 0, a random count per request."""
+    acc_idx = torch.full((B, T), -1, dtype=torch.int32)
+    n_acc = torch.zeros(B, dtype=torch.int32)
+    for b in range(B):
+        count = int(torch.randint(1, T + 1, ()))
+        chosen = torch.cat([torch.zeros(1, dtype=torch.long), torch.randperm(T - 1)[: count - 1] + 1]).sort().values
+        acc_idx[b, :count] = chosen.to(torch.int32)
+        n_acc[b] = count
+    return acc_idx.to(device), n_acc.to(device)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_kv_compact(seed, device, kt, dtype):
+    B, T, KH, D, S = 4, 6, 2, 16, 20
+    k_cache = torch.randn(B, KH, S, D).to(dtype).to(device)
+    v_cache = torch.randn(B, KH, S, D).to(dtype).to(device)
+    lens = torch.randint(0, S - T + 1, (B,), dtype=torch.int32, device=device)
+    acc_idx, n_acc = _random_acceptance(B, T, device)
+    want_k, want_v = k_cache.clone(), v_cache.clone()
+    want_lens = ref.kv_compact_reference(want_k, want_v, lens, acc_idx, n_acc)
+    new_lens = kt.poisoned((B,), torch.int32, device)
+    kv_compact(k_cache, v_cache, lens, acc_idx, n_acc, new_lens_out=new_lens)
+    assert torch.equal(k_cache, want_k) and torch.equal(v_cache, want_v)
+    assert torch.equal(new_lens, want_lens)
+
+
+def test_kv_compact_chain_moves_nothing(seed, device):
+    B, T, KH, D, S = 2, 5, 4, 8, 12
+    k_cache, v_cache = torch.randn(B, KH, S, D, device=device), torch.randn(B, KH, S, D, device=device)
+    before = k_cache.clone(), v_cache.clone()
+    lens = torch.tensor([2, 7], dtype=torch.int32, device=device)
+    acc_idx = torch.arange(T, dtype=torch.int32, device=device).repeat(B, 1)
+    kv_compact(k_cache, v_cache, lens, acc_idx, torch.tensor([5, 3], dtype=torch.int32, device=device))
+    assert torch.equal(k_cache, before[0]) and torch.equal(v_cache, before[1])
