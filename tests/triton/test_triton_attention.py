@@ -1,0 +1,77 @@
+import pytest
+import torch
+
+from specir.backends.triton.kernels import reference as ref
+from specir.backends.triton.kernels.attention import attention, attention_workspace
+
+
+def random_tree_mask(B, T):
+    """Ancestor-or-self masks of random trees (parent[t] < t), so nodes branch."""
+    mask = torch.zeros(B, T, T, dtype=torch.bool)
+    for b in range(B):
+        for t in range(T):
+            mask[b, t, t] = True
+            if t:
+                parent = int(torch.randint(0, t, ()))
+                mask[b, t] |= mask[b, parent]
+    return mask
+
+
+def _inputs(B, T, H, KH, D, S, lens, dtype, device):
+    q = torch.randn(B, T, H, D).to(dtype).to(device)
+    k_cache = torch.randn(B, KH, S, D).to(dtype).to(device)
+    v_cache = torch.randn(B, KH, S, D).to(dtype).to(device)
+    lens = torch.tensor(lens, dtype=torch.int32, device=device)
+    return q, k_cache, v_cache, lens
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("kv_heads", [4, 1])          # GQA ratio 1 and 4 (H = 4)
+@pytest.mark.parametrize("num_splits", [1, 3])
+def test_decode(seed, device, kt, dtype, kv_heads, num_splits):
+    B, T, H, D, S = 3, 1, 4, 16, 80
+    q, k_cache, v_cache, lens = _inputs(B, T, H, kv_heads, D, S, [0, 37, 70], dtype, device)
+    out = kt.poisoned(q.shape, dtype, device)
+    attention(q, k_cache, v_cache, lens, out=out, num_splits=num_splits, block_n=16)
+    kt.close(out, ref.attention_reference(q, k_cache, v_cache, lens))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("kv_heads", [4, 1])
+@pytest.mark.parametrize("use_tree", [False, True])
+def test_verify(seed, device, kt, dtype, kv_heads, use_tree):
+    B, T, H, D, S = 2, 9, 4, 16, 64
+    q, k_cache, v_cache, lens = _inputs(B, T, H, kv_heads, D, S, [21, 3], dtype, device)
+    tree = random_tree_mask(B, T).to(device) if use_tree else None
+    out = kt.poisoned(q.shape, dtype, device)
+    attention(q, k_cache, v_cache, lens, tree, out=out, num_splits=2, block_n=16)
+    kt.close(out, ref.attention_reference(q, k_cache, v_cache, lens, tree))
+
+
+def test_verify_single_split_non_power_of_two_head_dim(seed, device, kt):
+    B, T, H, KH, D, S = 2, 4, 8, 2, 24, 32
+    q, k_cache, v_cache, lens = _inputs(B, T, H, KH, D, S, [17, 0], torch.float32, device)
+    tree = random_tree_mask(B, T).to(device)
+    out = kt.poisoned(q.shape, torch.float32, device)
+    attention(q, k_cache, v_cache, lens, tree, scale=0.3, out=out, num_splits=1, block_n=16)
+    kt.close(out, ref.attention_reference(q, k_cache, v_cache, lens, tree, scale=0.3))
+
+
+def test_default_config_and_workspace(seed, device, kt):
+    B, T, H, KH, D, S = 2, 3, 4, 2, 32, 48
+    q, k_cache, v_cache, lens = _inputs(B, T, H, KH, D, S, [40, 9], torch.bfloat16, device)
+    workspace = attention_workspace(B, T, H, D, 64, device)
+    kt.close(attention(q, k_cache, v_cache, lens, workspace=workspace), ref.attention_reference(q, k_cache, v_cache, lens))
+
+
+def test_masked_new_slots_do_not_leak(seed, device, kt):
+    """A node must not see its siblings: changing a sibling's k/v leaves its output unchanged."""
+    B, T, H, KH, D, S = 1, 3, 4, 2, 16, 16
+    q, k_cache, v_cache, lens = _inputs(B, T, H, KH, D, S, [5], torch.float32, device)
+    tree = torch.tensor([[[1, 0, 0], [1, 1, 0], [1, 0, 1]]], dtype=torch.bool, device=device)  # 1, 2 siblings
+    first = attention(q, k_cache, v_cache, lens, tree, num_splits=2, block_n=16)
+    k_cache[0, :, 5 + 2] += 3.0
+    v_cache[0, :, 5 + 2] -= 3.0
+    second = attention(q, k_cache, v_cache, lens, tree, num_splits=2, block_n=16)
+    assert torch.equal(first[0, :2], second[0, :2])
+    assert not torch.equal(first[0, 2], second[0, 2])
