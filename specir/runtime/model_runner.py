@@ -1,0 +1,126 @@
+"""ModelRunner: executes a model region of the IR, op by op, with a backend's kernel table.
+
+What runs is what the IR says: the runner walks `model.graph.ops` in order and calls the kernel
+registered for each op name with the op's attributes resolved (weights, rope tables).
+
+forward(slots, ids [B, T], positions [B, T], offsets, mask) -> logits [B, T, V]:
+new token t of request b is written to cache row lens[slot]+offsets[b]+t and attends to every
+committed row plus the scratch rows lens..lens+offsets[b]+T-1 allowed by `mask` [B, T, U]
+(U = max(offsets) + T, column u = row lens+u); without a mask, causally (u <= offsets[b] + t).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ..errors import SpecirError
+from ..ir.nodes import Model
+from ..rope import depends_on_length, rope_frequencies, rotary_dim
+from .dtypes import torch_dtype
+from .kv_cache import KVCache
+
+OP_KERNELS: dict[str, dict] = {}  # backend name -> {op name -> kernel}; plugins add entries
+
+
+class RopeTable:
+    def __init__(self, rope, head_dim: int):
+        self.rope, self.head_dim = rope, head_dim
+        self.static = not depends_on_length(rope)
+        self._freq, self.attention_factor = rope_frequencies(rope, head_dim, 0)
+
+    def frequencies(self, seq_len: int) -> torch.Tensor:
+        if self.static:
+            return self._freq
+        freq, self.attention_factor = rope_frequencies(self.rope, self.head_dim, seq_len)
+        return freq
+
+
+@dataclass
+class ForwardState:
+    cache: KVCache
+    slots: torch.Tensor  # [B]
+    write_start: torch.Tensor  # [B] first row written
+    attend_len: int  # rows 0 .. S-1 are looked at
+    visible: torch.Tensor  # [B, T, S] bool
+    positions: torch.Tensor  # [B, T]
+    max_position: int
+    key_positions: torch.Tensor  # [B, S]
+    scratch: dict = field(default_factory=dict)
+
+    def window_ok(self, window: int) -> torch.Tensor:
+        return (self.positions[:, :, None] - self.key_positions[:, None, :]) < window
+
+
+class ModelRunner:
+    def __init__(self, model: Model, weights: dict[str, torch.Tensor], *, slots: int, max_seq: int,
+                 device="cpu", kernels: dict | None = None, backend: str = "reference"):
+        self.model, self.device = model, torch.device(device)
+        self.dtype = torch_dtype(str(model.attrs.get("dtype", "bf16")))
+        self.kernels = dict(kernels or {})
+        self.kernels.update(OP_KERNELS.get(backend, {}))
+        self.backend = backend
+        self.vocab = model.graph.result_type.width
+        layers = {}
+        for op in model.graph.ops:
+            if op.name == "attention":
+                layers[op.attrs["layer"]] = (op.attrs["kv_heads"], op.attrs["head_dim"])
+        self.cache = KVCache(layers, slots, max_seq, self.dtype, self.device)
+        self.weights = {n: (t.to(self.dtype) if t.is_floating_point() else t) for n, t in weights.items()}
+        self.plan = [self._plan(op) for op in model.graph.ops]
+        self.params = {name: i for i, (name, _) in enumerate(model.graph.params)}
+
+    def _plan(self, op):
+        kernel = self.kernels.get(op.name)
+        if kernel is None:
+            raise SpecirError(f"the {self.backend} backend has no kernel for op {op.name!r}", location=op.loc,
+                              hint="register one in specir.runtime.model_runner.OP_KERNELS")
+        params = {}
+        for key, value in op.attrs.items():
+            if key in ("weight", "bias") and value:
+                if value not in self.weights:
+                    raise SpecirError(f"weight {value!r} was not loaded for @{self.model.name}", location=op.loc)
+                params[key] = self.weights[value]
+            else:
+                params[key] = value
+        if op.name == "rope":
+            params["table"] = RopeTable(op.attrs["rope"], op.attrs["head_dim"])
+            params["rotary_dim"] = rotary_dim(op.attrs["rope"], op.attrs["head_dim"])
+        params.setdefault("scale", 0.0)
+        return op.result, kernel, op.values, params
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, slots: list[int], ids: torch.Tensor, positions: torch.Tensor,
+                offsets: list[int] | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
+        B, T = ids.shape
+        offsets = offsets or [0] * B
+        lens = torch.tensor([self.cache.lens[s] for s in slots], device=self.device)
+        off = torch.tensor(offsets, device=self.device)
+        U = max(offsets) + T
+        if mask is None:
+            u = torch.arange(U, device=self.device)
+            t = torch.arange(T, device=self.device)
+            mask = u[None, None, :] <= (off[:, None, None] + t[None, :, None])
+        S = int(max(self.cache.lens[s] + o for s, o in zip(slots, offsets))) + T
+        if S > self.cache.max_seq:
+            raise SpecirError(f"the KV cache holds {self.cache.max_seq} rows; this forward needs {S}",
+                              hint="lower --max-new-tokens or the draft budget")
+        slot_t = torch.tensor(slots, device=self.device)
+        rel = torch.arange(S, device=self.device)[None, :] - lens[:, None]  # [B, S]
+        inside = (rel >= 0) & (rel < U)
+        gathered = torch.gather(mask, 2, rel.clamp(0, U - 1)[:, None, :].expand(B, T, S))
+        visible = (rel < 0)[:, None, :] | (inside[:, None, :] & gathered)
+        write_start = lens + off
+        rows = write_start[:, None] + torch.arange(T, device=self.device)[None, :]
+        self.cache.pos[slot_t[:, None].expand(B, T), rows] = positions
+        state = ForwardState(self.cache, slot_t, write_start, S, visible, positions,
+                             int(positions.max()), self.cache.pos[slot_t, :S])
+        env = {}
+        inputs = {"ids": ids, "positions": positions, "mask": mask}
+        for name, type_ in self.model.graph.params:
+            env[name] = inputs[type_.name]
+        for result, kernel, operands, params in self.plan:
+            out = kernel(params, state, *(env[o] for o in operands))
+            if result is not None:
+                env[result] = out
+        return env[self.model.graph.result]
