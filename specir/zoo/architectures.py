@@ -6,6 +6,8 @@ are inflated into (see shapes.py), so that attention heads embed one to one:
              llama3 scaling factor 8; untied embeddings;
 - drafter -> Llama-3.2-1B: head_dim 64, 4 query heads per kv head, llama3 scaling factor 32;
              tied embeddings (as Llama-3.2-1B).
+Both keep their shape's max_position_embeddings (131072, as the rope scaling expects), though they
+are trained on 512-token windows: longer contexts run but are extrapolation.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ ARCHITECTURES = {
 }
 
 
-def llama_config(role: str, vocab_size: int, *, max_position_embeddings: int = 2048,
+def llama_config(role: str, vocab_size: int, *, max_position_embeddings: int = 131072,
                  **overrides):
     """The `LlamaConfig` of a zoo role ("target", "drafter", "tiny") for a vocabulary."""
     from transformers import LlamaConfig

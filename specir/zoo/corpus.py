@@ -40,6 +40,16 @@ def build_corpus(out: Path, *, vocab_size: int = DEFAULT_VOCAB_SIZE, file_list: 
                           hint="this Python has no standard-library sources; try --rescan on another")
     if missing:
         log(f"corpus: {len(missing)} listed documents are missing or not UTF-8 here; skipped")
+    meta = write_corpus(out, documents, vocab_size=vocab_size, log=log)
+    meta.update(missing_documents=missing,
+                file_list="rescan" if rescan else str(file_list or "shipped"))
+    (out / "meta.json").write_text(json.dumps(meta, indent=1))
+    return meta
+
+
+def write_corpus(out: Path, documents: list[stdlib_sources.Document], *, vocab_size: int,
+                 log=print) -> dict:
+    """Write a corpus folder from documents (their `split` decides train or held-out)."""
     out.mkdir(parents=True, exist_ok=True)
     stdlib_sources.write_file_list(documents, out / "files.txt", platform.python_version())
 
@@ -69,8 +79,7 @@ def build_corpus(out: Path, *, vocab_size: int = DEFAULT_VOCAB_SIZE, file_list: 
     (held_dir / "index.json").write_text(json.dumps(index, indent=1))
 
     meta = {"python": platform.python_version(), "implementation": sys.implementation.name,
-            "vocab_size": tokenizer.get_vocab_size(), "eos_id": EOS_ID, "splits": counts,
-            "missing_documents": missing, "file_list": "rescan" if rescan else str(file_list or "shipped")}
+            "vocab_size": tokenizer.get_vocab_size(), "eos_id": EOS_ID, "splits": counts}
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
     return meta
 

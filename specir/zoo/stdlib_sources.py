@@ -36,15 +36,17 @@ _SKIP_DIRS = {"site-packages", "lib-dynload", "__pycache__"}
 @dataclass(frozen=True)
 class Document:
     """One corpus document: `name` (stdlib-relative, `file:topic` for pydoc topics), `kind`
-    ("code" or "prose"), its `text`, and its `split` ("train" or "heldout")."""
+    ("code" or "prose"), its `text`, and its `split` ("train" or "heldout"; by default the
+    fixed function `split_of` of the name)."""
 
     name: str
     kind: str
     text: str
+    split: str = ""
 
-    @property
-    def split(self) -> str:
-        return split_of(self.name, self.kind)
+    def __post_init__(self):
+        if not self.split:
+            object.__setattr__(self, "split", split_of(self.name, self.kind))
 
 
 def split_of(name: str, kind: str) -> str:

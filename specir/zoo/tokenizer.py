@@ -39,6 +39,6 @@ def save_hf_tokenizer(tokenizer_json: Path, folder: Path) -> None:
 
     hf = PreTrainedTokenizerFast(tokenizer_file=str(tokenizer_json), eos_token=EOS_TOKEN,
                                  pad_token=EOS_TOKEN, unk_token=None, bos_token=None,
-                                 model_max_length=2048, clean_up_tokenization_spaces=False)
+                                 model_max_length=131072, clean_up_tokenization_spaces=False)
     folder.mkdir(parents=True, exist_ok=True)
     hf.save_pretrained(str(folder))
