@@ -20,12 +20,11 @@ import torch
 import triton
 import triton.language as tl
 
+from ._device import sm_count
 from ._numerics import dot_f32acc, round_to
 
 LOG2E = 1.4426950408889634
 MAX_SPLITS = 64
-
-_sm_count_cache: dict[int, int] = {}
 
 
 @triton.jit
@@ -160,15 +159,6 @@ def _attention_combine_kernel(
     tl.store(o_ptrs, round_to(result, out_ptr.dtype.element_ty), mask=ok)
 
 
-def _sm_count(device: torch.device) -> int:
-    if device.type != "cuda":
-        return 4
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if index not in _sm_count_cache:
-        _sm_count_cache[index] = torch.cuda.get_device_properties(index).multi_processor_count
-    return _sm_count_cache[index]
-
-
 def attention_config(B, T, H, KH, D, max_seq, device, num_splits=None, block_m=None, block_n=None,
                      num_warps=None, num_stages=None):
     """Launch parameters chosen from shapes only (never from lens): a dict the wrapper uses.
@@ -182,7 +172,7 @@ def attention_config(B, T, H, KH, D, max_seq, device, num_splits=None, block_m=N
     block_n = block_n or 64
     m_blocks = triton.cdiv(rows, block_m)
     if num_splits is None:
-        wanted = triton.cdiv(4 * _sm_count(device), B * KH * m_blocks)
+        wanted = triton.cdiv(4 * sm_count(device), B * KH * m_blocks)
         num_splits = max(1, min(wanted, triton.cdiv(max_seq, block_n), MAX_SPLITS))
     return dict(block_m=block_m, block_n=block_n, num_splits=num_splits, m_blocks=m_blocks,
                 num_warps=num_warps or 4, num_stages=num_stages or 2)
