@@ -1,0 +1,137 @@
+"""Compile each kernel once per (kernel, static shape, dtype, schedule, target) and keep it on disk.
+
+A kernel is named by `kernel` plus a dict of static parameters. The cache key also holds the
+target, the TVM version and a digest of this package's source files, so editing any kernel
+file (or upgrading TVM, or moving to another CPU) never loads a stale library. Dynamic sizes
+(rows, tokens, batch, context) are symbolic inside the kernels and are not part of the key.
+
+On disk: `<cache_dir>/<kernel>-<digest>.so` (a shared library made by `export_library`) and a
+`.json` next to it naming what it holds. A library is written to a temporary name and renamed
+into place, so processes sharing a folder never see half a file. A second process with the same
+folder loads the library and compiles nothing; `compile_count()` and `on_compile()` let tests
+prove it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+import tempfile
+import threading
+from pathlib import Path
+from typing import Callable
+
+_compile_listeners: list[Callable[[str, dict], None]] = []
+_compile_count = 0
+_count_lock = threading.Lock()
+
+
+def compile_count() -> int:
+    """Number of kernels this process has compiled (cache misses), over all caches."""
+    return _compile_count
+
+
+def on_compile(listener: Callable[[str, dict], None]) -> Callable[[], None]:
+    """Call `listener(kernel, params)` on every compilation; returns a function that removes it."""
+    _compile_listeners.append(listener)
+    return lambda: _compile_listeners.remove(listener)
+
+
+def default_cache_dir() -> Path:
+    """$SPECIR_TVM_CACHE, else ~/.cache/specir/tvm."""
+    env = os.environ.get("SPECIR_TVM_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "specir" / "tvm"
+
+
+@functools.cache
+def source_digest() -> str:
+    """Digest of every .py file of this package: any kernel edit changes every key."""
+    h = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+class KernelCache:
+    """Compiled kernels for one target, in memory and in `cache_dir`."""
+
+    def __init__(self, cache_dir: str | os.PathLike | None = None, host=None):
+        from .host_target import host_cpu
+
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        self.host = host if host is not None else host_cpu()
+        self._loaded: dict[str, object] = {}  # file name -> function
+        self._memo: dict[tuple, object] = {}  # frozen (kernel, params) -> function: the hot path
+        self._lock = threading.Lock()
+
+    def key(self, kernel: str, params: dict) -> tuple[str, dict]:
+        material = {
+            "kernel": kernel,
+            "params": params,
+            "target": self.host.target_dict(),
+            "tvm": _tvm_version(),
+            "source": source_digest(),
+        }
+        text = json.dumps(material, sort_keys=True, default=str)
+        return f"{kernel}-{hashlib.sha256(text.encode()).hexdigest()[:20]}", material
+
+    def get(self, kernel: str, params: dict, build: Callable[[], object]):
+        """The compiled function for (kernel, params). `params` is a flat dict of hashable,
+        JSON-able values (str, int, float, bool, None, tuples). `build()` returns the PrimFunc;
+        it is called only when neither memory nor disk holds the kernel."""
+        memo_key = (kernel, tuple(params.items()))  # params: flat, hashable values
+        fn = self._memo.get(memo_key)
+        if fn is not None:
+            return fn
+        name, material = self.key(kernel, params)
+        fn = self._loaded.get(name)
+        if fn is not None:
+            return fn
+        with self._lock:
+            fn = self._loaded.get(name)
+            if fn is None:
+                fn = self._load_or_compile(name, material, build)
+                self._loaded[name] = fn
+            self._memo[memo_key] = fn
+        return fn
+
+    def _load_or_compile(self, name: str, material: dict, build: Callable[[], object]):
+        import tvm
+
+        path = self.cache_dir / f"{name}.so"
+        symbol = re.sub(r"\W", "_", name)
+        if not path.exists():
+            self._compile(path, symbol, material, build)
+        return tvm.runtime.load_module(str(path))[symbol]
+
+    def _compile(self, path: Path, symbol: str, material: dict, build: Callable[[], object]):
+        global _compile_count
+        import tvm
+
+        func = build().with_attr("global_symbol", symbol)
+        executable = tvm.compile(tvm.IRModule({symbol: func}), target=self.host.target())
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=".so", dir=self.cache_dir)
+        os.close(fd)
+        try:
+            executable.export_library(tmp)
+            path.with_suffix(".json").write_text(json.dumps(material, indent=1, sort_keys=True, default=str))
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        with _count_lock:
+            _compile_count += 1
+        for listener in list(_compile_listeners):
+            listener(material["kernel"], material["params"])
+
+
+@functools.cache
+def _tvm_version() -> str:
+    import tvm
+
+    return tvm.__version__

@@ -1,0 +1,152 @@
+"""Linear layer `y[M, N] = x[M, K] @ w[N, K]^T (+ bias[N])`: decode GEMV (M = 1) and the skinny
+GEMM of verification (M up to a few hundred), fp32 accumulation, one rounding on store.
+
+`w` is the checkpoint's row-major [out, in] matrix, read through a `WeightFormat` (bf16 or fp32
+dense today, a packed format later). x and y are in the activation dtype (fp32 or bf16).
+
+Kernel shape (tiled schedule): the rows of x are grouped into blocks of `mr` rows (x is passed
+as `[M / mr, mr, K]`, a free view; M is padded to a multiple of `mr` when needed), and the rows
+of w into tiles of `nr`. One parallel task per w tile; for each x block it keeps `mr * nr`
+fp32 vector accumulators of `vl` lanes, walks K in steps of `vl`, decodes the `[nr, vl]` weight
+tile in registers (bf16 -> fp32 is a shift), and does `mr * nr` vector FMAs. The lanes are summed
+once at the end (rfactor), then bias and the cast. The weight tile stays in L1 across x blocks,
+so the weights are read from memory once whatever M is.
+
+M is symbolic (`M / mr` is a runtime size), so a kernel is compiled once per (N, K, formats,
+dtypes, tile) and serves every token count. Two tiles are used: a GEMV tile (mr = 1) for M = 1
+and a GEMM tile for M > 1. `schedule="naive"` compiles the same computation without a schedule
+(serial loops): the benchmark's baseline for what scheduling buys.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+from .weight_formats import WeightFormat, weight_format_for
+
+_ACT_DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
+
+
+@dataclass(frozen=True)
+class LinearTile:
+    mr: int  # x rows per register tile
+    nr: int  # w rows per register tile
+    vl: int  # K lanes per vector accumulator
+
+
+def _largest_divisor(n: int, candidates) -> int:
+    return next((c for c in candidates if n % c == 0), 1)
+
+
+@functools.lru_cache(maxsize=None)
+def choose_tile(m: int, n: int, k: int, fp32_lanes: int, k_multiple: int = 1) -> LinearTile:
+    """Register tile for one call: (1, 8, lanes) for a GEMV (8 accumulators, one x vector,
+    decoded w vectors), (2, 4, lanes) for M > 1 (8 accumulators, 2 x vectors, 4 w vectors: fits
+    the 16 ymm registers of AVX2). Chosen by a sweep on Zen 3 (bench/cpu_kernels.py --sweep);
+    wider tiles spill."""
+    vl = _largest_divisor(k, [fp32_lanes, 8, 4, 2])
+    if k_multiple > 1 and k_multiple % vl:
+        vl = _largest_divisor(k_multiple, [vl, 8, 4, 2])
+    if m == 1:
+        return LinearTile(1, _largest_divisor(n, [8, 4, 2]), vl)
+    return LinearTile(2, _largest_divisor(n, [4, 2]), vl)
+
+
+def build_linear(n: int, k: int, fmt: WeightFormat, act_dtype: str, bias_dtype: str | None,
+                 tile: LinearTile, schedule: str = "tiled"):
+    """The PrimFunc `(x[mb, mr, K], *weights, [bias[N]], y[mb, mr, N])`, mb symbolic."""
+    from tvm import s_tir, te, tirx
+
+    mb = tirx.Var("mb", "int64")
+    x = te.placeholder((mb, tile.mr, k), act_dtype, name="x")
+    weights = fmt.placeholders(n, k)
+    w_dec = te.compute((n, k), lambda j, kk: fmt.decode(weights, j, kk), name="w_decode")
+    r = te.reduce_axis((0, k), name="k")
+    acc = te.compute(
+        (mb, tile.mr, n),
+        lambda mo, mi, j: te.sum(x[mo, mi, r].astype("float32") * w_dec[j, r], axis=r),
+        name="acc",
+    )
+    inputs = [x, *weights]
+    if bias_dtype is not None:
+        bias = te.placeholder((n,), bias_dtype, name="bias")
+        inputs.append(bias)
+        y = te.compute(acc.shape, lambda mo, mi, j: (acc[mo, mi, j] + bias[j].astype("float32")).astype(act_dtype), name="y")
+    else:
+        y = te.compute(acc.shape, lambda mo, mi, j: acc[mo, mi, j].astype(act_dtype), name="y")
+    func = te.create_prim_func([*inputs, y])
+    if schedule == "naive":
+        return func
+    if schedule != "tiled":
+        raise ValueError(f"unknown linear schedule {schedule!r}")
+
+    sch = s_tir.Schedule(func)
+    acc_block = sch.get_sblock("acc")
+    y_block = sch.get_sblock("y")
+    decode_block = sch.get_sblock("w_decode")
+    mo, mi, j, kk = sch.get_loops(acc_block)
+    k_outer, k_lane = sch.split(kk, [None, tile.vl])
+    lanes_block = sch.rfactor(k_lane, factor_axis=3)  # acc_rf[mo, mi, n, lane]
+    mo, mi, j, k_outer, k_lane = sch.get_loops(lanes_block)
+    j_tile, j_in = sch.split(j, [None, tile.nr])
+    sch.reorder(j_tile, mo, k_outer, mi, j_in, k_lane)
+    sch.parallel(j_tile)
+    sch.unroll(mi)
+    sch.unroll(j_in)
+    sch.vectorize(k_lane)
+    sch.set_scope(lanes_block, 0, "local")
+    # weight-decode stage: one [nr, vl] tile per K step, in registers
+    sch.compute_at(decode_block, k_outer)
+    sch.set_scope(decode_block, 0, "local")
+    d_rows, d_lanes = sch.get_loops(decode_block)[-2:]
+    sch.unroll(d_rows)
+    sch.vectorize(d_lanes)
+    # lane sums, bias and cast once per (x block, w tile)
+    sch.reverse_compute_at(acc_block, mo)
+    sch.set_scope(acc_block, 0, "local")
+    sch.reverse_compute_at(y_block, mo)
+    sch.decompose_reduction(lanes_block, k_outer)
+    return sch.mod["main"]
+
+
+def linear(cache, x: torch.Tensor, weight, bias: torch.Tensor | None = None, *,
+           out: torch.Tensor | None = None, schedule: str = "tiled", tile: LinearTile | None = None) -> torch.Tensor:
+    """y = x @ w^T (+ bias) on the CPU; x [..., K] in fp32 or bf16, w a bf16/fp32 `[N, K]` tensor
+    (or a packed weight object with a TVM format). Returns y [..., N] in x's dtype."""
+    fmt = weight_format_for(weight)
+    n, k = fmt.shape(weight)
+    if x.shape[-1] != k:
+        raise ValueError(f"linear: x has K={x.shape[-1]}, weight has K={k}")
+    if x.dtype not in _ACT_DTYPES:
+        raise ValueError(f"linear: activations must be fp32 or bf16, got {x.dtype}")
+    lead = x.shape[:-1]
+    x2 = x.reshape(-1, k)
+    if not x2.is_contiguous():
+        x2 = x2.contiguous()
+    m = x2.shape[0]
+    tile = tile or choose_tile(min(m, 2), n, k, cache.host.fp32_lanes, fmt.k_multiple)
+    act = _ACT_DTYPES[x.dtype]
+    bias_dtype = None if bias is None else _ACT_DTYPES[bias.dtype]
+    params = {"n": n, "k": k, "weights": fmt.cache_key(), "act": act, "bias": bias_dtype,
+              "tile": (tile.mr, tile.nr, tile.vl), "schedule": schedule}
+    fn = cache.get("linear", params, lambda: build_linear(n, k, fmt, act, bias_dtype, tile, schedule))
+
+    m_pad = -(-m // tile.mr) * tile.mr
+    if m_pad != m:
+        x_pad = x2.new_zeros(m_pad, k)
+        x_pad[:m] = x2
+        x2 = x_pad
+    direct = out is not None and m_pad == m and out.is_contiguous() and out.dtype == x.dtype
+    y = out.view(m, n) if direct else torch.empty(m_pad, n, dtype=x.dtype)
+    args = [x2.view(m_pad // tile.mr, tile.mr, k), *fmt.kernel_args(weight)]
+    if bias is not None:
+        args.append(bias if bias.is_contiguous() else bias.contiguous())
+    fn(*args, y.view(m_pad // tile.mr, tile.mr, n))
+    y = y[:m].view(*lead, n)
+    if out is not None and not direct:
+        out.copy_(y)
+        return out
+    return out if direct else y
