@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from .importers import import_model
+from .importers import import_model, resolve_source
 from .ir.nodes import Pipeline
 from .ir.parser import parse, parse_file
 from .ir.verifier import infer_types
@@ -17,7 +17,9 @@ def expand_imports(pipeline: Pipeline) -> Pipeline:
     models = []
     for m in pipeline.models:
         if m.is_import:
-            imported = import_model(m.name, m.import_path, base=base, where=m.loc)
+            source = m.import_path if m.import_path.startswith("zoo:") else \
+                str(resolve_source(m.import_path, base).resolve())
+            imported = import_model(m.name, source, base=base, where=m.loc)
             merged = dict(imported.attrs.items())
             merged.update(m.attrs.items())
             m = replace(imported, attrs=type(imported.attrs)(merged), loc=m.loc)

@@ -206,6 +206,9 @@ def _check_step(pipeline: Pipeline, step: Step, fill: bool) -> Step:
     if len(commits) != 1 or ops[-1] is not commits[0]:
         raise _error("the step must end with exactly one commit", ops[-1] if ops else step, pipeline,
                      "commit %ctx, %accepted")
+    if any(op.name == "verify.tree" for op in ops) and commits[0].attrs.get("kv", "prefix") != "compact":
+        raise _error("a tree-verified step must commit with kv = \"compact\" (the accepted path's KV rows move "
+                     "into place)", commits[0], pipeline, 'commit %ctx, %accepted {kv = "compact"}')
     return replace(step, ops=ops)
 
 

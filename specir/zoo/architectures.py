@@ -40,11 +40,12 @@ def llama_config(role: str, vocab_size: int, *, max_position_embeddings: int = 1
     if role not in ARCHITECTURES:
         raise SpecirError(f"unknown zoo model role '{role}'",
                           hint=f"choose one of: {', '.join(ARCHITECTURES)}")
-    fields = {**ARCHITECTURES[role], **overrides}
+    fields = dict(rms_norm_eps=1e-5, hidden_act="silu", attention_bias=False, mlp_bias=False,
+                  bos_token_id=None, eos_token_id=0, pad_token_id=0, initializer_range=0.02)
+    fields.update(ARCHITECTURES[role])
+    fields.update(overrides)
     return LlamaConfig(vocab_size=vocab_size, max_position_embeddings=max_position_embeddings,
-                       rms_norm_eps=1e-5, hidden_act="silu", attention_bias=False, mlp_bias=False,
-                       bos_token_id=None, eos_token_id=0, pad_token_id=0,
-                       initializer_range=0.02, **fields)
+                       **fields)
 
 
 def parameter_count(config) -> int:

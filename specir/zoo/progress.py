@@ -23,6 +23,7 @@ class Progress:
         self.start = time.perf_counter()
         self._last_print = 0.0
         self._tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self._final_printed = False
 
     def update(self, n: float = 1, note: str = "") -> None:
         self.done += n
@@ -30,6 +31,7 @@ class Progress:
         if self._tty or now - self._last_print >= self.every_s or self.done >= self.total:
             self._print(note, final=False)
             self._last_print = now
+            self._final_printed = not self._tty and self.done >= self.total
 
     def _print(self, note: str, final: bool) -> None:
         elapsed = time.perf_counter() - self.start
@@ -46,6 +48,8 @@ class Progress:
         self.stream.flush()
 
     def close(self, note: str = "") -> None:
+        if self._final_printed:
+            return
         if self._tty:
             self.stream.write("\r")
         self._print(note, final=True)

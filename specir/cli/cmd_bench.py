@@ -1,0 +1,62 @@
+"""specir bench: speedup over autoregressive decoding, tau and tokens/s per workload and batch size."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ..runtime.bench import bench, format_table, plot
+from ..runtime.session import make_engine
+from .common_run import add_source_options, positive, prompts_from, session_from
+
+
+def register(sub) -> None:
+    p = sub.add_parser("bench", help="measure speedup, tau and tokens/s",
+                       description="Time the pipeline and autoregressive decoding of its stock target in the same "
+                                   "engine, per workload and batch size. Prints a table; writes JSON and a PNG plot.")
+    add_source_options(p)
+    p.add_argument("--workload", help="a shipped workload (default: all)")
+    p.add_argument("--prompts", metavar="FILE.jsonl", help="benchmark these prompts instead of a workload")
+    p.add_argument("--batch-size", default="1", help="batch sizes, comma-separated (default 1)")
+    p.add_argument("--limit", type=int, default=8, help="prompts per workload (default 8)")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--out", default="bench-results", help="folder for bench.json and bench.png")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    positive("--max-new-tokens", args.max_new_tokens)
+    sizes = [positive("--batch-size", int(x)) for x in str(args.batch_size).split(",") if x.strip()]
+    session = session_from(args)
+    records, prompts = prompts_from(args, session, limit=args.limit or None)
+    workloads: dict[str, list] = {}
+    for rec, ids in zip(records, prompts):
+        workloads.setdefault(rec.get("workload", "prompts"), []).append(ids)
+    engine = session.engine()
+    total = 2 * sum(len(v) + (-len(v)) % bs for v in workloads.values() for bs in sizes)
+    bar = _progress(total)
+    rows = bench(engine, lambda p: make_engine(p, session.backend, session.device, session.build, weights=None),
+                 workloads, sizes, args.max_new_tokens, progress=bar.update if bar else None)
+    if bar:
+        bar.close()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"source": args.source or "<default zoo pair>", "target": session.target.name,
+            "backend": session.backend, "max_new_tokens": args.max_new_tokens}
+    (out / "bench.json").write_text(json.dumps({**meta, "rows": [r.as_dict() for r in rows]}, indent=2) + "\n")
+    plotted = plot(rows, out / "bench.png")
+    if args.json:
+        print(json.dumps({**meta, "rows": [r.as_dict() for r in rows]}))
+    else:
+        print(format_table(rows))
+        print(f"wrote {out / 'bench.json'}" + (f" and {out / 'bench.png'}" if plotted else ""), file=sys.stderr)
+    return 0
+
+
+def _progress(total: int):
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc="bench", unit="prompt", file=sys.stderr, disable=None)

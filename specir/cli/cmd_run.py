@@ -1,0 +1,52 @@
+"""specir run: generate with a pipeline."""
+from __future__ import annotations
+
+import json
+import sys
+
+from ..errors import SpecirError
+from ..runtime.baseline import target_name
+from ..runtime.tokenizer import decode, encode, parse_prompt_ids
+from .common_run import add_source_options, positive, session_from
+
+
+def register(sub) -> None:
+    p = sub.add_parser("run", help="generate text with a pipeline",
+                       description="Generate with a pipeline (a .spec compiled on the fly, or a build folder). "
+                                   "With no SPEC|BUILD: the shipped zoo pair.")
+    add_source_options(p)
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--prompt", help="prompt text (tokenized with the target's tokenizer)")
+    group.add_argument("--prompt-ids", help="prompt token ids, comma-separated")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true",
+                   help="print {tokens, text, accept_lengths, tokens_per_s} as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    positive("--max-new-tokens", args.max_new_tokens)
+    if args.temperature < 0:
+        raise SpecirError("--temperature must be >= 0")
+    session = session_from(args)
+    folder = str(session.target_folder())
+    prompt = parse_prompt_ids(args.prompt_ids) if args.prompt_ids is not None else encode(folder, args.prompt)
+    vocab = session.pipeline.model(target_name(session.pipeline)).graph.result_type.width
+    bad = [i for i in prompt if not 0 <= i < vocab]
+    if bad:
+        raise SpecirError(f"token id {bad[0]} is outside the target's vocabulary of {vocab}")
+    engine = session.engine()
+    result = engine.generate([prompt], args.max_new_tokens, temperature=args.temperature, seed=args.seed)[0]
+    text = decode(folder, result.tokens)
+    tps = len(result.tokens) / result.seconds if result.seconds > 0 else 0.0
+    if args.json:
+        print(json.dumps({"tokens": result.tokens, "text": text, "accept_lengths": result.accept_lengths,
+                          "tokens_per_s": round(tps, 3), "tau": round(result.tau, 4),
+                          "target": session.target.name, "backend": session.backend}))
+    else:
+        sys.stdout.write(text + ("\n" if not text.endswith("\n") else ""))
+        print(f"[{len(result.tokens)} tokens, {tps:.1f} tok/s, tau {result.tau:.2f}, "
+              f"{session.backend} backend on {session.target.name}]", file=sys.stderr)
+    return 0

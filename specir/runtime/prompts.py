@@ -1,0 +1,70 @@
+"""Prompt sources for run/check/bench: a JSONL prompts file (one object a line with `prompt`
+text or `prompt_ids`, other fields ignored) or a shipped workload by name."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import SourceLocation, SpecirError
+from .tokenizer import encode
+
+
+def read_prompts_file(path: str | Path) -> list[dict]:
+    path = Path(path)
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        raise SpecirError(f"no such prompts file: {path}", path=str(path),
+                          hint='a JSONL file, one {"prompt": "..."} or {"prompt_ids": [...]} per line') from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecirError(f"cannot read {path}: {exc}", path=str(path)) from None
+    records = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        loc = SourceLocation(str(path), n, 1, line)
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SpecirError(f"invalid JSON: {exc.msg}", location=SourceLocation(str(path), n, exc.colno, line),
+                              hint='each line is one JSON object, e.g. {"prompt": "def f("}') from None
+        if not isinstance(obj, dict) or not ("prompt" in obj or "prompt_ids" in obj):
+            raise SpecirError("a prompt line needs a `prompt` (text) or `prompt_ids` (list of ints) field",
+                              location=loc, hint='e.g. {"prompt": "def f("}')
+        if "prompt_ids" in obj:
+            ids = obj["prompt_ids"]
+            if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+                raise SpecirError("`prompt_ids` must be a list of integers", location=loc)
+        elif not isinstance(obj["prompt"], str):
+            raise SpecirError("`prompt` must be a string", location=loc)
+        obj["_line"] = n
+        records.append(obj)
+    if not records:
+        raise SpecirError(f"{path} holds no prompts", path=str(path))
+    return records
+
+
+def to_ids(records: list[dict], tokenizer_folder: str, vocab: int) -> list[list[int]]:
+    out = []
+    for r in records:
+        ids = list(r["prompt_ids"]) if "prompt_ids" in r else encode(tokenizer_folder, r["prompt"])
+        bad = [i for i in ids if not 0 <= i < vocab]
+        if bad:
+            where = f" (line {r['_line']})" if "_line" in r else ""
+            raise SpecirError(f"token id {bad[0]} is outside the vocabulary of {vocab}{where}",
+                              hint="prompt ids must come from the target's tokenizer")
+        out.append(ids)
+    return out
+
+
+def workload_records(name: str | None, limit: int | None) -> list[dict]:
+    """Prompts of one shipped workload, or of every workload (`None`), `limit` from each."""
+    from ..zoo import workloads
+    names = [name] if name else workloads.names()
+    if name and name not in workloads.names():
+        raise SpecirError(f"unknown workload {name!r}", hint="workloads: " + ", ".join(workloads.names()))
+    records = []
+    for n in names:
+        rows = workloads.load(n)
+        records += rows[:limit] if limit else rows
+    return records

@@ -1,0 +1,96 @@
+"""Opening what `run`, `check` and `bench` were given: a build folder, or a .spec compiled on the
+fly for a target; and building the engine of the backend it was lowered for."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..build_folder import is_build_folder, read_manifest
+from ..compiler import optimise
+from ..errors import SpecirError
+from ..ir.nodes import Pipeline
+from ..load import load_pipeline
+from ..targets import Target, get_target, host_target, require_available
+from .engine import Engine
+from .weights import model_folder
+
+
+@dataclass
+class Session:
+    pipeline: Pipeline
+    target: Target
+    backend: str
+    build: Path | None
+    base: Path | None
+
+    @property
+    def device(self) -> str:
+        return "cuda" if self.target.kind == "gpu" else "cpu"
+
+    def target_folder(self) -> Path:
+        engine_target = _target_model(self.pipeline)
+        return model_folder(engine_target, self.base)
+
+    def engine(self, **kwargs) -> Engine:
+        return make_engine(self.pipeline, self.backend, self.device, self.build, **kwargs)
+
+
+def _target_model(pipeline: Pipeline):
+    verify = [op for op in pipeline.step.ops if op.name.startswith("verify.")]
+    if not verify:
+        raise SpecirError("the step verifies nothing", hint="a step needs a verify op on the target")
+    return pipeline.model(verify[-1].symbols[0])
+
+
+def default_spec_text() -> str:
+    from ..cli.cmd_init import pipeline_text
+    return pipeline_text("code", "zoo:code-target", "zoo:code-drafter", 4)
+
+
+def open_session(source: str | None, target: str | None = None, passes: str = "") -> Session:
+    """`source`: a build folder, a .spec file, or None for the shipped default pair."""
+    if source is None:
+        pipeline = load_pipeline("<default>", text=default_spec_text())
+        tgt = get_target(target or host_target())
+        require_available(tgt)
+        return Session(pipeline, tgt, _backend_for(tgt), None, None)
+    path = Path(source)
+    if path.is_dir():
+        if not is_build_folder(path):
+            raise SpecirError(f"{source} is a folder but not a specir build (no manifest.json / pipeline.spec)",
+                              path=source, hint="give a .spec file or a folder written by specir compile")
+        manifest = read_manifest(path)
+        if target and target != manifest["target"]:
+            raise SpecirError(f"{source} was compiled for {manifest['target']}, not {target}", path=source,
+                              hint=f"recompile with --target {target}, or drop --target")
+        tgt = get_target(manifest["target"])
+        require_available(tgt)
+        spec_source = manifest.get("source")
+        base = Path(spec_source).parent if spec_source and not spec_source.startswith("<") else None
+        pipeline = load_pipeline(path / "pipeline.spec")
+        return Session(pipeline, tgt, manifest["backend"], path, base)
+    tgt = get_target(target or host_target())
+    require_available(tgt)
+    pipeline, _ = optimise(path, passes)
+    return Session(pipeline, tgt, _backend_for(tgt), None, path.parent)
+
+
+def _backend_for(target: Target) -> str:
+    """The backend that executes on `target` today (falls back to reference where the target's
+    own backend is not available on this machine)."""
+    from ..backends_api import backend_module
+    try:
+        module = backend_module(target.backend)
+        if hasattr(module, "kernels_for"):
+            return target.backend
+    except SpecirError:
+        pass
+    return "reference"
+
+
+def make_engine(pipeline: Pipeline, backend: str, device: str, build: Path | None, **kwargs) -> Engine:
+    kernels = None
+    if backend != "reference":
+        from ..backends_api import backend_module
+        kernels = backend_module(backend).kernels_for(pipeline, build)
+    return Engine(pipeline, device=device, kernels=kernels, backend=backend, **kwargs)

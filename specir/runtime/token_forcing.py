@@ -1,0 +1,125 @@
+"""Differential token testing by token forcing (DESIGN.md section 7).
+
+For every token t_i a pipeline produced after prompt P, the reference (the stock target, plain
+decoding, same dtype) is run on P + t_1 .. t_{i-1} and must choose t_i. All positions of one
+sequence are checked with one causal forward (teacher forcing). Where the reference's argmax
+differs, the token passes only as a near-tie: the reference's logit gap between its argmax and
+t_i is at most `tolerance`; near-ties are counted and reported. Anything else is a mismatch.
+
+References: `transformers` (AutoModelForCausalLM on the target checkpoint, the default), or
+`ir` (the target's freshly imported graph, no passes, on the reference backend).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+
+import torch
+
+from ..errors import SpecirError
+from ..ir.nodes import Model
+from .dtypes import torch_dtype
+
+DEFAULT_TOLERANCE = {"f32": 1e-3, "f16": 0.05, "bf16": 0.1}
+
+
+@dataclass
+class SequenceReport:
+    index: int
+    checked: int = 0
+    near_ties: list = field(default_factory=list)  # (position, produced, reference, gap)
+    mismatches: list = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+
+@dataclass
+class ForcingReport:
+    tolerance: float
+    reference: str
+    sequences: list[SequenceReport]
+
+    @property
+    def checked(self) -> int:
+        return sum(s.checked for s in self.sequences)
+
+    @property
+    def mismatches(self) -> int:
+        return sum(len(s.mismatches) for s in self.sequences)
+
+    @property
+    def near_ties(self) -> int:
+        return sum(len(s.near_ties) for s in self.sequences)
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatches == 0
+
+    def as_dict(self) -> dict:
+        return {"ok": self.ok, "tokens_checked": self.checked, "mismatches": self.mismatches,
+                "near_ties": self.near_ties, "tolerance": self.tolerance, "reference": self.reference,
+                "sequences": [{"index": s.index, "checked": s.checked, "near_ties": s.near_ties,
+                               "mismatches": s.mismatches} for s in self.sequences]}
+
+
+class Reference:
+    """Logits of the stock target for whole sequences: [T, V] for ids [T]."""
+
+    def __init__(self, target: Model, folder, device: str, kind: str = "auto"):
+        self.dtype_name = str(target.attrs.get("dtype", "bf16"))
+        self.device = device
+        self.kind = kind
+        if kind in ("auto", "transformers"):
+            try:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                from transformers import AutoModelForCausalLM
+                from transformers.utils import logging as hf_logging
+                hf_logging.disable_progress_bar()
+                self.model = AutoModelForCausalLM.from_pretrained(
+                    str(folder), dtype=torch_dtype(self.dtype_name)).to(device).eval()
+                self.kind = "transformers"
+                return
+            except Exception as exc:
+                if kind == "transformers":
+                    raise SpecirError(f"transformers cannot load the target {folder}: {exc}", path=str(folder),
+                                      hint="use --reference ir to check against the imported graph") from None
+        from ..backends.reference.ops import KERNELS
+        from ..importers import import_model
+        from .weights import load_weights
+        fresh = import_model(target.name, str(target.attrs["source"]))
+        fresh = replace(fresh, attrs=fresh.attrs.set(dtype=self.dtype_name))
+        self.fresh, self.weights, self.kernels = fresh, load_weights(fresh, device), KERNELS
+        self.kind = "ir"
+
+    @torch.no_grad()
+    def logits(self, ids: list[int]) -> torch.Tensor:
+        x = torch.tensor([ids], device=self.device)
+        if self.kind == "transformers":
+            return self.model(x).logits[0].float()
+        from .model_runner import ModelRunner
+        runner = ModelRunner(self.fresh, self.weights, slots=1, max_seq=len(ids) + 1, device=self.device,
+                             kernels=self.kernels)
+        return runner.forward([0], x, torch.arange(len(ids), device=self.device)[None])[0].float()
+
+
+def force(reference: Reference, prompts: list[list[int]], outputs: list[list[int]],
+          tolerance: float | None = None) -> ForcingReport:
+    tol = DEFAULT_TOLERANCE.get(reference.dtype_name, 0.1) if tolerance is None else tolerance
+    reports = []
+    for i, (prompt, out) in enumerate(zip(prompts, outputs)):
+        rep = SequenceReport(i)
+        if out:
+            seq = list(prompt) + list(out[:-1])
+            logits = reference.logits(seq)[len(prompt) - 1:]
+            best = logits.argmax(-1).tolist()
+            for j, tok in enumerate(out):
+                rep.checked += 1
+                if best[j] == tok:
+                    continue
+                gap = float(logits[j, best[j]] - logits[j, tok])
+                entry = {"position": j, "produced": tok, "reference": best[j], "gap": round(gap, 6)}
+                (rep.near_ties if gap <= tol else rep.mismatches).append(entry)
+        reports.append(rep)
+    return ForcingReport(tol, reference.kind, reports)
