@@ -86,7 +86,7 @@ def save(path: str | Path, matrices: dict[str, BF12Matrix],
 
 def load(path: str | Path, device: str | torch.device = "cpu") -> dict[str, BF12Matrix]:
     """Read every BF12 matrix of a safetensors file."""
-    from safetensors import safe_open
+    from safetensors import SafetensorError, safe_open
 
     try:
         with safe_open(str(path), framework="pt", device=str(device)) as f:
@@ -94,6 +94,7 @@ def load(path: str | Path, device: str | torch.device = "cpu") -> dict[str, BF12
             names = packed_names(metadata)
             wanted = {k for k in f.keys() if any(k.startswith(f"{n}{SUFFIX}.") for n in names)}
             tensors = {k: f.get_tensor(k) for k in wanted}
-    except (OSError, RuntimeError) as exc:
-        raise SpecirError(f"cannot read safetensors file: {exc}", path=str(path)) from None
+    except (OSError, RuntimeError, SafetensorError) as exc:
+        raise SpecirError(f"cannot read safetensors file: {exc}", path=str(path),
+                          hint="is the file complete? re-run pack-weights") from None
     return {n: from_tensors(n, tensors, metadata, str(path)) for n in names}

@@ -1,0 +1,137 @@
+"""Linear layers on Triton: `y[M, N] = x[M, K] @ w[N, K]^T (+ bias[N])` for bf16 and BF12 weights.
+
+`linear_bf16(x, w, bias)` and `linear_bf12(x, packed, bias)` share one kernel source
+(`linear_kernels`) and one configuration per (M, N, K) (`linear_config.choose`), so for the same
+x they return the same bits whenever `unpack(packed) == w`. Output dtype = x.dtype; any leading
+dims of x; any N and K (ragged K is masked). M = 1 runs the GEMV, M > 1 the skinny GEMM.
+BF12 rows kept raw (see docs/BF12.md) go through the bf16 kernel in a second launch with the
+same configuration, which computes each row exactly as the bf16 launch over the whole matrix does.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+
+from specir.bf12 import BF12Matrix
+
+from ._interpreter_compat import interpreting
+from .linear_config import LinearConfig, choose
+from .linear_kernels import gemm_kernel, gemv_kernel
+
+_FORMATS = {"bf16": 0, "bf12": 1}
+_counters: dict[torch.device, torch.Tensor] = {}
+
+
+def _counter_buffer(device: torch.device, size: int) -> torch.Tensor:
+    """Zeroed int32 split-K arrival counters; kernels leave them zeroed after use."""
+    buf = _counters.get(device)
+    if buf is None or buf.numel() < size:
+        buf = torch.zeros(max(size, 4096), dtype=torch.int32, device=device)
+        _counters[device] = buf
+    return buf
+
+
+def _as_rows(x: torch.Tensor, k: int) -> torch.Tensor:
+    if x.shape[-1] != k:
+        raise ValueError(f"x has {x.shape[-1]} features, the weight expects {k}")
+    x2 = x.reshape(-1, k)
+    return x2 if x2.stride(-1) == 1 else x2.contiguous()
+
+
+def _output(x: torch.Tensor, n: int, out: torch.Tensor | None) -> torch.Tensor:
+    shape = (*x.shape[:-1], n)
+    if out is None:
+        return torch.empty(shape, dtype=x.dtype, device=x.device)
+    if tuple(out.shape) != shape or out.dtype != x.dtype or not out.is_contiguous():
+        raise ValueError(f"out must be a contiguous {x.dtype} tensor of shape {shape}")
+    return out
+
+
+def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, w=None, packed_planes=None,
+            rows=None):
+    """Run one kernel over `rows_in` weight rows (bf16 `w` or BF12 planes), writing y2[:, rows]."""
+    m = x2.shape[0]
+    groups_total = -(-k // 128)
+    n_iters = -(-groups_total // cfg.groups)
+    n_full = k // (128 * cfg.groups)
+    per_split = -(-n_iters // cfg.split)
+    blocks_n = triton.cdiv(rows_in, cfg.block_n)
+    blocks_m = triton.cdiv(m, cfg.block_m) if cfg.kind == "gemm" else 1
+    dummy = y2
+    if fmt == "bf12":
+        mant, code, base, esc = packed_planes
+        w_arg, stride_w, words = dummy, 0, True
+        planes = (mant.view(torch.int64), code.view(torch.int32), base, esc)
+    else:
+        planes = (dummy, dummy, dummy, dummy)
+        words = k % 2 == 0 and w.data_ptr() % 4 == 0 and cfg.kind == "gemv"
+        if cfg.kind == "gemm":
+            w_arg, stride_w = w, w.stride(0)
+        elif words:
+            w_arg, stride_w = w.view(torch.int32), k // 2
+        else:
+            w_arg, stride_w = w.view(torch.int16), w.stride(0)
+    ws = torch.empty(cfg.split * m * rows_in if cfg.split > 1 else 1, dtype=torch.float32, device=x2.device)
+    cnt = _counter_buffer(x2.device, blocks_n * blocks_m)
+    common = dict(FORMAT=_FORMATS[fmt], BN=cfg.block_n, G=cfg.groups, SPLIT=cfg.split,
+                  HAS_BIAS=bias is not None, HAS_ROWS=rows is not None,
+                  num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    bias_arg = bias if bias is not None else dummy
+    rows_arg = rows if rows is not None else dummy
+    if cfg.kind == "gemv":
+        x_pairs = x2.dtype == torch.bfloat16 and k % 2 == 0 and x2.data_ptr() % 4 == 0
+        gemv_kernel[(blocks_n, cfg.split)](
+            x2.view(torch.int32) if x_pairs else x2, y2, bias_arg, w_arg, *planes, rows_arg, ws, cnt,
+            rows_in, k, stride_w, groups_total, n_iters, n_full, per_split, WORDS=words, X_PAIRS=x_pairs,
+            **common)
+    else:
+        dot_bf16 = x2.dtype == torch.bfloat16 and not interpreting()
+        gemm_kernel[(blocks_n, cfg.split, blocks_m)](
+            x2, y2, bias_arg, w_arg, *planes, rows_arg, ws, cnt,
+            m, rows_in, k, x2.stride(0), y2.stride(0), stride_w, groups_total, n_iters, n_full, per_split,
+            BM=cfg.block_m, DOT_BF16=dot_bf16, **common)
+
+
+def _check_bias(bias, n, device):
+    if bias is not None and (bias.shape != (n,) or bias.device != device):
+        raise ValueError(f"bias must have shape ({n},) on {device}")
+    return None if bias is None else bias.contiguous()
+
+
+def linear_bf16(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, *,
+                out: torch.Tensor | None = None, config: LinearConfig | None = None) -> torch.Tensor:
+    """y = x @ w^T (+ bias), w bf16 [N, K] row-major; fp32 accumulation; returns x.dtype."""
+    if w.dim() != 2 or w.dtype != torch.bfloat16:
+        raise ValueError(f"w must be a 2-D bf16 matrix, got {tuple(w.shape)} {w.dtype}")
+    n, k = w.shape
+    w = w if w.stride(1) == 1 else w.contiguous()
+    x2 = _as_rows(x, k)
+    y = _output(x, n, out)
+    bias = _check_bias(bias, n, x.device)
+    if y.numel() == 0:
+        return y
+    cfg = config or choose(x2.shape[0], n, k, "bf16")
+    _launch("bf16", cfg, x2, y.view(-1, n), bias, k, n, w=w)
+    return y
+
+
+def linear_bf12(x: torch.Tensor, packed: BF12Matrix, bias: torch.Tensor | None = None, *,
+                out: torch.Tensor | None = None, config: LinearConfig | None = None) -> torch.Tensor:
+    """y = x @ unpack(packed)^T (+ bias), decoding inside the kernel; same bits as `linear_bf16`."""
+    n, k = packed.shape
+    if packed.device != x.device:
+        raise ValueError(f"packed weights are on {packed.device}, x on {x.device}")
+    x2 = _as_rows(x, k)
+    y = _output(x, n, out)
+    bias = _check_bias(bias, n, x.device)
+    if y.numel() == 0:
+        return y
+    cfg = config or choose(x2.shape[0], n, k, "bf12")
+    y2 = y.view(-1, n)
+    if packed.packed_rows:
+        _launch("bf12", cfg, x2, y2, bias, k, packed.packed_rows,
+                packed_planes=(packed.mant, packed.code, packed.base, packed.esc), rows=packed.rows)
+    if packed.raw_row_count:
+        raw_cfg = config or choose(x2.shape[0], n, k, "bf16")
+        _launch("bf16", raw_cfg, x2, y2, bias, k, packed.raw_row_count, w=packed.raw, rows=packed.raw_rows)
+    return y

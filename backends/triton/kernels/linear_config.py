@@ -1,0 +1,76 @@
+"""Block sizes for the linear kernels, per (M, N, K): a small heuristic table.
+
+The order of fp32 operations is fixed by `kind`, `groups`, `split`, `block_m` and (for the
+GEMM, whose MMA instruction shape can depend on them) `block_n` and `num_warps`. Those are chosen
+from (M, N, K) only, never from the weight format, so the bf16 and BF12 kernels agree bit for bit.
+For the GEMV `block_n`, `num_warps` and `num_stages` do not change the order and may be tuned
+per format (`GEMV_FORMAT_OVERRIDES`, filled from `python bench/gemv.py --tune`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+GROUP = 128
+TARGET_PROGRAMS = 4 * 132   # aim for about four programs per SM of an H100/H200
+MAX_SPLIT = 16
+MIN_ITERS_PER_SPLIT = 4      # shorter K ranges spend more on prologue/epilogue than they gain
+
+
+@dataclass(frozen=True)
+class LinearConfig:
+    kind: str            # "gemv" (M = 1, fma) or "gemm" (tl.dot)
+    block_n: int         # weight rows per program
+    groups: int          # 128-weight groups per K iteration (BK = 128 * groups)
+    split: int           # K ranges reduced in a fixed order (split-K)
+    block_m: int = 1     # GEMM rows of x per program
+    num_warps: int = 4
+    num_stages: int = 2
+
+    def order_key(self) -> tuple:
+        """The fields that define the reduction order (must match between formats)."""
+        if self.kind == "gemv":
+            return (self.kind, self.groups, self.split)
+        return (self.kind, self.groups, self.split, self.block_m, self.block_n, self.num_warps)
+
+
+# (format, N, K) -> fields replacing the table's GEMV choice; only order-neutral fields allowed.
+GEMV_FORMAT_OVERRIDES: dict[tuple[str, int, int], dict] = {}
+
+
+def _pow2_at_most(v: int) -> int:
+    return 1 << (max(v, 1).bit_length() - 1)
+
+
+def _split_for(blocks: int, iters: int) -> int:
+    """Smallest power of two that gives about TARGET_PROGRAMS programs while every split keeps
+    at least MIN_ITERS_PER_SPLIT iterations."""
+    split = 1
+    while (blocks * split < TARGET_PROGRAMS and split * 2 <= MAX_SPLIT
+           and iters >= 2 * split * MIN_ITERS_PER_SPLIT):
+        split *= 2
+    return split
+
+
+def choose(m: int, n: int, k: int, fmt: str = "bf16") -> LinearConfig:
+    """The launch configuration for y[m, n] = x[m, k] @ w[n, k]^T in format `fmt`."""
+    groups_total = -(-k // GROUP)
+    if m == 1:
+        # block_n * groups <= 64 keeps the per-group exponents in the weights' register layout
+        # (larger tiles make Triton 3.6 route them through shared memory every iteration).
+        groups = 1
+        block_n = 64 if n >= 4096 else 32
+        iters = groups_total
+        cfg = LinearConfig("gemv", block_n, groups, _split_for(-(-n // block_n), iters),
+                           num_warps=4, num_stages=2)
+        over = GEMV_FORMAT_OVERRIDES.get((fmt, n, k))
+        if over:
+            assert set(over) <= {"block_n", "num_warps", "num_stages"}, over
+            cfg = replace(cfg, **over)
+        return cfg
+    block_m = min(128, max(16, 1 << (m - 1).bit_length()))
+    groups = 2 if groups_total >= 8 else 1
+    block_n = 64 if block_m <= 32 else 32
+    iters = -(-groups_total // groups)
+    num_warps = 4 if block_m <= 64 else 8
+    split = _split_for(-(-n // block_n) * -(-m // block_m), iters)
+    return LinearConfig("gemm", block_n, groups, split, block_m, num_warps, num_stages=2)

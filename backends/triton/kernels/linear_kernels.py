@@ -1,0 +1,275 @@
+"""Triton linear kernels `y[M, N] = x[M, K] @ w[N, K]^T (+ bias)` for raw bf16 and BF12 weights.
+
+One source, a constexpr `FORMAT` switch: the only format-dependent code is how a block's weights
+become bf16 pair words (a load for bf16, `bf12_pair_words` for BF12); blocking, the order of
+every fp32 operation and the split-K reduction are shared, so both formats give the same bits.
+
+Blocking. An iteration covers `G` groups of 128 weights along K for `BN` rows. Its weights are
+handled as four pair-word tensors `H_r[BN, G, 16]` (r = 0..3, unit t = 0..15), `H_r` holding
+weights (g*128 + 32r + 2t, +1). Iterations are split into `SPLIT` contiguous K ranges (grid
+axis 1); full iterations run unmasked, the ragged last one (K % (128 G) != 0) masked.
+
+- GEMV (M = 1): fp32 accumulators `acc_lo/acc_hi[BN, G, 16]` take one fma per weight in
+  iteration order, r = 0..3; at the end `acc_lo + acc_hi` is summed by a fixed pairwise tree.
+- skinny GEMM (any M, BM rows per program): per iteration and r, one `tl.dot` of x's columns
+  (g*128 + 32r + j, j = 0..31) with the matching [BN, 32 G] weight tile, fp32 accumulator.
+
+Split-K: each program stores its fp32 partial to a workspace, bumps a per-tile counter; the last
+one to arrive sums the partials in split order (0, 1, ...), adds the bias, stores, and resets the
+counter to 0 (so the counter buffer must start zeroed and kernels on one buffer must not overlap).
+"""
+import triton
+import triton.language as tl
+
+from ._numerics import INTERPRET, round_to
+from .linear_decode import bf12_pair_words, pair_to_bf16, pair_to_f32
+
+FORMAT_BF16 = tl.constexpr(0)
+FORMAT_BF12 = tl.constexpr(1)
+
+
+@triton.jit
+def _pair_words(w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it, K, stride_w, n_groups,
+                FORMAT: tl.constexpr, WORDS: tl.constexpr, G: tl.constexpr, MASKED: tl.constexpr):
+    """The four pair-word tensors H_r [BN, G, 16] (uint32) of rows `nn` [BN, 1, 1] (int64) at
+    iteration `it`. Masked-out weights read as +0 (bf16) or decode to +0 / a finite positive
+    value (BF12 padding); the matching x is 0, so both contribute +0."""
+    gg = tl.arange(0, G)[None, :, None]
+    tt = tl.arange(0, 16)[None, None, :]
+    g = it * G + gg
+    if FORMAT == FORMAT_BF12:
+        unit = g * 16 + tt
+        row_units = nn * (n_groups * 16)
+        if MASKED:
+            in_k = g < n_groups
+            m64 = tl.load(mant_ptr + row_units + unit, mask=in_k, other=0)
+            c32 = tl.load(code_ptr + row_units + unit, mask=in_k, other=0)
+            base = tl.load(base_ptr + nn * n_groups + g, mask=in_k, other=0)
+            esc = tl.load(esc_ptr + nn * n_groups + g, mask=in_k, other=0)
+        else:
+            m64 = tl.load(mant_ptr + row_units + unit)
+            c32 = tl.load(code_ptr + row_units + unit)
+            base = tl.load(base_ptr + nn * n_groups + g)
+            esc = tl.load(esc_ptr + nn * n_groups + g)
+        h0, h1, h2, h3 = bf12_pair_words(m64.to(tl.uint64, bitcast=True), c32.to(tl.uint32, bitcast=True),
+                                         base, esc)
+    else:
+        if WORDS:  # w_ptr: int32 view, stride_w = K // 2 words
+            wi = nn * stride_w + g * 64 + tt
+            if MASKED:
+                h0 = tl.load(w_ptr + wi, mask=g * 128 + 2 * tt < K, other=0)
+                h1 = tl.load(w_ptr + wi + 16, mask=g * 128 + 32 + 2 * tt < K, other=0)
+                h2 = tl.load(w_ptr + wi + 32, mask=g * 128 + 64 + 2 * tt < K, other=0)
+                h3 = tl.load(w_ptr + wi + 48, mask=g * 128 + 96 + 2 * tt < K, other=0)
+            else:
+                h0 = tl.load(w_ptr + wi)
+                h1 = tl.load(w_ptr + wi + 16)
+                h2 = tl.load(w_ptr + wi + 32)
+                h3 = tl.load(w_ptr + wi + 48)
+            h0 = h0.to(tl.uint32, bitcast=True)
+            h1 = h1.to(tl.uint32, bitcast=True)
+            h2 = h2.to(tl.uint32, bitcast=True)
+            h3 = h3.to(tl.uint32, bitcast=True)
+        else:  # odd K: w_ptr is an int16 view, stride_w = K
+            h0 = _element_pair(w_ptr, nn * stride_w, g * 128 + 2 * tt, K)
+            h1 = _element_pair(w_ptr, nn * stride_w, g * 128 + 32 + 2 * tt, K)
+            h2 = _element_pair(w_ptr, nn * stride_w, g * 128 + 64 + 2 * tt, K)
+            h3 = _element_pair(w_ptr, nn * stride_w, g * 128 + 96 + 2 * tt, K)
+    return h0, h1, h2, h3
+
+
+@triton.jit
+def _element_pair(w_ptr, row, k, K):
+    """Pair word of bf16 elements (k, k+1) read one by one (masked by k < K)."""
+    lo = tl.load(w_ptr + row + k, mask=k < K, other=0).to(tl.uint16, bitcast=True).to(tl.uint32)
+    hi = tl.load(w_ptr + row + k + 1, mask=k + 1 < K, other=0).to(tl.uint16, bitcast=True).to(tl.uint32)
+    return lo | (hi << 16)
+
+
+@triton.jit
+def _x_pair(x_ptr, k, K, X_PAIRS: tl.constexpr, MASKED: tl.constexpr):
+    """fp32 x at even columns k and odd columns k + 1 (0 beyond K when MASKED). With X_PAIRS
+    (bf16 x, even K) x_ptr is an int32 view and one word holds both."""
+    if X_PAIRS:
+        if MASKED:
+            xw = tl.load(x_ptr + k // 2, mask=k < K, other=0)
+        else:
+            xw = tl.load(x_ptr + k // 2)
+        return pair_to_f32(xw.to(tl.uint32, bitcast=True))
+    else:
+        if MASKED:
+            xe = tl.load(x_ptr + k, mask=k < K, other=0.0)
+            xo = tl.load(x_ptr + k + 1, mask=k + 1 < K, other=0.0)
+        else:
+            xe = tl.load(x_ptr + k)
+            xo = tl.load(x_ptr + k + 1)
+        return xe.to(tl.float32), xo.to(tl.float32)
+
+
+@triton.jit
+def _gemv_fma(acc_lo, acc_hi, h, x_ptr, k, K, X_PAIRS: tl.constexpr, MASKED: tl.constexpr):
+    w_lo, w_hi = pair_to_f32(h)
+    x_lo, x_hi = _x_pair(x_ptr, k, K, X_PAIRS, MASKED)
+    acc_lo = tl.fma(tl.broadcast_to(x_lo, acc_lo.shape), w_lo, acc_lo)
+    acc_hi = tl.fma(tl.broadcast_to(x_hi, acc_hi.shape), w_hi, acc_hi)
+    return acc_lo, acc_hi
+
+
+@triton.jit
+def _gemv_iteration(acc_lo, acc_hi, x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it,
+                    K, stride_w, n_groups,
+                    FORMAT: tl.constexpr, WORDS: tl.constexpr, X_PAIRS: tl.constexpr, G: tl.constexpr,
+                    MASKED: tl.constexpr):
+    h0, h1, h2, h3 = _pair_words(w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it, K, stride_w,
+                                 n_groups, FORMAT, WORDS, G, MASKED)
+    gg = tl.arange(0, G)[None, :, None]
+    tt = tl.arange(0, 16)[None, None, :]
+    k = (it * G + gg) * 128 + 2 * tt  # [1, G, 16], pair r adds 32 r
+    acc_lo, acc_hi = _gemv_fma(acc_lo, acc_hi, h0, x_ptr, k, K, X_PAIRS, MASKED)
+    acc_lo, acc_hi = _gemv_fma(acc_lo, acc_hi, h1, x_ptr, k + 32, K, X_PAIRS, MASKED)
+    acc_lo, acc_hi = _gemv_fma(acc_lo, acc_hi, h2, x_ptr, k + 64, K, X_PAIRS, MASKED)
+    acc_lo, acc_hi = _gemv_fma(acc_lo, acc_hi, h3, x_ptr, k + 96, K, X_PAIRS, MASKED)
+    return acc_lo, acc_hi
+
+
+@triton.jit
+def _tree_sum_rows(v, BN: tl.constexpr, L: tl.constexpr):
+    """Sum [BN, L] along L by a fixed pairwise tree (adjacent pairs, log2 L levels)."""
+    for level in tl.static_range(16):
+        if (L >> level) > 1:
+            a, b = tl.split(tl.reshape(v, (BN, L >> (level + 1), 2)))
+            v = a + b
+    return tl.reshape(v, (BN,))
+
+
+@triton.jit
+def _finish(part, y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, m, n, M, R, stride_ym, tile,
+            SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr):
+    """Combine split-K partials `part` [BM, BN] (fp32) deterministically, add bias, store.
+    `m` [BM, 1] and `n` [1, BN] index the tile; `tile` numbers it for the counter."""
+    ok = (m < M) & (n < R)
+    done = True
+    if SPLIT > 1:
+        ws = ws_ptr + (m * R + n)  # workspace [SPLIT, M, R]
+        tl.store(ws + tl.program_id(1) * M * R, part, mask=ok)
+        tl.debug_barrier()
+        arrived = tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel")
+        done = arrived == SPLIT - 1
+        if done:
+            part = tl.load(ws, mask=ok, other=0.0, cache_modifier=".cg")
+            for s in tl.static_range(1, SPLIT):
+                part = part + tl.load(ws + s * M * R, mask=ok, other=0.0, cache_modifier=".cg")
+            tl.atomic_xchg(cnt_ptr + tile, 0)
+    if done:
+        if HAS_ROWS:
+            out_n = tl.load(rows_ptr + n, mask=n < R, other=0)
+        else:
+            out_n = n
+        if HAS_BIAS:
+            part = part + tl.load(bias_ptr + out_n, mask=n < R, other=0.0).to(tl.float32)
+        tl.store(y_ptr + m * stride_ym + out_n, round_to(part, y_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def gemv_kernel(x_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, rows_ptr,
+                ws_ptr, cnt_ptr,
+                R, K, stride_w, n_groups, n_iters, n_full, iters_per_split,
+                FORMAT: tl.constexpr, WORDS: tl.constexpr, X_PAIRS: tl.constexpr, BN: tl.constexpr,
+                G: tl.constexpr, SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr):
+    """y[0, rows[n]] = x[0] . w[n] (+ bias) for the R rows of this launch; grid (cdiv(R, BN), SPLIT)."""
+    pid_n = tl.program_id(0)
+    n = pid_n * BN + tl.arange(0, BN)
+    nn = tl.minimum(n, R - 1).to(tl.int64)[:, None, None]  # clamped: loads need no row mask
+    acc_lo = tl.zeros((BN, G, 16), dtype=tl.float32)
+    acc_hi = tl.zeros((BN, G, 16), dtype=tl.float32)
+    first = tl.program_id(1) * iters_per_split
+    last = tl.minimum(first + iters_per_split, n_iters)
+    for it in range(first, tl.minimum(last, n_full)):
+        acc_lo, acc_hi = _gemv_iteration(acc_lo, acc_hi, x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr,
+                                         esc_ptr, nn, it, K, stride_w, n_groups, FORMAT, WORDS, X_PAIRS, G, False)
+    if last > n_full:
+        acc_lo, acc_hi = _gemv_iteration(acc_lo, acc_hi, x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr,
+                                         esc_ptr, nn, n_full, K, stride_w, n_groups, FORMAT, WORDS, X_PAIRS, G, True)
+    part = _tree_sum_rows(tl.reshape(acc_lo + acc_hi, (BN, G * 16)), BN, G * 16)
+    _finish(part[None, :], y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, tl.zeros((1, 1), tl.int32),
+            n[None, :], 1, R, 0, pid_n, SPLIT, HAS_BIAS, HAS_ROWS)
+
+
+@triton.jit
+def _dot_acc(a, b, acc, DOT_BF16: tl.constexpr):
+    """acc + a @ b in fp32: bf16 tensor cores, or exact fp32 operands (interpreter, fp32/fp16 x)."""
+    if DOT_BF16:
+        return tl.dot(a, b, acc)
+    else:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+
+
+@triton.jit
+def _gemm_tile(w_ptr, nn, h, it, r: tl.constexpr, K, stride_w,
+               FORMAT: tl.constexpr, BN: tl.constexpr, G: tl.constexpr, MASKED: tl.constexpr):
+    """Weight tile [BN, 32 G] (bf16) of pair slot r: column c is k = (it G + c // 32) 128 + 32 r + c % 32."""
+    if FORMAT == FORMAT_BF12:
+        lo, hi = pair_to_bf16(h)
+        return tl.reshape(tl.join(lo, hi), (BN, G * 32))
+    else:
+        c = tl.arange(0, G * 32)[None, :]
+        k = (it * G + c // 32) * 128 + 32 * r + c % 32
+        ptr = w_ptr + nn * stride_w + k
+        if MASKED:
+            return tl.load(ptr, mask=k < K, other=0.0)
+        else:
+            return tl.load(ptr)
+
+
+@triton.jit
+def _gemm_iteration(acc, x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, m, nn, it, M, K,
+                    stride_xm, stride_w, n_groups,
+                    FORMAT: tl.constexpr, BN: tl.constexpr, G: tl.constexpr, MASKED: tl.constexpr,
+                    DOT_BF16: tl.constexpr):
+    if FORMAT == FORMAT_BF12:
+        h0, h1, h2, h3 = _pair_words(w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn[:, :, None], it, K,
+                                     stride_w, n_groups, FORMAT, True, G, MASKED)
+    else:
+        h0 = 0
+        h1 = 0
+        h2 = 0
+        h3 = 0
+    c = tl.arange(0, G * 32)[None, :]
+    k = (it * G + c // 32) * 128 + c % 32  # [1, 32 G], pair slot r adds 32 r
+    x_rows = x_ptr + m * stride_xm
+    for r in tl.static_range(4):
+        h = h0 if r == 0 else (h1 if r == 1 else (h2 if r == 2 else h3))
+        w = _gemm_tile(w_ptr, nn, h, it, r, K, stride_w, FORMAT, BN, G, MASKED)
+        if MASKED:
+            x = tl.load(x_rows + k + 32 * r, mask=(m < M) & (k + 32 * r < K), other=0.0)
+        else:
+            x = tl.load(x_rows + k + 32 * r, mask=m < M, other=0.0)
+        acc = _dot_acc(x, tl.trans(w), acc, DOT_BF16)
+    return acc
+
+
+@triton.jit
+def gemm_kernel(x_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, rows_ptr,
+                ws_ptr, cnt_ptr,
+                M, R, K, stride_xm, stride_ym, stride_w, n_groups, n_iters, n_full, iters_per_split,
+                FORMAT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, G: tl.constexpr,
+                SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr,
+                DOT_BF16: tl.constexpr):
+    """y[m, rows[n]] = x[m] . w[n] (+ bias); grid (cdiv(R, BN), SPLIT, cdiv(M, BM))."""
+    pid_n = tl.program_id(0)
+    pid_m = tl.program_id(2)
+    m = pid_m * BM + tl.arange(0, BM)[:, None]
+    n = pid_n * BN + tl.arange(0, BN)
+    nn = tl.minimum(n, R - 1).to(tl.int64)[:, None]
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    first = tl.program_id(1) * iters_per_split
+    last = tl.minimum(first + iters_per_split, n_iters)
+    for it in range(first, tl.minimum(last, n_full)):
+        acc = _gemm_iteration(acc, x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, m, nn, it, M, K,
+                              stride_xm, stride_w, n_groups, FORMAT, BN, G, False, DOT_BF16)
+    if last > n_full:
+        acc = _gemm_iteration(acc, x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, m, nn, n_full, M, K,
+                              stride_xm, stride_w, n_groups, FORMAT, BN, G, True, DOT_BF16)
+    tile = pid_m * tl.num_programs(0) + pid_n
+    _finish(acc, y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, m, n[None, :], M, R, stride_ym, tile,
+            SPLIT, HAS_BIAS, HAS_ROWS)
