@@ -210,6 +210,10 @@ def train(corpus: Path, out: Path, settings: TrainSettings, *, device: str = "cp
         _save_atomic({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                       "state": state, "settings": asdict(s)}, ckpt_path)
 
+    if state["step"] == 0 and not state["history"]:
+        state["history"].append({"step": 0, "tokens": 0, "lr": 0.0, "train_loss": None,
+                                 "elapsed_s": 0.0,
+                                 "heldout_loss": round(evaluate(model, windows, s, dev), 5)})
     run_start = time.perf_counter()
     elapsed_before = state["elapsed_s"]
     last_ckpt = time.perf_counter()
@@ -294,7 +298,7 @@ def export(model, config, corpus: Path, out: Path, s: TrainSettings, state: dict
     evals = [h for h in history if "heldout_loss" in h]
     held = meta["splits"]["heldout"]
     final_held = evals[-1]["heldout_loss"] if evals else None
-    train_tail = [h["train_loss"] for h in history[-20:]]
+    train_tail = [h["train_loss"] for h in history[-20:] if h["train_loss"] is not None]
     log_data = {
         "model": s.name, "role": s.role, "parameters": params,
         "architecture": {k: getattr(config, k) for k in (
