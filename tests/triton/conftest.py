@@ -8,6 +8,7 @@ be pinned with SPECIR_TEST_SEED=<n>.
 
 import os
 import secrets
+import sys
 import types
 
 import pytest
@@ -15,6 +16,22 @@ import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def _make_specir_importable():
+    """Run from a plain checkout too (e.g. on a GPU box without `pip install -e .`)."""
+    try:
+        import specir.backends.triton.kernels  # noqa: F401
+        return
+    except ImportError:
+        pass
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.insert(0, root)
+    import specir
+    specir.__path__.append(root)
+
+
+_make_specir_importable()
 
 # relative-error bounds per activation dtype (see `close`)
 TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 1e-2, torch.float16: 2e-3}

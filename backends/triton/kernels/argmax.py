@@ -20,8 +20,7 @@ MAX_CHUNKS = 256
 
 
 @triton.jit
-def _argmax_chunks_kernel(logits_ptr, max_ptr, idx_ptr, stride_row, V, chunk, NUM_CHUNKS: tl.constexpr,
-                          BLOCK: tl.constexpr):
+def _argmax_chunks_kernel(logits_ptr, max_ptr, idx_ptr, stride_row, V, chunk, num_chunks, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     c = tl.program_id(1)
     start = c * chunk
@@ -35,17 +34,17 @@ def _argmax_chunks_kernel(logits_ptr, max_ptr, idx_ptr, stride_row, V, chunk, NU
         best_idx = tl.where(better, cols, best_idx)
     top = tl.max(best, 0)
     top_idx = tl.min(tl.where(best == top, best_idx, 2147483647), 0)
-    tl.store(max_ptr + row * NUM_CHUNKS + c, top)
-    tl.store(idx_ptr + row * NUM_CHUNKS + c, top_idx)
+    tl.store(max_ptr + row * num_chunks + c, top)
+    tl.store(idx_ptr + row * num_chunks + c, top_idx)
 
 
 @triton.jit
-def _argmax_reduce_kernel(max_ptr, idx_ptr, out_ptr, NUM_CHUNKS: tl.constexpr, BLOCK_C: tl.constexpr):
+def _argmax_reduce_kernel(max_ptr, idx_ptr, out_ptr, num_chunks, BLOCK_C: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     c = tl.arange(0, BLOCK_C)
-    ok = c < NUM_CHUNKS
-    m = tl.load(max_ptr + row * NUM_CHUNKS + c, mask=ok, other=float("-inf"))
-    i = tl.load(idx_ptr + row * NUM_CHUNKS + c, mask=ok, other=2147483647)
+    ok = c < num_chunks
+    m = tl.load(max_ptr + row * num_chunks + c, mask=ok, other=float("-inf"))
+    i = tl.load(idx_ptr + row * num_chunks + c, mask=ok, other=2147483647)
     top = tl.max(m, 0)
     first = tl.min(tl.where(ok & (m == top), i, 2147483647), 0)
     # a row of only -inf/NaN: index 0
@@ -81,8 +80,8 @@ def argmax(logits: torch.Tensor, out: torch.Tensor | None = None, workspace: tor
     maxima = workspace[: rows * chunks]
     indices = workspace[rows * chunks: need].view(torch.int32)
     block = min(BLOCK, triton.next_power_of_2(vocab))
-    _argmax_chunks_kernel[(rows, chunks)](rows2, maxima, indices, rows2.stride(0), vocab, chunk,
-                                          NUM_CHUNKS=chunks, BLOCK=block, num_warps=4)
-    _argmax_reduce_kernel[(rows,)](maxima, indices, out.view(-1), NUM_CHUNKS=chunks,
+    _argmax_chunks_kernel[(rows, chunks)](rows2, maxima, indices, rows2.stride(0), vocab, chunk, chunks,
+                                          BLOCK=block, num_warps=4)
+    _argmax_reduce_kernel[(rows,)](maxima, indices, out.view(-1), chunks,
                                    BLOCK_C=triton.next_power_of_2(chunks), num_warps=1)
     return out

@@ -8,8 +8,8 @@ the cache dtype for the P@V tensor-core product (as FlashAttention does).
 
 Parallelism (flash-decoding): the rows of one program are the T x G queries that share a kv
 head (G = H // KH), so each K/V tile is loaded once for all of them. The KV range of each
-request is cut into NUM_SPLITS chunks (a multiple of BLOCK_N long, sized from lens on the
-device); grid = (row blocks, B * KH, NUM_SPLITS). With more than one split, a second kernel
+request is cut into num_splits chunks (a multiple of BLOCK_N long, sized from lens on the
+device); grid = (row blocks, B * KH, num_splits). With more than one split, a second kernel
 merges the per-split (output, log-sum-exp) pairs. The grid depends only on shapes, never on
 lens, so the pair is CUDA-graph safe; chunks that fall past a request's length do nothing.
 """
@@ -28,11 +28,11 @@ MAX_SPLITS = 64
 
 
 @triton.jit
-def _split_bounds(lens_ptr, b, T, max_seq, split, NUM_SPLITS: tl.constexpr, BLOCK_N: tl.constexpr):
+def _split_bounds(lens_ptr, b, T, max_seq, split, num_splits, BLOCK_N: tl.constexpr):
     """(prefix length, kv length, chunk length, chunk start, chunk end) of split `split` of request b."""
     prefix = tl.load(lens_ptr + b).to(tl.int32)
     kv_len = tl.minimum(prefix + T, max_seq)
-    chunk = tl.cdiv(tl.cdiv(kv_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    chunk = tl.cdiv(tl.cdiv(kv_len, num_splits), BLOCK_N) * BLOCK_N
     start = split * chunk
     end = tl.minimum(start + chunk, kv_len)
     return prefix, kv_len, chunk, start, end
@@ -45,16 +45,16 @@ def _attention_partial_kernel(
     stride_cb, stride_ch, stride_cs,
     stride_mb, stride_mt, stride_mu,
     stride_ob, stride_ot, stride_oh,
-    T, max_seq, qk_scale_log2,
+    T, max_seq, qk_scale_log2, num_splits,
     KH: tl.constexpr, G: tl.constexpr, D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-    NUM_SPLITS: tl.constexpr, HAS_TREE_MASK: tl.constexpr,
+    SPLIT: tl.constexpr, HAS_TREE_MASK: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     b = tl.program_id(1) // KH
     kh = tl.program_id(1) % KH
     split = tl.program_id(2)
-    prefix, kv_len, chunk, start, end = _split_bounds(lens_ptr, b, T, max_seq, split, NUM_SPLITS, BLOCK_N)
+    prefix, kv_len, chunk, start, end = _split_bounds(lens_ptr, b, T, max_seq, split, num_splits, BLOCK_N)
 
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     t = rows // G
@@ -112,11 +112,11 @@ def _attention_partial_kernel(
 
     has_keys = l_i > 0.0
     result = acc / tl.where(has_keys, l_i, 1.0)[:, None]
-    if NUM_SPLITS == 1:
+    if not SPLIT:
         o_ptrs = out_ptr + b.to(tl.int64) * stride_ob + t[:, None] * stride_ot + head[:, None] * stride_oh + d[None, :]
         tl.store(o_ptrs, round_to(result, out_ptr.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :])
     else:
-        part = ((b.to(tl.int64) * T + t) * (KH * G) + head) * NUM_SPLITS + split      # [BLOCK_M]
+        part = ((b.to(tl.int64) * T + t) * (KH * G) + head) * num_splits + split      # [BLOCK_M]
         active = row_ok & (start < kv_len)
         tl.store(o_part_ptr + part[:, None] * D + d[None, :], result, mask=active[:, None] & d_ok[None, :])
         lse = tl.where(has_keys, m_i + tl.log2(tl.where(has_keys, l_i, 1.0)), float("-inf"))
@@ -127,20 +127,20 @@ def _attention_partial_kernel(
 def _attention_combine_kernel(
     o_part_ptr, lse_part_ptr, lens_ptr, out_ptr,
     stride_ob, stride_ot, stride_oh,
-    T, max_seq,
+    T, max_seq, num_splits,
     H: tl.constexpr, D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
-    NUM_SPLITS: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     """One program per (request, token): merge the active splits of all its heads."""
     bt = tl.program_id(0).to(tl.int64)
     b = bt // T
     t = bt % T
-    _, kv_len, chunk, _, _ = _split_bounds(lens_ptr, b, T, max_seq, 0, NUM_SPLITS, BLOCK_N)
+    _, kv_len, chunk, _, _ = _split_bounds(lens_ptr, b, T, max_seq, 0, num_splits, BLOCK_N)
     n_active = tl.cdiv(kv_len, chunk)
     heads = tl.arange(0, BLOCK_H)
     d = tl.arange(0, BLOCK_D)
     ok = (heads < H)[:, None] & (d < D)[None, :]
-    part = (bt * H + heads) * NUM_SPLITS                                   # [BLOCK_H]
+    part = (bt * H + heads) * num_splits                                   # [BLOCK_H]
     m = tl.full([BLOCK_H], float("-inf"), tl.float32)
     l = tl.zeros([BLOCK_H], tl.float32)
     acc = tl.zeros([BLOCK_H, BLOCK_D], tl.float32)
@@ -231,18 +231,18 @@ def attention(q, k_cache, v_cache, lens, tree_mask=None, scale=None, *, out=None
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         *mask_strides,
         out.stride(0), out.stride(1), out.stride(2),
-        T, max_seq, scale * LOG2E,
+        T, max_seq, scale * LOG2E, splits,
         KH=KH, G=H // KH, D=D,
         BLOCK_M=cfg["block_m"], BLOCK_N=cfg["block_n"], BLOCK_D=triton.next_power_of_2(D),
-        NUM_SPLITS=splits, HAS_TREE_MASK=tree_mask is not None,
+        SPLIT=splits > 1, HAS_TREE_MASK=tree_mask is not None,
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
     )
     if splits > 1:
         _attention_combine_kernel[(B * T,)](
             o_part, lse_part, lens, out,
             out.stride(0), out.stride(1), out.stride(2),
-            T, max_seq,
+            T, max_seq, splits,
             H=H, D=D, BLOCK_H=triton.next_power_of_2(H), BLOCK_D=triton.next_power_of_2(D),
-            NUM_SPLITS=splits, BLOCK_N=cfg["block_n"], num_warps=4,
+            BLOCK_N=cfg["block_n"], num_warps=4,
         )
     return out

@@ -1,0 +1,145 @@
+"""Compile every kernel of this package for a GPU architecture without a GPU.
+
+    TRITON_INTERPRET=0 python -m specir.backends.triton.kernels.compile_check [--arch 90] [--json]
+
+The CPU interpreter that the unit tests use does not run Triton's compiler, so a kernel can pass
+every test and still fail to compile (or spill registers) on the device. This builds the real
+cubin for each kernel at the Llama-3.1-8B shapes with Triton's bundled ptxas and reports
+registers, spills (local memory) and shared memory per kernel. Exit status 1 if one fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+
+def _cases():
+    """(label, module, kernel, pointer dtypes, float args, constexprs, launch options)."""
+    bf, f32 = "bf16", "fp32"
+    att = dict(q_ptr=bf, k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", mask_ptr="u8", out_ptr=bf,
+               o_part_ptr=f32, lse_part_ptr=f32)
+    att_const = dict(KH=8, G=4, D=128, BLOCK_D=128)
+    return [
+        ("rms_norm", "norm", "_rms_norm_kernel", dict(x_ptr=bf, res_ptr=bf, w_ptr=bf, out_ptr=bf, res_out_ptr=bf),
+         ["eps"], dict(HAS_RESIDUAL=False, BLOCK=4096), dict(num_warps=8)),
+        ("add_rms_norm", "norm", "_rms_norm_kernel", dict(x_ptr=bf, res_ptr=bf, w_ptr=bf, out_ptr=bf, res_out_ptr=bf),
+         ["eps"], dict(HAS_RESIDUAL=True, BLOCK=4096), dict(num_warps=8)),
+        ("rope", "rope", "_rope_kernel",
+         dict(q_ptr=bf, k_ptr=bf, v_ptr=bf, pos_ptr="i64", inv_freq_ptr=f32, q_out_ptr=bf, k_out_ptr=bf,
+              k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32"),
+         ["attention_scaling"], dict(H=32, KH=8, HALF=64, BLOCK_H=32, BLOCK_KH=8, BLOCK_HALF=64, WRITE_CACHE=False),
+         dict(num_warps=4)),
+        ("rope_kv_write", "rope", "_rope_kernel",
+         dict(q_ptr=bf, k_ptr=bf, v_ptr=bf, pos_ptr="i64", inv_freq_ptr=f32, q_out_ptr=bf, k_out_ptr=bf,
+              k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32"),
+         ["attention_scaling"], dict(H=32, KH=8, HALF=64, BLOCK_H=32, BLOCK_KH=8, BLOCK_HALF=64, WRITE_CACHE=True),
+         dict(num_warps=4)),
+        ("silu_mul", "activation", "_silu_mul_kernel", dict(gate_ptr=bf, up_ptr=bf, out_ptr=bf), [],
+         dict(BLOCK=1024), dict(num_warps=4)),
+        ("embedding", "embedding", "_embedding_kernel", dict(ids_ptr="i64", table_ptr=bf, out_ptr=bf), [],
+         dict(BLOCK=1024), dict(num_warps=4)),
+        ("kv_write", "kv_cache", "_kv_write_kernel",
+         dict(k_new_ptr=bf, v_new_ptr=bf, k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", n_new_ptr="i32"), [],
+         dict(KH=8, D=128, BLOCK_KH=8, BLOCK_D=128, HAS_N_NEW=True), dict(num_warps=4)),
+        ("kv_compact", "kv_cache", "_kv_compact_kernel",
+         dict(k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", acc_idx_ptr="i32", n_acc_ptr="i32", new_lens_ptr="i32"),
+         [], dict(D=128, KH_D=1024, BLOCK=512, WRITE_LENS=True), dict(num_warps=4)),
+        ("attention decode", "attention", "_attention_partial_kernel", att, ["qk_scale_log2"],
+         dict(att_const, BLOCK_M=16, BLOCK_N=64, SPLIT=True, HAS_TREE_MASK=False), dict(num_warps=4, num_stages=2)),
+        ("attention tree", "attention", "_attention_partial_kernel", att, ["qk_scale_log2"],
+         dict(att_const, BLOCK_M=64, BLOCK_N=64, SPLIT=True, HAS_TREE_MASK=True), dict(num_warps=4, num_stages=2)),
+        ("attention fp32", "attention", "_attention_partial_kernel",
+         {k: (f32 if v == bf else v) for k, v in att.items()}, ["qk_scale_log2"],
+         dict(att_const, BLOCK_M=16, BLOCK_N=64, SPLIT=False, HAS_TREE_MASK=False), dict(num_warps=4, num_stages=2)),
+        ("attention combine", "attention", "_attention_combine_kernel",
+         dict(o_part_ptr=f32, lse_part_ptr=f32, lens_ptr="i32", out_ptr=bf), [],
+         dict(H=32, D=128, BLOCK_H=32, BLOCK_D=128, BLOCK_N=64), dict(num_warps=4)),
+        ("greedy_accept_tree", "accept", "_greedy_accept_tree_kernel",
+         dict(tokens_ptr="i64", parents_ptr="i32", target_ptr="i64", acc_idx_ptr="i32", n_acc_ptr="i32",
+              bonus_ptr="i64", emitted_ptr="i64"), [], dict(BLOCK_T=128, LOG_T=7, HAS_EMITTED=True), dict(num_warps=4)),
+        ("argmax chunks", "argmax", "_argmax_chunks_kernel", dict(logits_ptr=bf, max_ptr=f32, idx_ptr="i32"), [],
+         dict(BLOCK=1024), dict(num_warps=4)),
+        ("argmax reduce", "argmax", "_argmax_reduce_kernel", dict(max_ptr=f32, idx_ptr="i32", out_ptr="i64"), [],
+         dict(BLOCK_C=256), dict(num_warps=1)),
+    ]
+
+
+def _resources(cubin: bytes) -> dict:
+    """Registers, local (spill) bytes and static shared memory from cuobjdump, if it is there."""
+    import triton
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    if not os.path.exists(tool):
+        return {}
+    import tempfile
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        text = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True).stdout
+    fields = dict(item.split(":", 1) for item in text.split() if ":" in item and item.split(":", 1)[1].isdigit())
+    return {"regs": int(fields.get("REG", -1)), "local_bytes": int(fields.get("LOCAL", -1))}
+
+
+def compile_all(arch: int = 90) -> list[dict]:
+    import importlib
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    target = GPUTarget("cuda", arch, 32)
+    results = []
+    for label, module, kernel, pointers, floats, constexprs, options in _cases():
+        fn = getattr(importlib.import_module(f"{__package__}.{module}"), kernel)
+        signature, attrs = {}, {}
+        for index, name in enumerate(fn.arg_names):
+            if name in constexprs:
+                signature[name] = "constexpr"
+            elif name in pointers:
+                signature[name] = "*" + pointers[name]
+                attrs[(index,)] = [["tt.divisibility", 16]]
+            elif name in floats:
+                signature[name] = "fp32"
+            else:
+                signature[name] = "i32"
+                if name.startswith("stride") and "_m" not in name:   # realistic: rows are 16-aligned
+                    attrs[(index,)] = [["tt.divisibility", 16]]
+        start = time.time()
+        row = {"kernel": label}
+        try:
+            compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target, options=options)
+            row.update(ok=True, shared_bytes=compiled.metadata.shared, **_resources(compiled.asm["cubin"]))
+        except Exception as exc:  # report every failure, not just the first
+            row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:2000])
+        row["seconds"] = round(time.time() - start, 1)
+        results.append(row)
+    return results
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--arch", type=int, default=90, help="compute capability, e.g. 90 for H100/H200")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("0", ""):
+        print("error: set TRITON_INTERPRET=0 (the interpreter does not compile)", file=sys.stderr)
+        return 2
+    results = compile_all(args.arch)
+    if args.json:
+        print(json.dumps(results, indent=1))
+    else:
+        for r in results:
+            if r["ok"]:
+                print(f"{r['kernel']:20s} ok   regs {r.get('regs', '?'):>4} spill {r.get('local_bytes', '?'):>4} B "
+                      f"smem {r['shared_bytes']:>6} B  {r['seconds']:.1f}s")
+            else:
+                print(f"{r['kernel']:20s} FAIL {r['error']}")
+    return 0 if all(r["ok"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
