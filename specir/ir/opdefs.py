@@ -103,7 +103,7 @@ def _infer_linear(op, ctx):
         raise TypeRuleError(
             f"weight {op.attrs['weight']!r} has shape {list(shape)}, but the input is act<{x.width}>",
             f"a linear weight is [out, in] with in = {x.width}")
-    if "bias" in op.attrs:
+    if op.attrs.get("bias"):
         bias = _weight_shape(op, ctx, "bias")
         if bias != (shape[0],):
             raise TypeRuleError(f"bias has shape {list(bias)}, expected [{shape[0]}]")

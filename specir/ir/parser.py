@@ -15,7 +15,7 @@ from .types import TensorType, Type
 GRAMMAR = Path(__file__).with_name("grammar.lark")
 
 _TOKEN_NAMES = {
-    "NAME": "a name", "VALUE": "a %value", "SYMBOL": "a @model", "INT": "an integer",
+    "NAME": "a name", "VALUE": "a %value", "RESULT": "a %value", "SYMBOL": "a @model", "INT": "an integer",
     "FLOAT": "a number", "STRING": "a string", "LBRACE": "'{'", "RBRACE": "'}'", "LPAR": "'('",
     "RPAR": "')'", "LSQB": "'['", "RSQB": "']'", "COMMA": "','", "COLON": "':'", "EQUAL": "'='",
     "LESSTHAN": "'<'", "MORETHAN": "'>'", "__ANON_0": "'->'",
@@ -88,8 +88,7 @@ class _Builder(Transformer):
     def op(self, meta, items):
         items = [i for i in items if i is not None]
         result = None
-        if items and isinstance(items[0], Token) and items[0].type == "VALUE" and \
-                len(items) > 1 and isinstance(items[1], Token) and items[1].type == "NAME":
+        if items and isinstance(items[0], Token) and items[0].type == "RESULT":
             result = str(items.pop(0))
         name = str(items.pop(0))
         operands, attrs, type_ = [], Attrs(), None

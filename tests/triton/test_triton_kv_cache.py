@@ -7,16 +7,19 @@ from specir.backends.triton.kernels.kv_cache import kv_compact, kv_write
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("with_n_new", [False, True])
-def test_kv_write_ragged(seed, device, kt, dtype, with_n_new):
+@pytest.mark.parametrize("slots_offsets", [False, True])
+def test_kv_write_ragged(seed, device, kt, dtype, with_n_new, slots_offsets):
     B, T, KH, D, S = 3, 4, 2, 24, 10
     k_new = torch.randn(B, T, KH, D).to(dtype).to(device)
     v_new = torch.randn(B, T, KH, D).to(dtype).to(device)
     lens = torch.tensor([0, 3, 8], dtype=torch.int32, device=device)   # request 2 runs past S
     n_new = torch.tensor([4, 1, 2], dtype=torch.int32, device=device) if with_n_new else None
-    k_cache, v_cache = kt.poisoned((B, KH, S, D), dtype, device), kt.poisoned((B, KH, S, D), dtype, device)
+    slots = torch.tensor([2, 3, 0], dtype=torch.int32, device=device) if slots_offsets else None
+    offsets = torch.tensor([1, 0, 2], dtype=torch.int32, device=device) if slots_offsets else None
+    k_cache, v_cache = kt.poisoned((4, KH, S, D), dtype, device), kt.poisoned((4, KH, S, D), dtype, device)
     want_k, want_v = k_cache.clone(), v_cache.clone()
-    ref.kv_write_reference(want_k, want_v, k_new, v_new, lens, n_new)
-    kv_write(k_cache, v_cache, k_new, v_new, lens, n_new)
+    ref.kv_write_reference(want_k, want_v, k_new, v_new, lens, n_new, slots, offsets)
+    kv_write(k_cache, v_cache, k_new, v_new, lens, n_new, slots=slots, offsets=offsets)
     # NaN marks untouched slots: equal_nan checks both the values and that nothing else was written
     assert torch.equal(k_cache.isnan(), want_k.isnan()) and torch.equal(v_cache.isnan(), want_v.isnan())
     assert torch.equal(k_cache.nan_to_num(), want_k.nan_to_num())
@@ -36,16 +39,18 @@ def _random_acceptance(B, T, device):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_kv_compact(seed, device, kt, dtype):
+@pytest.mark.parametrize("with_slots", [False, True])
+def test_kv_compact(seed, device, kt, dtype, with_slots):
     B, T, KH, D, S = 4, 6, 2, 16, 20
-    k_cache = torch.randn(B, KH, S, D).to(dtype).to(device)
-    v_cache = torch.randn(B, KH, S, D).to(dtype).to(device)
+    k_cache = torch.randn(B + 1, KH, S, D).to(dtype).to(device)
+    v_cache = torch.randn(B + 1, KH, S, D).to(dtype).to(device)
     lens = torch.randint(0, S - T + 1, (B,), dtype=torch.int32, device=device)
+    slots = torch.randperm(B + 1)[:B].to(torch.int32).to(device) if with_slots else None
     acc_idx, n_acc = _random_acceptance(B, T, device)
     want_k, want_v = k_cache.clone(), v_cache.clone()
-    want_lens = ref.kv_compact_reference(want_k, want_v, lens, acc_idx, n_acc)
+    want_lens = ref.kv_compact_reference(want_k, want_v, lens, acc_idx, n_acc, slots)
     new_lens = kt.poisoned((B,), torch.int32, device)
-    kv_compact(k_cache, v_cache, lens, acc_idx, n_acc, new_lens_out=new_lens)
+    kv_compact(k_cache, v_cache, lens, acc_idx, n_acc, new_lens_out=new_lens, slots=slots)
     assert torch.equal(k_cache, want_k) and torch.equal(v_cache, want_v)
     assert torch.equal(new_lens, want_lens)
 

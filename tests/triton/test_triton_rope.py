@@ -10,13 +10,13 @@ def _inv_freq(d, base=500000.0):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("heads,kv_heads,d", [(4, 4, 16), (8, 2, 24)])
-def test_rope_out_of_place(seed, device, kt, dtype, heads, kv_heads, d):
+@pytest.mark.parametrize("heads,kv_heads,d,rotary", [(4, 4, 16, 16), (8, 2, 24, 24), (4, 2, 32, 8)])
+def test_rope_out_of_place(seed, device, kt, dtype, heads, kv_heads, d, rotary):
     n = 7
     q = torch.randn(n, heads, d).to(dtype).to(device)
     k = torch.randn(n, kv_heads, d).to(dtype).to(device)
     pos = torch.randint(0, 6000, (n,), device=device)       # arbitrary, not contiguous
-    inv_freq = _inv_freq(d).to(device)
+    inv_freq = _inv_freq(rotary).to(device)
     q_out, k_out = kt.poisoned(q.shape, dtype, device), kt.poisoned(k.shape, dtype, device)
     rope(q, k, pos, inv_freq, 0.9, q_out=q_out, k_out=k_out)
     want_q, want_k = ref.rope_reference(q, k, pos, inv_freq, 0.9)
@@ -25,14 +25,15 @@ def test_rope_out_of_place(seed, device, kt, dtype, heads, kv_heads, d):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_rope_in_place_on_fused_qkv_views(seed, device, kt, dtype):
+@pytest.mark.parametrize("rotary", [16, 8])
+def test_rope_in_place_on_fused_qkv_views(seed, device, kt, dtype, rotary):
     B, T, H, KH, D = 2, 3, 4, 2, 16
     qkv = torch.randn(B, T, (H + 2 * KH) * D).to(dtype).to(device)
     q = qkv[..., : H * D].view(B, T, H, D)
     k = qkv[..., H * D: (H + KH) * D].view(B, T, KH, D)
     v_before = qkv[..., (H + KH) * D:].clone()
     pos = torch.randint(0, 100, (B, T), device=device)
-    inv_freq = _inv_freq(D).to(device)
+    inv_freq = _inv_freq(rotary).to(device)
     want_q, want_k = ref.rope_reference(q.reshape(-1, H, D), k.reshape(-1, KH, D), pos, inv_freq)
     rope(q, k, pos, inv_freq, inplace=True)
     kt.close(q.reshape(-1, H, D), want_q)
@@ -41,21 +42,27 @@ def test_rope_in_place_on_fused_qkv_views(seed, device, kt, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_rope_kv_write(seed, device, kt, dtype):
+@pytest.mark.parametrize("slots_offsets_partial", [False, True])
+def test_rope_kv_write(seed, device, kt, dtype, slots_offsets_partial):
     B, T, H, KH, D, S = 3, 4, 8, 2, 16, 12
     q = torch.randn(B, T, H, D).to(dtype).to(device)
     k = torch.randn(B, T, KH, D).to(dtype).to(device)
     v = torch.randn(B, T, KH, D).to(dtype).to(device)
     lens = torch.tensor([0, 5, 10], dtype=torch.int32, device=device)    # request 2 overflows S
     pos = lens[:, None].long() + torch.randint(0, 3, (B, T), device=device)
+    slots = offsets = None
     inv_freq = _inv_freq(D).to(device)
-    k_cache = kt.poisoned((B, KH, S, D), dtype, device)
-    v_cache = kt.poisoned((B, KH, S, D), dtype, device)
+    if slots_offsets_partial:
+        slots = torch.tensor([3, 0, 1], dtype=torch.int32, device=device)     # cache rows of the requests
+        offsets = torch.tensor([2, 0, 1], dtype=torch.int32, device=device)   # scratch rows already used
+        inv_freq = _inv_freq(D // 2).to(device)                               # partial rotary
+    k_cache = kt.poisoned((4, KH, S, D), dtype, device)
+    v_cache = kt.poisoned((4, KH, S, D), dtype, device)
     want_k_cache, want_v_cache = k_cache.clone(), v_cache.clone()
     want_q, want_k = ref.rope_reference(q.reshape(-1, H, D), k.reshape(-1, KH, D), pos, inv_freq)
-    ref.kv_write_reference(want_k_cache, want_v_cache, want_k.view(B, T, KH, D), v, lens)
+    ref.kv_write_reference(want_k_cache, want_v_cache, want_k.view(B, T, KH, D), v, lens, slots=slots, offsets=offsets)
     q_out = kt.poisoned(q.shape, dtype, device)
-    rope_kv_write(q, k, v, pos, inv_freq, k_cache, v_cache, lens, q_out=q_out)
+    rope_kv_write(q, k, v, pos, inv_freq, k_cache, v_cache, lens, q_out=q_out, slots=slots, offsets=offsets)
     kt.close(q_out.view(-1, H, D), want_q)
     written = ~torch.isnan(want_k_cache)
     assert torch.equal(written, ~torch.isnan(k_cache)) and torch.equal(written, ~torch.isnan(v_cache))

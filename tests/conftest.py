@@ -1,0 +1,45 @@
+"""Shared fixtures: tiny checkpoints of each family and a target/drafter pair that mostly agrees."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+from tests.helpers.checkpoints import FAMILIES, make_checkpoint, write_tokenizer  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def family_checkpoints(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("families")
+    return {f: make_checkpoint(f, root / f, seed=i) for i, f in enumerate(FAMILIES)}
+
+
+@pytest.fixture(scope="session")
+def pair(tmp_path_factory) -> tuple[Path, Path]:
+    """(target, drafter): a random Llama and a noisy copy of it, sharing a tokenizer (vocab 259)."""
+    root = tmp_path_factory.mktemp("pair")
+    target = make_checkpoint("llama", root / "target", seed=3, vocab_size=259, initializer_range=0.3)
+    drafter = make_checkpoint("llama", root / "drafter", seed=4, noise_from=target, noise=0.15)
+    for folder in (target, drafter):
+        write_tokenizer(folder, 259)
+    return target, drafter
+
+
+@pytest.fixture
+def specir_cli(capsys):
+    """Run the specir CLI in-process: returns (exit code, stdout, stderr)."""
+    from specir.cli.main import main
+
+    def run(*argv):
+        capsys.readouterr()  # drop whatever the test printed before
+        code = main([str(a) for a in argv])
+        out = capsys.readouterr()
+        return code, out.out, out.err
+    return run

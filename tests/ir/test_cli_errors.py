@@ -1,0 +1,207 @@
+"""One clear error per bad-input kind: message, file:line:col with the offending line and a caret,
+a hint, exit code 2, and no traceback."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+
+GOOD_STEP = """  step(%ctx: context) {
+    %d = draft.ngram %ctx {k = 3}
+    %lg = verify.chain @target, %ctx, %d
+    %acc = accept.greedy %d, %lg
+    commit %ctx, %acc
+  }
+"""
+
+
+def spec(tmp_path, body: str, name="p.spec") -> Path:
+    path = tmp_path / name
+    path.write_text(body)
+    return path
+
+
+def assert_error(result, message: str, where: str | None = None, caret_under: str | None = None):
+    code, out, err = result
+    assert code == 2, (code, out, err)
+    assert "Traceback" not in err
+    assert message in err, err
+    first = err.splitlines()[0]
+    if where:
+        assert first.startswith(where), first
+    assert "error:" in first
+    if caret_under is not None:
+        lines = err.splitlines()
+        idx = next(i for i, line in enumerate(lines) if line.strip().startswith("^"))
+        col = lines[idx].index("^")
+        assert lines[idx - 1][col:].startswith(caret_under), (lines[idx - 1], col)
+    return err
+
+
+def test_syntax_error(tmp_path, specir_cli):
+    p = spec(tmp_path, "pipeline p {\n  step(%ctx: context) {\n    %x = = commit\n  }\n}\n")
+    err = assert_error(specir_cli("opt", p), "syntax error: unexpected '='", f"{p}:3:10", "= commit")
+    assert "hint: expected" in err
+
+
+def test_unknown_op(tmp_path, specir_cli, family_checkpoints):
+    body = f'pipeline p {{\n  model @target = import("{family_checkpoints["llama"]}")\n' + \
+        GOOD_STEP.replace("draft.ngram", "draft.ngarm") + "}\n"
+    err = assert_error(specir_cli("opt", spec(tmp_path, body)), "unknown op 'draft.ngarm'", None, "%d = draft.ngarm")
+    assert "did you mean 'draft.ngram'" in err
+
+
+def test_unknown_pass(tmp_path, specir_cli, family_checkpoints):
+    p = spec(tmp_path, f'pipeline p {{\n  model @target = import("{family_checkpoints["llama"]}")\n{GOOD_STEP}}}\n')
+    err = assert_error(specir_cli("opt", p, "-p", "canonicalize,tree-verfy"), "unknown pass 'tree-verfy'", "-p:1:14",
+                       "tree-verfy")
+    assert "did you mean 'tree-verify'" in err
+
+
+def test_unknown_option(tmp_path, specir_cli, family_checkpoints):
+    p = spec(tmp_path, f'pipeline p {{\n  model @target = import("{family_checkpoints["llama"]}")\n{GOOD_STEP}}}\n')
+    err = assert_error(specir_cli("opt", p, "-p", "tree-verify{bugdet=8}"), "unknown option 'bugdet'", "-p:1:13",
+                       "bugdet")
+    assert "budget" in err
+
+
+def test_wrong_option_type(tmp_path, specir_cli, family_checkpoints):
+    p = spec(tmp_path, f'pipeline p {{\n  model @target = import("{family_checkpoints["llama"]}")\n{GOOD_STEP}}}\n')
+    assert_error(specir_cli("opt", p, "-p", "tree-verify{budget=lots}"),
+                 "option 'budget' of pass tree-verify must be an integer, got 'lots'", "-p:1:13", "budget=lots")
+
+
+def test_undefined_value(tmp_path, specir_cli, family_checkpoints):
+    body = f'pipeline p {{\n  model @target = import("{family_checkpoints["llama"]}")\n' + \
+        GOOD_STEP.replace("accept.greedy %d, %lg", "accept.greedy %d, %logits") + "}\n"
+    assert_error(specir_cli("opt", spec(tmp_path, body)), "value %logits is used before it is defined",
+                 None, "%acc = accept.greedy")
+
+
+def test_type_mismatch(tmp_path, specir_cli, family_checkpoints):
+    body = f'pipeline p {{\n  model @target = import("{family_checkpoints["llama"]}")\n' + \
+        GOOD_STEP.replace("%lg = verify.chain @target, %ctx, %d", "%lg = verify.chain @target, %ctx, %d : tree") + "}\n"
+    p = spec(tmp_path, body)
+    assert_error(specir_cli("opt", p), "type mismatch: %lg is declared tree, but verify.chain gives logits",
+                 f"{p}:5:5")
+
+
+def test_operand_type_mismatch(tmp_path, specir_cli, family_checkpoints):
+    body = f'pipeline p {{\n  model @target = import("{family_checkpoints["llama"]}")\n' + \
+        GOOD_STEP.replace("accept.greedy %d, %lg", "accept.greedy %lg, %d") + "}\n"
+    assert_error(specir_cli("opt", spec(tmp_path, body)), "operand draft of accept.greedy must be tokens or tree")
+
+
+def test_missing_checkpoint_folder(tmp_path, specir_cli):
+    p = spec(tmp_path, f'pipeline p {{\n  model @target = import("{tmp_path}/nowhere")\n{GOOD_STEP}}}\n')
+    assert_error(specir_cli("opt", p), "does not exist", f"{p}:2:3", "model @target")
+    assert_error(specir_cli("init", "--target-model", tmp_path / "nowhere"), "does not exist")
+
+
+@pytest.mark.parametrize("content, message", [(None, "has no config.json"),
+                                              ("{ not json", "config.json is not valid JSON (line 1, column 3)")])
+def test_missing_or_corrupt_config(tmp_path, specir_cli, family_checkpoints, content, message):
+    folder = tmp_path / "ck"
+    shutil.copytree(family_checkpoints["llama"], folder)
+    if content is None:
+        (folder / "config.json").unlink()
+    else:
+        (folder / "config.json").write_text(content)
+    p = spec(tmp_path, f'pipeline p {{\n  model @target = import("{folder}")\n{GOOD_STEP}}}\n')
+    err = assert_error(specir_cli("opt", p), message, f"{p}:2:3")
+    assert "hint:" in err
+
+
+def _rewrite_header(file: Path, edit) -> None:
+    raw = file.read_bytes()
+    (size,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + size])
+    edit(header)
+    new = json.dumps(header).encode()
+    new += b" " * (-len(new) % 8)
+    file.write_bytes(struct.pack("<Q", len(new)) + new + raw[8 + size:])
+
+
+@pytest.mark.parametrize("kind", ["missing", "shape"])
+def test_safetensors_missing_weight_or_wrong_shape(tmp_path, specir_cli, family_checkpoints, kind):
+    folder = tmp_path / "ck"
+    shutil.copytree(family_checkpoints["llama"], folder)
+    name = "model.layers.1.mlp.up_proj.weight"
+
+    def edit(header):
+        if kind == "missing":
+            header["renamed.weight"] = header.pop(name)
+        else:
+            header[name]["shape"] = list(reversed(header[name]["shape"]))
+    _rewrite_header(folder / "model.safetensors", edit)
+    p = spec(tmp_path, f'pipeline p {{\n  model @target = import("{folder}")\n{GOOD_STEP}}}\n')
+    message = f"the checkpoint has no tensor {name!r}" if kind == "missing" else \
+        f"tensor {name!r} has shape [64, 112] in model.safetensors, but config.json implies [112, 64]"
+    assert_error(specir_cli("opt", p), message, f"{p}:2:3")
+
+
+def test_unknown_target(tmp_path, specir_cli, family_checkpoints):
+    p = spec(tmp_path, f'pipeline p {{\n  model @target = import("{family_checkpoints["llama"]}")\n{GOOD_STEP}}}\n')
+    err = assert_error(specir_cli("compile", p, "--target", "h800", "-o", tmp_path / "b"), "unknown target 'h800'")
+    assert "h200" in err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores permissions; covered by the not-a-build case below")
+def test_unreadable_output_folder(tmp_path, specir_cli, family_checkpoints):
+    p = spec(tmp_path, f'pipeline p {{\n  model @target = import("{family_checkpoints["llama"]}")\n{GOOD_STEP}}}\n')
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0)
+    try:
+        assert_error(specir_cli("compile", p, "--target", "cpu", "-o", locked / "b"), "permission denied")
+    finally:
+        locked.chmod(0o755)
+
+
+def test_output_folder_that_is_a_file_or_foreign(tmp_path, specir_cli, family_checkpoints):
+    p = spec(tmp_path, f'pipeline p {{\n  model @target = import("{family_checkpoints["llama"]}")\n{GOOD_STEP}}}\n')
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    assert_error(specir_cli("compile", p, "--target", "cpu", "-o", afile), "is a file, not a folder")
+    foreign = tmp_path / "notes"
+    foreign.mkdir()
+    (foreign / "todo.txt").write_text("keep me")
+    assert_error(specir_cli("compile", p, "--target", "cpu", "-o", foreign), "is not a specir build")
+    assert (foreign / "todo.txt").read_text() == "keep me"
+    assert afile.read_text() == "mine"
+
+
+def test_vocabularies_differ(tmp_path, specir_cli, family_checkpoints):
+    from tests.helpers.checkpoints import make_checkpoint
+    other = make_checkpoint("llama", tmp_path / "big_vocab", vocab_size=128)
+    err = assert_error(specir_cli("init", "--target-model", family_checkpoints["llama"], "--drafter", other),
+                       "@drafter has vocabulary 128 but @target has 96")
+    assert "hint:" in err
+
+
+def test_tokenizers_differ(tmp_path, specir_cli, pair):
+    target, drafter = pair
+    other = tmp_path / "other"
+    shutil.copytree(drafter, other)
+    data = json.loads((other / "tokenizer.json").read_text())
+    vocab = data["model"]["vocab"]
+    a, b = list(vocab)[10:12]
+    vocab[a], vocab[b] = vocab[b], vocab[a]
+    (other / "tokenizer.json").write_text(json.dumps(data))
+    assert_error(specir_cli("init", "--target-model", target, "--drafter", other),
+                 "the drafter's tokenizer differs from the target's")
+
+
+def test_missing_spec_file(tmp_path, specir_cli):
+    assert_error(specir_cli("opt", tmp_path / "none.spec"), "no such file")
+
+
+def test_debug_shows_traceback(tmp_path):
+    from specir.cli.main import main
+    from specir.errors import SpecirError
+    with pytest.raises(SpecirError):
+        main(["--debug", "opt", str(tmp_path / "none.spec")])

@@ -1,0 +1,112 @@
+"""Triton linear kernels: BF12 output bits == bf16 kernel output bits; bf16 kernel vs fp64.
+
+Runs the compiled kernels on a GPU, Triton's interpreter otherwise (shapes kept small for it).
+Weights mix Gaussian values with zeros, subnormals, far-below-window escapes and one row that
+BF12 keeps raw; every output starts poisoned (NaN) to catch unwritten elements.
+"""
+import pytest
+import torch
+
+from specir.backends.triton.kernels.linear import linear_bf12, linear_bf16
+from specir.backends.triton.kernels.linear_config import LinearConfig, choose
+from specir.bf12 import pack, unpack
+
+GEMV = lambda bn, split: LinearConfig("gemv", bn, 1, split)
+GEMM = lambda bm, bn, g, split: LinearConfig("gemm", bn, g, split, bm)
+
+
+def weights(n, k, device, raw_row=True):
+    w = torch.randn(n, k) * 0.02
+    w[0, : min(k, 5)] = 0.0
+    w[1 % n, k // 2] = -0.0
+    w[2 % n, k - 1] = 1e-39          # subnormal
+    w[3 % n, k // 3] = 3e-30         # far below the window: an escape
+    w = w.to(torch.bfloat16)
+    if raw_row and n > 5 and k > 130:
+        w[5, 1], w[5, 2] = 1e-30, 1e-36  # two far exponents in one group: the row stays raw
+    return w.to(device)
+
+
+def as_bits(t):
+    return t.view(torch.int16) if t.element_size() == 2 else t.view(torch.int32)
+
+
+def reference(x, w, bias):
+    y = x.double() @ w.double().T
+    return y + bias.double() if bias is not None else y
+
+
+CASES = [  # m, n, k, config (None: the heuristic table)
+    (1, 64, 512, None),
+    (1, 96, 300, GEMV(32, 2)),       # ragged K, split-K, tail in the last split
+    (1, 40, 257, GEMV(32, 2)),       # odd K: bf16 read element by element
+    (1, 33, 128, GEMV(64, 1)),       # N < block, one group
+    (3, 40, 300, None),              # skinny GEMM, ragged
+    (5, 64, 640, GEMM(16, 64, 1, 2)),
+    (2, 24, 384, GEMM(16, 32, 2, 2)),  # 3 groups, BK = 256: masked tail iteration with a missing group
+]
+
+
+@pytest.mark.parametrize("m,n,k,config", CASES)
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_bf12_bits_equal_bf16_bits(seed, device, kt, m, n, k, config, with_bias):
+    w = weights(n, k, device)
+    packed = pack(w).to(device)
+    assert torch.equal(as_bits(unpack(packed)), as_bits(w))
+    x = torch.randn(m, k).to(torch.bfloat16).to(device)
+    bias = torch.randn(n).to(torch.bfloat16).to(device) if with_bias else None
+    y16 = linear_bf16(x, w, bias, out=kt.poisoned((m, n), x.dtype, device), config=config)
+    y12 = linear_bf12(x, packed, bias, out=kt.poisoned((m, n), x.dtype, device), config=config)
+    kt.close(y16, reference(x, w, bias).to(x.dtype), dtype=torch.bfloat16)
+    assert torch.equal(as_bits(y12), as_bits(y16))
+
+
+@pytest.mark.parametrize("m,n,k,config", [(1, 48, 300, GEMV(32, 2)), (4, 48, 300, GEMM(16, 32, 1, 2))])
+def test_fp32_activations(seed, device, kt, m, n, k, config):
+    w = weights(n, k, device)
+    packed = pack(w).to(device)
+    x = torch.randn(m, k, device=device)
+    bias = torch.randn(n, device=device)
+    y16 = linear_bf16(x, w, bias, out=kt.poisoned((m, n), x.dtype, device), config=config)
+    y12 = linear_bf12(x, packed, bias, out=kt.poisoned((m, n), x.dtype, device), config=config)
+    assert y16.dtype == torch.float32
+    kt.close(y16, reference(x, w, bias).float(), tol=1e-5)
+    assert torch.equal(as_bits(y12), as_bits(y16))
+
+
+def test_special_values_propagate_identically(seed, device):
+    w = weights(32, 256, device, raw_row=False)
+    w[7, 9] = float("inf")
+    w[8, 10] = float("nan")
+    w[9, 11] = -3e38
+    packed = pack(w).to(device)
+    x = torch.randn(1, 256).to(torch.bfloat16).to(device)
+    y16, y12 = linear_bf16(x, w), linear_bf12(x, packed)
+    assert torch.equal(as_bits(y12), as_bits(y16))
+    assert torch.isnan(y16[0, 7:9]).all() or torch.isinf(y16[0, 7])
+    assert torch.isfinite(y16[0, 10:]).all()
+
+
+def test_leading_dims_and_allocation(seed, device, kt):
+    w = weights(24, 256, device, raw_row=False)
+    x = torch.randn(2, 3, 256).to(torch.bfloat16).to(device)
+    y = linear_bf16(x, w)
+    assert y.shape == (2, 3, 24) and y.dtype == torch.bfloat16
+    kt.close(y, reference(x.view(6, 256), w, None).view(2, 3, 24).to(x.dtype))
+    assert torch.equal(as_bits(linear_bf12(x, pack(w).to(device))), as_bits(y))
+
+
+def test_errors(device):
+    w = weights(8, 128, device, raw_row=False)
+    with pytest.raises(ValueError):
+        linear_bf16(torch.zeros(1, 64, device=device, dtype=torch.bfloat16), w)
+    with pytest.raises(ValueError):
+        linear_bf16(torch.zeros(1, 128, device=device), w.float())
+    with pytest.raises(ValueError):
+        linear_bf16(torch.zeros(1, 128, device=device, dtype=torch.bfloat16), w, torch.zeros(3, device=device))
+
+
+def test_config_order_fields_do_not_depend_on_format():
+    for m in (1, 8, 16, 64, 128):
+        for n, k in ((4096, 4096), (1024, 4096), (14336, 4096), (4096, 14336), (128256, 4096), (40, 300)):
+            assert choose(m, n, k, "bf16").order_key() == choose(m, n, k, "bf12").order_key()

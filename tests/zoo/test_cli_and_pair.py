@@ -1,0 +1,104 @@
+"""The zoo CLI (errors, shapes, install, card) and the shipped pair."""
+from __future__ import annotations
+
+import json
+import shutil
+import tarfile
+
+import pytest
+import torch
+
+from specir.cli import cmd_zoo
+from specir.errors import SpecirError
+from specir.zoo.install import install_models
+from specir.zoo.model_card import render
+from specir.zoo.paths import MODELS
+from tests.zoo.conftest import make_small_model
+
+
+def test_shapes_and_clear_errors(capsys, tmp_path):
+    assert cmd_zoo.main(["shapes"]) == 0
+    out = capsys.readouterr().out
+    assert "llama-3.1-8b" in out and "8.03B" in out and "llama-3.2-1b" in out
+    assert cmd_zoo.main(["inflate", str(tmp_path), "--shape", "llama-9b", "--out", str(tmp_path / "o")]) == 2
+    assert "unknown shape 'llama-9b'" in capsys.readouterr().err
+    assert cmd_zoo.main(["inflate", str(tmp_path), "--shape", "test-target", "--out", str(tmp_path / "o")]) == 2
+    assert "no config.json" in capsys.readouterr().err
+    assert cmd_zoo.main(["train", "--corpus", str(tmp_path), "--out", str(tmp_path / "o"), "--steps", "1",
+                         "--device", "cpu"]) == 2
+    assert "not a zoo corpus" in capsys.readouterr().err
+
+
+def _fake_trained(folder, tokenizer_json, name, vocab, tied):
+    make_small_model(folder / name, tokenizer_json, vocab=vocab, tied=tied)
+    log = {"model": name, "parameters": 1000, "architecture": {
+        "vocab_size": vocab, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 1, "head_dim": 16, "intermediate_size": 64, "tie_word_embeddings": tied},
+        "settings": {"teacher": "x" if name == "code-drafter" else None}, "tokens_seen": 2e6,
+        "epochs": 1.5, "train_loss_last20": 2.5, "heldout_loss": 2.7, "heldout_bits_per_byte": 1.1,
+        "wall_s": 90, "device": "cpu", "command": f"specir zoo train ({name})",
+        "corpus": {"python": "3.11.7", "train_tokens": 10**6, "heldout_tokens": 10**5, "vocab_size": vocab},
+        "evals": [{"step": 0, "heldout_loss": 6.0}, {"step": 10, "heldout_loss": 2.7}]}
+    (folder / name / "train_log.json").write_text(json.dumps(log))
+    return folder / name
+
+
+def test_install_and_card(tiny_corpus, tmp_path):
+    src = tmp_path / "src"
+    target = _fake_trained(src, tiny_corpus / "tokenizer.json", "code-target", 384, False)
+    drafter = _fake_trained(src, tiny_corpus / "tokenizer.json", "code-drafter", 384, True)
+    with tarfile.open(tmp_path / "code-drafter.tar", "w") as tar:
+        tar.add(drafter, arcname="code-drafter")
+    models = tmp_path / "models"
+    installed = install_models([target, tmp_path / "code-drafter.tar"], models, log=lambda *a: None)
+    assert [p.name for p in installed] == ["code-target", "code-drafter"]
+    card = render(models)
+    assert "| code-target |" in card and "specir zoo train (code-drafter)" in card
+    assert "distilled from the target" in card
+    (drafter / "tokenizer.json").write_text("{}")
+    with pytest.raises(SpecirError, match="different tokenizers"):
+        install_models([drafter], models, log=lambda *a: None)
+    shutil.copytree(target, tmp_path / "wrong-name")
+    with pytest.raises(SpecirError, match="is not one of"):
+        install_models([tmp_path / "wrong-name"], models, log=lambda *a: None)
+
+
+shipped = pytest.mark.skipif(not (MODELS / "code-target" / "train_log.json").exists() or
+                             not (MODELS / "code-drafter" / "train_log.json").exists(),
+                             reason="the shipped pair is not installed yet")
+
+
+@shipped
+def test_shipped_pair_fits_and_shares_a_tokenizer():
+    from specir.zoo import default_pair
+
+    target, drafter = default_pair()
+    size = sum(f.stat().st_size for d in (target, drafter) for f in d.iterdir() if f.is_file())
+    assert size <= 20_000_000
+    assert (target / "tokenizer.json").read_bytes() == (drafter / "tokenizer.json").read_bytes()
+    t_log = json.loads((target / "train_log.json").read_text())
+    d_log = json.loads((drafter / "train_log.json").read_text())
+    assert t_log["heldout_loss"] < d_log["heldout_loss"]  # the target is the stronger model
+    assert d_log["parameters"] * 5 <= t_log["parameters"]
+
+
+@shipped
+def test_shipped_pair_loads_in_transformers_and_writes_python():
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from specir.zoo import default_pair
+
+    for folder in default_pair():
+        tok = AutoTokenizer.from_pretrained(str(folder))
+        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
+        prompt = "import os\n\n\ndef read_file(path):\n    with open(path) as f:\n        return f."
+        ids = tok(prompt, return_tensors="pt")["input_ids"]
+        out = model.generate(ids, max_new_tokens=24, do_sample=False, pad_token_id=0)
+        text = tok.decode(out[0, ids.shape[1]:])
+        assert text.startswith("read"), f"{folder.name}: {text!r}"
+        # held-out text is far better predicted than by chance (ln 4096 = 8.3 nats)
+        sample = "    def __repr__(self):\n        return '<%s %r>' % (self.__class__.__name__, self.name)\n"
+        ids = tok(sample, return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            loss = model(input_ids=ids, labels=ids).loss.item()
+        assert loss < 3.0, f"{folder.name}: loss {loss:.2f}"
