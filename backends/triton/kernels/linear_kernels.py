@@ -197,8 +197,12 @@ def gemv_kernel(x_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc
 
 @triton.jit
 def _dot_acc(a, b, acc, DOT_BF16: tl.constexpr):
-    """acc + a @ b in fp32: bf16 tensor cores, or exact fp32 operands (interpreter, fp32/fp16 x)."""
-    if DOT_BF16:
+    """acc + a @ b in fp32: bf16 tensor cores, or fp32 operands (fp32/fp16 x), or in the
+    interpreter a broadcast product summed by numpy (its BLAS matmul sums in an order that
+    depends on the row's position in the tile, which the raw-row launch changes)."""
+    if INTERPRET:
+        return acc + tl.sum(a.to(tl.float32)[:, :, None] * b.to(tl.float32)[None, :, :], axis=1)
+    elif DOT_BF16:
         return tl.dot(a, b, acc)
     else:
         return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
