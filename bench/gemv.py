@@ -1,0 +1,216 @@
+"""GEMV / skinny-GEMM benchmark: Triton bf16 and BF12 kernels vs cuBLAS, against copy bandwidth.
+
+    python bench/gemv.py --out OUT [--quick] [--tune]
+
+- copy bandwidth: device-to-device copy of a 2 GiB buffer, read + write bytes counted;
+- Llama-3.1-8B linear shapes (q/o, k/v, gate/up, down, lm_head) at M = 1 (GEMV) and the skinny
+  GEMMs M = 8..128; each implementation's GB/s counts its own bytes (weights in its format +
+  x + y) and is compared with the copy bandwidth;
+- every (shape, M): BF12 output bits == bf16-kernel output bits, checked on the GPU;
+- weights: Gaussian N(0, 0.02) bf16, several copies rotated so that L2 never serves them;
+  timing: a CUDA graph of back-to-back calls over the copies, replayed; median per call.
+- `--tune`: also sweeps GEMV launch parameters per shape and prints the best (for the table in
+  backends/triton/kernels/linear_config.py).
+Writes OUT/gemv.json (or OUT itself if it ends in .json) and prints a markdown table last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import torch
+
+SHAPES = {  # name: (N, K) of w[N, K]
+    "q/o 4096x4096": (4096, 4096),
+    "k/v 1024x4096": (1024, 4096),
+    "gate/up 14336x4096": (14336, 4096),
+    "down 4096x14336": (4096, 14336),
+    "lm_head 128256x4096": (128256, 4096),
+}
+MS = (1, 8, 16, 32, 64, 128)
+L2_BYTES = 60 * 2**20
+
+
+def copy_bandwidth(nbytes: int = 2 * 2**30) -> float:
+    """Device-to-device copy bandwidth in GB/s (bytes read + bytes written)."""
+    src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device="cuda").normal_()
+    dst = torch.empty_like(src)
+    times = []
+    for _ in range(3):
+        dst.copy_(src)
+    torch.cuda.synchronize()
+    for _ in range(15):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        dst.copy_(src)
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / 1e3)
+    del src, dst
+    torch.cuda.empty_cache()
+    return 2 * (nbytes // 2) * 2 / statistics.median(times) / 1e9
+
+
+def time_calls(calls, replays: int = 12) -> float:
+    """Median seconds per call of a CUDA graph running `calls` (zero-argument functions) in order."""
+    for c in calls:  # warm up: compile, allocate split-K counters
+        c()
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream):
+        for c in calls:
+            c()
+        with torch.cuda.graph(graph, stream=stream):
+            for c in calls:
+                c()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(replays):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        graph.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / 1e3 / len(calls))
+    return statistics.median(times)
+
+
+def make_weights(n: int, k: int, seed: int):
+    """(bf16 copies, BF12 copies): enough copies that two passes over them overflow L2 threefold."""
+    from specir.bf12 import pack
+
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    w = (torch.randn(n, k, device="cuda", generator=g) * 0.02).to(torch.bfloat16)
+    packed = pack(w)
+    copies = max(2, math.ceil(3 * L2_BYTES / (n * k * 2)))
+    ws = [w] + [w.clone() for _ in range(copies - 1)]
+    ps = [packed] + [replace(packed, mant=packed.mant.clone(), code=packed.code.clone(), base=packed.base.clone(),
+                             esc=packed.esc.clone()) for _ in range(copies - 1)]
+    return ws, ps
+
+
+def bench_shape(name, n, k, ms, copy_gbps, seed, rows):
+    from specir.backends.triton.kernels.linear import linear_bf12, linear_bf16
+    from specir.backends.triton.kernels.linear_config import choose
+    from specir.bf12 import bits_per_weight
+
+    ws, ps = make_weights(n, k, seed)
+    bf12_bytes = ps[0].nbytes()
+    for m in ms:
+        x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+        io = (m * k + m * n) * 2
+        y16 = linear_bf16(x, ws[0])
+        y12 = linear_bf12(x, ps[0])
+        equal = bool(torch.equal(y16.view(torch.int16), y12.view(torch.int16)))
+        ref = (x.float() @ ws[0].float().T)
+        rel = ((y16.float() - ref).abs().max() / ref.abs().max()).item()
+        impls = {
+            "cublas": (lambda w: (lambda: torch.nn.functional.linear(x, w)), ws, n * k * 2),
+            "triton-bf16": (lambda w: (lambda: linear_bf16(x, w)), ws, n * k * 2),
+            "triton-bf12": (lambda p: (lambda: linear_bf12(x, p)), ps, bf12_bytes),
+        }
+        for impl, (make, weights, wbytes) in impls.items():
+            t = time_calls([make(w) for w in weights] * 2)
+            gbps = (wbytes + io) / t / 1e9
+            rows.append(dict(shape=name, N=n, K=k, M=m, impl=impl, us=t * 1e6, gbps=gbps,
+                             pct_copy=100 * gbps / copy_gbps, weight_bytes=wbytes,
+                             bits_per_weight=(bits_per_weight(ps[0]) if impl == "triton-bf12" else 16.0),
+                             bf12_equals_bf16=equal, bf16_rel_err=rel,
+                             config=asdict(choose(m, n, k, impl.split("-")[-1])) if impl != "cublas" else None))
+        print(f"  {name} M={m}: " + ", ".join(f"{r['impl']} {r['us']:.1f}us {r['pct_copy']:.0f}%"
+                                               for r in rows[-3:]) + f", bits equal: {equal}", flush=True)
+    del ws, ps
+    torch.cuda.empty_cache()
+
+
+def tune_shape(name, n, k, copy_gbps, seed, out):
+    """Sweep GEMV launch parameters; record every candidate and print the best per format."""
+    from specir.backends.triton.kernels.linear import linear_bf12, linear_bf16
+    from specir.backends.triton.kernels.linear_config import LinearConfig
+
+    ws, ps = make_weights(n, k, seed)
+    x = torch.randn(1, k, device="cuda").to(torch.bfloat16)
+    groups = -(-k // 128)
+    best = {}
+    for fmt, fn, weights, wbytes in (("bf16", linear_bf16, ws, n * k * 2), ("bf12", linear_bf12, ps, ps[0].nbytes())):
+        for bn in (16, 32, 64):
+            for split in (1, 2, 4, 8, 16):
+                if split > groups:
+                    continue
+                for warps, stages in ((4, 1), (4, 2), (4, 3), (2, 2), (8, 2)):
+                    cfg = LinearConfig("gemv", bn, 1, split, num_warps=warps, num_stages=stages)
+                    try:
+                        t = time_calls([(lambda w=w: fn(x, w, config=cfg)) for w in weights] * 2, replays=6)
+                    except Exception as exc:  # a config that does not compile or fit
+                        print(f"    skip {cfg}: {type(exc).__name__}", flush=True)
+                        continue
+                    pct = 100 * wbytes / t / 1e9 / copy_gbps
+                    out.append(dict(shape=name, fmt=fmt, config=asdict(cfg), us=t * 1e6, pct_copy=pct))
+                    if pct > best.get(fmt, (0, None))[0]:
+                        best[fmt] = (pct, cfg)
+    for fmt, (pct, cfg) in best.items():
+        print(f"  TUNE {name} {fmt}: {pct:.1f}% of copy with {cfg}", flush=True)
+    del ws, ps
+    torch.cuda.empty_cache()
+
+
+def markdown(rows, copy_gbps) -> str:
+    lines = [f"copy bandwidth: {copy_gbps:.0f} GB/s (read + write)", "",
+             "| shape | M | cuBLAS us | bf16 us | BF12 us | cuBLAS % | bf16 % | BF12 % (own bytes) | BF12/bf16 speedup | bits equal |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    by = {}
+    for r in rows:
+        by.setdefault((r["shape"], r["M"]), {})[r["impl"]] = r
+    for (shape, m), d in by.items():
+        c, b, p = d["cublas"], d["triton-bf16"], d["triton-bf12"]
+        lines.append(f"| {shape} | {m} | {c['us']:.1f} | {b['us']:.1f} | {p['us']:.1f} | {c['pct_copy']:.0f} | "
+                     f"{b['pct_copy']:.0f} | {p['pct_copy']:.0f} | {b['us'] / p['us']:.2f}x | "
+                     f"{'yes' if p['bf12_equals_bf16'] else 'NO'} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="output folder (writes gemv.json) or .json file")
+    ap.add_argument("--quick", action="store_true", help="M = 1 and M = 16 on q/o, gate/up and lm_head only")
+    ap.add_argument("--tune", action="store_true", help="also sweep GEMV launch parameters")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench/gemv.py needs a CUDA GPU", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    path = out if out.suffix == ".json" else out / "gemv.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    copy_gbps = copy_bandwidth()
+    print(f"copy bandwidth {copy_gbps:.0f} GB/s on {torch.cuda.get_device_name()}", flush=True)
+    shapes = {k: v for k, v in SHAPES.items() if not args.quick or k.split()[0] in ("q/o", "gate/up", "lm_head")}
+    ms = (1, 16) if args.quick else MS
+    rows, tune = [], []
+    for name, (n, k) in shapes.items():
+        bench_shape(name, n, k, ms, copy_gbps, args.seed, rows)
+    if args.tune:
+        for name, (n, k) in shapes.items():
+            tune_shape(name, n, k, copy_gbps, args.seed, tune)
+    result = dict(device=torch.cuda.get_device_name(), torch=torch.__version__,
+                  triton=__import__("triton").__version__, copy_gbps=copy_gbps, rows=rows, tune=tune,
+                  all_bits_equal=all(r["bf12_equals_bf16"] for r in rows), seconds=time.time() - start)
+    path.write_text(json.dumps(result, indent=1))
+    print(f"wrote {path} in {time.time() - start:.0f}s")
+    print(markdown(rows, copy_gbps))
+    return 0 if result["all_bits_equal"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
