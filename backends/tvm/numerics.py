@@ -62,4 +62,6 @@ def round_to(dtype: str, x):
     bits = tirx.reinterpret("uint32", x)
     one = tirx.const(1, "uint32")
     rounded = (bits + tirx.const(0x7FFF, "uint32") + ((bits >> tirx.const(16, "uint32")) & one)) & tirx.const(0xFFFF0000, "uint32")
-    return tirx.Select(x != x, x, tirx.reinterpret("float32", rounded))
+    # NaN test on the bits: the simplifier folds `x != x` to false
+    is_nan = (bits & tirx.const(0x7FFFFFFF, "uint32")) > tirx.const(0x7F800000, "uint32")
+    return tirx.Select(is_nan, x, tirx.reinterpret("float32", rounded))

@@ -10,7 +10,8 @@ rope-scaling rule, so every scaling variant is the same kernel.
 One parallel task per token: cos/sin of its D/2 angles once, then every q head and every k head,
 vectorised along D/2. q and k may be strided views (e.g. slices of a fused qkv projection:
 token and head strides are runtime values); the outputs are new contiguous tensors unless
-`q_out`/`k_out` are given (they may alias q/k for an in-place rotation). Tokens are symbolic.
+`q_out`/`k_out` are given (strided too; they may be q and k themselves: each vector of both
+halves is loaded before either is stored, so the rotation is safe in place). Tokens symbolic.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ _DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
 
 def build_rotary(heads: int, kv_heads: int, head_dim: int, act: str, lanes: int):
     """PrimFunc `(q[n, H, D], k[n, KH, D], pos[n], inv_freq[D/2], q_out, k_out, scaling)`;
-    q and k with symbolic token/head strides."""
+    every q/k buffer with symbolic token/head strides."""
     from tvm.script import tirx as T
 
     from .numerics import round_to
@@ -42,53 +43,63 @@ def build_rotary(heads: int, kv_heads: int, head_dim: int, act: str, lanes: int)
     @T.prim_func
     def rotary(var_q: T.handle, var_k: T.handle, var_pos: T.handle, var_inv: T.handle,
                var_qo: T.handle, var_ko: T.handle, scaling: T.float32):
-        T.func_attr({"tirx.noalias": True})
+        # no "noalias": q_out may be q (in-place rotation)
         n = T.int32()  # int32 sizes: TVM 0.27 binds symbolic strides only as int32
         qs0 = T.int32()
         qs1 = T.int32()
         ks0 = T.int32()
         ks1 = T.int32()
+        qo0 = T.int32()
+        qo1 = T.int32()
+        ko0 = T.int32()
+        ko1 = T.int32()
         q = T.match_buffer(var_q, (n, heads, head_dim), act, strides=(qs0, qs1, 1))
         k = T.match_buffer(var_k, (n, kv_heads, head_dim), act, strides=(ks0, ks1, 1))
         pos = T.match_buffer(var_pos, (n,), "int64")
         inv_freq = T.match_buffer(var_inv, (half,), "float32")
-        q_out = T.match_buffer(var_qo, (n, heads, head_dim), act)
-        k_out = T.match_buffer(var_ko, (n, kv_heads, head_dim), act)
+        q_out = T.match_buffer(var_qo, (n, heads, head_dim), act, strides=(qo0, qo1, 1))
+        k_out = T.match_buffer(var_ko, (n, kv_heads, head_dim), act, strides=(ko0, ko1, 1))
         for t in T.parallel(n):
             cs = T.alloc_buffer((2, half), "float32", scope="local")
+            xs = T.alloc_buffer((2, lanes), "float32", scope="local")
             for i in range(half):
                 cs[0, i] = round_to(act, T.cos(f32(pos[t]) * inv_freq[i]) * scaling)
                 cs[1, i] = round_to(act, T.sin(f32(pos[t]) * inv_freq[i]) * scaling)
             for h in range(heads):
                 for blk in range(blocks):
+                    for lane in T.vectorized(lanes):  # load both halves before storing: q_out may be q
+                        xs[0, lane] = f32(q[t, h, blk * lanes + lane])
+                        xs[1, lane] = f32(q[t, h, half + blk * lanes + lane])
                     for lane in T.vectorized(lanes):
                         q_out[t, h, blk * lanes + lane] = rot_lo(
-                            f32(q[t, h, blk * lanes + lane]), f32(q[t, h, half + blk * lanes + lane]),
-                            cs[0, blk * lanes + lane], cs[1, blk * lanes + lane])
+                            xs[0, lane], xs[1, lane], cs[0, blk * lanes + lane], cs[1, blk * lanes + lane])
                         q_out[t, h, half + blk * lanes + lane] = rot_hi(
-                            f32(q[t, h, blk * lanes + lane]), f32(q[t, h, half + blk * lanes + lane]),
-                            cs[0, blk * lanes + lane], cs[1, blk * lanes + lane])
+                            xs[0, lane], xs[1, lane], cs[0, blk * lanes + lane], cs[1, blk * lanes + lane])
             for h in range(kv_heads):
                 for blk in range(blocks):
                     for lane in T.vectorized(lanes):
+                        xs[0, lane] = f32(k[t, h, blk * lanes + lane])
+                        xs[1, lane] = f32(k[t, h, half + blk * lanes + lane])
+                    for lane in T.vectorized(lanes):
                         k_out[t, h, blk * lanes + lane] = rot_lo(
-                            f32(k[t, h, blk * lanes + lane]), f32(k[t, h, half + blk * lanes + lane]),
-                            cs[0, blk * lanes + lane], cs[1, blk * lanes + lane])
+                            xs[0, lane], xs[1, lane], cs[0, blk * lanes + lane], cs[1, blk * lanes + lane])
                         k_out[t, h, half + blk * lanes + lane] = rot_hi(
-                            f32(k[t, h, blk * lanes + lane]), f32(k[t, h, half + blk * lanes + lane]),
-                            cs[0, blk * lanes + lane], cs[1, blk * lanes + lane])
+                            xs[0, lane], xs[1, lane], cs[0, blk * lanes + lane], cs[1, blk * lanes + lane])
 
     return rotary
 
 
-def _rows(x: torch.Tensor) -> torch.Tensor:
-    """x [..., heads, D] as [n, heads, D] without copying when the last dim is contiguous."""
-    if x.stride(-1) != 1:
-        x = x.contiguous()
+def _rows(x: torch.Tensor, output: bool = False) -> torch.Tensor:
+    """x [..., heads, D] as [n, heads, D] without copying when the last dim is contiguous
+    (inputs are copied otherwise; an output that cannot be viewed so is an error)."""
     try:
-        return x.view(-1, x.shape[-2], x.shape[-1])
+        if x.stride(-1) == 1:
+            return x.view(-1, x.shape[-2], x.shape[-1])
     except RuntimeError:
-        return x.reshape(-1, x.shape[-2], x.shape[-1])
+        pass
+    if output:
+        raise ValueError("rotary: q_out/k_out need a contiguous last dim and flattenable leading dims")
+    return x.reshape(-1, x.shape[-2], x.shape[-1]).contiguous()
 
 
 def rotary(cache, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor,
@@ -108,5 +119,5 @@ def rotary(cache, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor, inv_freq:
     q_out = q_out if q_out is not None else torch.empty(q.shape, dtype=q.dtype)
     k_out = k_out if k_out is not None else torch.empty(k.shape, dtype=k.dtype)
     fn(_rows(q), _rows(k), pos.reshape(-1).to(torch.int64).contiguous(), inv_freq.float().contiguous(),
-       q_out.view(-1, heads, head_dim), k_out.view(-1, kv_heads, head_dim), float(attention_scaling))
+       _rows(q_out, output=True), _rows(k_out, output=True), float(attention_scaling))
     return q_out, k_out
