@@ -83,9 +83,16 @@ class Embedder:
     def sample(self, reference: torch.Tensor, shape: tuple[int, ...], scale: float) -> torch.Tensor:
         """Random values drawn from `reference`'s entries, random sign, times `scale`."""
         flat = reference.reshape(-1).float().to(self.device)
-        idx = torch.randint(0, flat.numel(), shape, generator=self.gen, device=self.device)
-        sign = torch.randint(0, 2, shape, generator=self.gen, device=self.device) * 2 - 1
-        return flat[idx] * sign * scale
+        out = torch.empty(shape, device=self.device)
+        if out.numel() == 0:
+            return out
+        rows = max(1, (1 << 26) // max(1, out[0].numel())) if out.dim() > 1 else out.shape[0]
+        for start in range(0, shape[0], rows):  # chunks bound the int64 index memory
+            part = out[start:start + rows]
+            idx = torch.randint(0, flat.numel(), part.shape, generator=self.gen, device=self.device)
+            sign = torch.randint(0, 2, part.shape, generator=self.gen, device=self.device) * 2 - 1
+            part.copy_(flat[idx] * sign * scale)
+        return out
 
     def orthogonal_rows(self, reference: torch.Tensor, count: int, scale: float) -> torch.Tensor:
         """`count` random rows of width H, exactly orthogonal to the residual subspace."""
@@ -202,6 +209,7 @@ def inflate(small_dir: Path, shape: Shape, out: Path, *, device: str = "cpu", se
     cfg, weights = load_small_model(small_dir)
     r = check_compatible(cfg, shape)
     dev = torch.device(device)
+    weights = {name: t.to(dev) for name, t in weights.items()}
     E = Embedder(cfg.hidden_size, r, dev, seed)
     positions = layer_positions(cfg.num_hidden_layers, shape.num_hidden_layers)
     real_at = {p: k for k, p in enumerate(positions)}
