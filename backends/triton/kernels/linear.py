@@ -75,6 +75,7 @@ def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, 
     cnt = _counter_buffer(x2.device, blocks_n * blocks_m)
     common = dict(FORMAT=_FORMATS[fmt], BN=cfg.block_n, G=cfg.groups, SPLIT=cfg.split,
                   HAS_BIAS=bias is not None, HAS_ROWS=rows is not None,
+                  PRMT=cfg.prmt and not interpreting(),
                   num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     bias_arg = bias if bias is not None else dummy
     rows_arg = rows if rows is not None else dummy

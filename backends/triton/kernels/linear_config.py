@@ -25,6 +25,7 @@ class LinearConfig:
     block_m: int = 1     # GEMM rows of x per program
     num_warps: int = 4
     num_stages: int = 2
+    prmt: bool = True    # BF12 sign/mantissa via one `prmt` per pair (GPU; exact either way)
 
     def order_key(self) -> tuple:
         """The fields that define the reduction order (must match between formats)."""
@@ -64,7 +65,7 @@ def choose(m: int, n: int, k: int, fmt: str = "bf16") -> LinearConfig:
                            num_warps=4, num_stages=2)
         over = GEMV_FORMAT_OVERRIDES.get((fmt, n, k))
         if over:
-            assert set(over) <= {"block_n", "num_warps", "num_stages"}, over
+            assert set(over) <= {"block_n", "num_warps", "num_stages", "prmt"}, over
             cfg = replace(cfg, **over)
         return cfg
     block_m = min(128, max(16, 1 << (m - 1).bit_length()))

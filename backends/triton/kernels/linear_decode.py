@@ -12,31 +12,60 @@ import triton.language as tl
 
 
 @triton.jit
-def _rebuild_pair(p, csh, bbc, negd):
-    """One pair word from its mantissa bytes `p` (halves 0..255), codes `csh` (c << 3 per half),
-    `bbc` = (B + 1) * 128 per half and `negd` = E - B + 15 (mod 2**32)."""
-    t = csh + 0x00080008           # (c + 1) * 8 per half; bit 7 set iff c == 15
-    escape = t & 0x00800080        # 128 per escaped half
-    sign = p & 0x00800080          # the sign bit, still at bit 7 of each half
-    return bbc - t * 16 + escape * negd + sign * 255 + p
+def _exponent_field(q, base128, nd8):
+    """128 * exponent per 16-bit half from codes `q` (bits 0..3 of each half): base128 - 128 c,
+    plus 128 * (E - B + 15) where c == 15 (`nd8` = 8 * (E - B + 15) mod 2**32)."""
+    escape = (q + 0x00010001) & 0x00100010   # 16 per half whose code is 15
+    return base128 - q * 128 + escape * nd8
 
 
 @triton.jit
-def bf12_pair_words(m64, c32, base, esc):
+def _sign_mantissa(lo, hi, r: tl.constexpr, USE_PRMT: tl.constexpr):
+    """The pair's sign + mantissa bits: m + (s << 15) per half, or with USE_PRMT the bytes with
+    their sign replicated over bits 8..15, for `_merge` to mask."""
+    if USE_PRMT:
+        # one byte permute with sign replication: [sign(b1) b1 | sign(b0) b0], then a mask
+        asm: tl.constexpr = ("prmt.b32 $0, $1, $2, 0xA280;" if r == 0 else
+                             ("prmt.b32 $0, $1, $2, 0xB391;" if r == 1 else
+                              ("prmt.b32 $0, $1, $2, 0xE6C4;" if r == 2 else "prmt.b32 $0, $1, $2, 0xF7D5;")))
+        return tl.inline_asm_elementwise(asm, "=r,r,r", [lo, hi], dtype=tl.uint32, is_pure=True, pack=1)
+    else:
+        word = lo if r < 2 else hi
+        if r % 2 == 1:
+            word = word >> 8
+        p = word & 0x00FF00FF
+        return p + (p & 0x00800080) * 255
+
+
+@triton.jit
+def _merge(sign_mantissa, exponent, USE_PRMT: tl.constexpr):
+    if USE_PRMT:
+        return (sign_mantissa & 0x807F807F) | exponent  # one 3-input logic op
+    else:
+        return sign_mantissa + exponent
+
+
+@triton.jit
+def bf12_pair_words(m64, c32, base, esc, USE_PRMT: tl.constexpr = False):
     """Rebuild the bf16 pair words H_r (r = 0..3) of one unit.
 
     `m64` uint64 and `c32` uint32 tensors of the same shape (one unit each), `base`/`esc` the
     group's exponents (any int dtype, broadcastable). H_r holds weights (32r + 2t, 32r + 2t + 1)
-    of the group in its low/high halves, exactly the uint32 word of the raw bf16 matrix."""
+    of the group in its low/high halves, exactly the uint32 word of the raw bf16 matrix.
+    USE_PRMT (GPU only) builds the sign/mantissa part with one `prmt` per pair."""
     lo = m64.to(tl.uint32)
     hi = (m64 >> 32).to(tl.uint32)
     b = base.to(tl.uint32)
-    bbc = (b + 1) * 0x00800080
-    negd = esc.to(tl.uint32) - b + 15
-    h0 = _rebuild_pair(lo & 0x00FF00FF, (c32 << 3) & 0x00780078, bbc, negd)
-    h1 = _rebuild_pair((lo >> 8) & 0x00FF00FF, (c32 >> 1) & 0x00780078, bbc, negd)
-    h2 = _rebuild_pair(hi & 0x00FF00FF, (c32 >> 5) & 0x00780078, bbc, negd)
-    h3 = _rebuild_pair((hi >> 8) & 0x00FF00FF, (c32 >> 9) & 0x00780078, bbc, negd)
+    base128 = b * 0x00800080
+    nd8 = (esc.to(tl.uint32) - b + 15) * 8
+    h0 = _merge(_sign_mantissa(lo, hi, 0, USE_PRMT),
+                _exponent_field(c32 & 0x000F000F, base128, nd8), USE_PRMT)
+    h1 = _merge(_sign_mantissa(lo, hi, 1, USE_PRMT),
+                _exponent_field((c32 >> 4) & 0x000F000F, base128, nd8), USE_PRMT)
+    h2 = _merge(_sign_mantissa(lo, hi, 2, USE_PRMT),
+                _exponent_field((c32 >> 8) & 0x000F000F, base128, nd8), USE_PRMT)
+    h3 = _merge(_sign_mantissa(lo, hi, 3, USE_PRMT),
+                _exponent_field((c32 >> 12) & 0x000F000F, base128, nd8), USE_PRMT)
     return h0, h1, h2, h3
 
 

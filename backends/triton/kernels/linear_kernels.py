@@ -30,7 +30,8 @@ FORMAT_BF12 = tl.constexpr(1)
 
 @triton.jit
 def _pair_words(w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it, K, stride_w, n_groups,
-                FORMAT: tl.constexpr, WORDS: tl.constexpr, G: tl.constexpr, MASKED: tl.constexpr):
+                FORMAT: tl.constexpr, WORDS: tl.constexpr, G: tl.constexpr, MASKED: tl.constexpr,
+                PRMT: tl.constexpr):
     """The four pair-word tensors H_r [BN, G, 16] (uint32) of rows `nn` [BN, 1, 1] (int64) at
     iteration `it`. Masked-out weights read as +0 (bf16) or decode to +0 / a finite positive
     value (BF12 padding); the matching x is 0, so both contribute +0."""
@@ -52,7 +53,7 @@ def _pair_words(w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it, K, stride_
             base = tl.load(base_ptr + nn * n_groups + g)
             esc = tl.load(esc_ptr + nn * n_groups + g)
         h0, h1, h2, h3 = bf12_pair_words(m64.to(tl.uint64, bitcast=True), c32.to(tl.uint32, bitcast=True),
-                                         base, esc)
+                                         base, esc, PRMT)
     else:
         if WORDS:  # w_ptr: int32 view, stride_w = K // 2 words
             wi = nn * stride_w + g * 64 + tt
@@ -87,14 +88,14 @@ def _element_pair(w_ptr, row, k, K):
 
 
 @triton.jit
-def _x_pair(x_ptr, k, K, X_PAIRS: tl.constexpr, MASKED: tl.constexpr):
+def _x_pair(x_ptr, k, kw, K, X_PAIRS: tl.constexpr, MASKED: tl.constexpr):
     """fp32 x at even columns k and odd columns k + 1 (0 beyond K when MASKED). With X_PAIRS
-    (bf16 x, even K) x_ptr is an int32 view and one word holds both."""
+    (bf16 x, even K) x_ptr is an int32 view and word kw = k // 2 holds both."""
     if X_PAIRS:
         if MASKED:
-            xw = tl.load(x_ptr + k // 2, mask=k < K, other=0)
+            xw = tl.load(x_ptr + kw, mask=2 * kw < K, other=0)
         else:
-            xw = tl.load(x_ptr + k // 2)
+            xw = tl.load(x_ptr + kw)
         return pair_to_f32(xw.to(tl.uint32, bitcast=True))
     else:
         if MASKED:
@@ -107,9 +108,9 @@ def _x_pair(x_ptr, k, K, X_PAIRS: tl.constexpr, MASKED: tl.constexpr):
 
 
 @triton.jit
-def _gemv_fma(acc_lo, acc_hi, h, x_ptr, k, K, X_PAIRS: tl.constexpr, MASKED: tl.constexpr):
+def _gemv_fma(acc_lo, acc_hi, h, x_ptr, k, kw, K, X_PAIRS: tl.constexpr, MASKED: tl.constexpr):
     w_lo, w_hi = pair_to_f32(h)
-    x_lo, x_hi = _x_pair(x_ptr, k, K, X_PAIRS, MASKED)
+    x_lo, x_hi = _x_pair(x_ptr, k, kw, K, X_PAIRS, MASKED)
     acc_lo = tl.fma(tl.broadcast_to(x_lo, acc_lo.shape), w_lo, acc_lo)
     acc_hi = tl.fma(tl.broadcast_to(x_hi, acc_hi.shape), w_hi, acc_hi)
     return acc_lo, acc_hi
@@ -119,16 +120,17 @@ def _gemv_fma(acc_lo, acc_hi, h, x_ptr, k, K, X_PAIRS: tl.constexpr, MASKED: tl.
 def _gemv_iteration(acc_lo, acc_hi, x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it,
                     K, stride_w, n_groups,
                     FORMAT: tl.constexpr, WORDS: tl.constexpr, X_PAIRS: tl.constexpr, G: tl.constexpr,
-                    MASKED: tl.constexpr):
+                    MASKED: tl.constexpr, PRMT: tl.constexpr):
     h0, h1, h2, h3 = _pair_words(w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it, K, stride_w,
-                                 n_groups, FORMAT, WORDS, G, MASKED)
+                                 n_groups, FORMAT, WORDS, G, MASKED, PRMT)
     gg = tl.arange(0, G)[None, :, None]
     tt = tl.arange(0, 16)[None, None, :]
-    k = (it * G + gg) * 128 + 2 * tt  # [1, G, 16], pair r adds 32 r
-    acc_lo, acc_hi = _gemv_fma(acc_lo, acc_hi, h0, x_ptr, k, K, X_PAIRS, MASKED)
-    acc_lo, acc_hi = _gemv_fma(acc_lo, acc_hi, h1, x_ptr, k + 32, K, X_PAIRS, MASKED)
-    acc_lo, acc_hi = _gemv_fma(acc_lo, acc_hi, h2, x_ptr, k + 64, K, X_PAIRS, MASKED)
-    acc_lo, acc_hi = _gemv_fma(acc_lo, acc_hi, h3, x_ptr, k + 96, K, X_PAIRS, MASKED)
+    kw = (it * G + gg) * 64 + tt      # [1, G, 16] x word (pair) index; pair slot r adds 16 r
+    k = 2 * kw
+    acc_lo, acc_hi = _gemv_fma(acc_lo, acc_hi, h0, x_ptr, k, kw, K, X_PAIRS, MASKED)
+    acc_lo, acc_hi = _gemv_fma(acc_lo, acc_hi, h1, x_ptr, k + 32, kw + 16, K, X_PAIRS, MASKED)
+    acc_lo, acc_hi = _gemv_fma(acc_lo, acc_hi, h2, x_ptr, k + 64, kw + 32, K, X_PAIRS, MASKED)
+    acc_lo, acc_hi = _gemv_fma(acc_lo, acc_hi, h3, x_ptr, k + 96, kw + 48, K, X_PAIRS, MASKED)
     return acc_lo, acc_hi
 
 
@@ -175,7 +177,8 @@ def gemv_kernel(x_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc
                 ws_ptr, cnt_ptr,
                 R, K, stride_w, n_groups, n_iters, n_full, iters_per_split,
                 FORMAT: tl.constexpr, WORDS: tl.constexpr, X_PAIRS: tl.constexpr, BN: tl.constexpr,
-                G: tl.constexpr, SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr):
+                G: tl.constexpr, SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr,
+                PRMT: tl.constexpr):
     """y[0, rows[n]] = x[0] . w[n] (+ bias) for the R rows of this launch; grid (cdiv(R, BN), SPLIT)."""
     pid_n = tl.program_id(0)
     n = pid_n * BN + tl.arange(0, BN)
@@ -186,10 +189,10 @@ def gemv_kernel(x_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc
     last = tl.minimum(first + iters_per_split, n_iters)
     for it in range(first, tl.minimum(last, n_full)):
         acc_lo, acc_hi = _gemv_iteration(acc_lo, acc_hi, x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr,
-                                         esc_ptr, nn, it, K, stride_w, n_groups, FORMAT, WORDS, X_PAIRS, G, False)
+                                         esc_ptr, nn, it, K, stride_w, n_groups, FORMAT, WORDS, X_PAIRS, G, False, PRMT)
     if last > n_full:
         acc_lo, acc_hi = _gemv_iteration(acc_lo, acc_hi, x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr,
-                                         esc_ptr, nn, n_full, K, stride_w, n_groups, FORMAT, WORDS, X_PAIRS, G, True)
+                                         esc_ptr, nn, n_full, K, stride_w, n_groups, FORMAT, WORDS, X_PAIRS, G, True, PRMT)
     part = _tree_sum_rows(tl.reshape(acc_lo + acc_hi, (BN, G * 16)), BN, G * 16)
     _finish(part[None, :], y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, tl.zeros((1, 1), tl.int32),
             n[None, :], 1, R, 0, pid_n, SPLIT, HAS_BIAS, HAS_ROWS)
@@ -229,10 +232,10 @@ def _gemm_tile(w_ptr, nn, h, it, r: tl.constexpr, K, stride_w,
 def _gemm_iteration(acc, x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, m, nn, it, M, K,
                     stride_xm, stride_w, n_groups,
                     FORMAT: tl.constexpr, BN: tl.constexpr, G: tl.constexpr, MASKED: tl.constexpr,
-                    DOT_BF16: tl.constexpr):
+                    DOT_BF16: tl.constexpr, PRMT: tl.constexpr):
     if FORMAT == FORMAT_BF12:
         h0, h1, h2, h3 = _pair_words(w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn[:, :, None], it, K,
-                                     stride_w, n_groups, FORMAT, True, G, MASKED)
+                                     stride_w, n_groups, FORMAT, True, G, MASKED, PRMT)
     else:
         h0 = 0
         h1 = 0
@@ -258,7 +261,7 @@ def gemm_kernel(x_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc
                 M, R, K, stride_xm, stride_ym, stride_w, n_groups, n_iters, n_full, iters_per_split,
                 FORMAT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, G: tl.constexpr,
                 SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr,
-                DOT_BF16: tl.constexpr):
+                DOT_BF16: tl.constexpr, PRMT: tl.constexpr):
     """y[m, rows[n]] = x[m] . w[n] (+ bias); grid (cdiv(R, BN), SPLIT, cdiv(M, BM))."""
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(2)
@@ -270,10 +273,10 @@ def gemm_kernel(x_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc
     last = tl.minimum(first + iters_per_split, n_iters)
     for it in range(first, tl.minimum(last, n_full)):
         acc = _gemm_iteration(acc, x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, m, nn, it, M, K,
-                              stride_xm, stride_w, n_groups, FORMAT, BN, G, False, DOT_BF16)
+                              stride_xm, stride_w, n_groups, FORMAT, BN, G, False, DOT_BF16, PRMT)
     if last > n_full:
         acc = _gemm_iteration(acc, x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, m, nn, n_full, M, K,
-                              stride_xm, stride_w, n_groups, FORMAT, BN, G, True, DOT_BF16)
+                              stride_xm, stride_w, n_groups, FORMAT, BN, G, True, DOT_BF16, PRMT)
     tile = pid_m * tl.num_programs(0) + pid_n
     _finish(acc, y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, m, n[None, :], M, R, stride_ym, tile,
             SPLIT, HAS_BIAS, HAS_ROWS)
