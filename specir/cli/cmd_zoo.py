@@ -202,8 +202,12 @@ def _inflate(args) -> int:
 
     report = inflate(args.small, get_shape(args.shape), args.out, device=resolve_device(args.device),
                      seed=args.seed, log=_log)
+    from specir.zoo.weight_stats import format_stats
+
     if args.report:
         args.report.write_text(json.dumps(report, indent=1))
+    _log("inflate: per-tensor statistics, big vs trained (exponents: distinct bf16 exponent "
+         "values; 14-window: share in the best 14 consecutive exponents)\n" + format_stats(report["tensors"]))
     print(args.out)
     return 0
 

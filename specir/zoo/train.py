@@ -326,5 +326,9 @@ def export(model, config, corpus: Path, out: Path, s: TrainSettings, state: dict
 
 
 def command_line() -> str:
-    """The command that started this process, for logs and model cards."""
-    return " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
+    """The command that started this process as a `specir ...` line, for logs and model cards."""
+    import shlex
+
+    name = Path(sys.argv[0]).name
+    prefix = "specir zoo" if name == "cmd_zoo.py" else "specir"
+    return " ".join([prefix, *(shlex.quote(a) for a in sys.argv[1:])])

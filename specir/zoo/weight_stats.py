@@ -55,3 +55,15 @@ class TensorStats:
                 "trained_window14_coverage": round(window_coverage(self.trained_hist), 6),
                 "exponent_histogram": hist(self.hist),
                 "trained_exponent_histogram": hist(self.trained_hist)}
+
+
+def format_stats(tensors: dict[str, dict]) -> str:
+    """A table of an inflation report's per-role statistics."""
+    lines = [f"{'tensor':26s} {'n':>3s} {'std (big)':>19s} {'std (trained)':>19s} "
+             f"{'exponents':>9s} {'14-window':>17s}"]
+    for role, s in tensors.items():
+        t = s["trained_std"] or {"min": float("nan"), "max": float("nan")}
+        lines.append(f"{role:26s} {s['tensors']:3d} {s['std']['min']:9.3g}-{s['std']['max']:<9.3g} "
+                     f"{t['min']:9.3g}-{t['max']:<9.3g} {s['distinct_exponents']:4d}/{s['trained_distinct_exponents']:<4d} "
+                     f"{s['window14_coverage']:8.4%}/{s['trained_window14_coverage']:.4%}")
+    return "\n".join(lines)
