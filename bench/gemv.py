@@ -147,8 +147,9 @@ def tune_shape(name, n, k, copy_gbps, seed, out):
             for split in (1, 2, 4, 8, 16):
                 if split > groups:
                     continue
-                for warps, stages in ((4, 1), (4, 2), (4, 3), (2, 2), (8, 2)):
-                    cfg = LinearConfig("gemv", bn, 1, split, num_warps=warps, num_stages=stages)
+                for warps, stages, prefetch in ((4, 1, True), (4, 2, True), (4, 1, False), (4, 3, False),
+                                                (2, 1, True), (8, 1, True)):
+                    cfg = LinearConfig("gemv", bn, 1, split, num_warps=warps, num_stages=stages, prefetch=prefetch)
                     try:
                         t = time_calls([(lambda w=w: fn(x, w, config=cfg)) for w in weights] * 2, replays=6)
                     except Exception as exc:  # a config that does not compile or fit

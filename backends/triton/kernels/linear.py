@@ -84,7 +84,7 @@ def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, 
         gemv_kernel[(blocks_n, cfg.split)](
             x2.view(torch.int32) if x_pairs else x2, y2, bias_arg, w_arg, *planes, rows_arg, ws, cnt,
             rows_in, k, stride_w, groups_total, n_iters, n_full, per_split, WORDS=words, X_PAIRS=x_pairs,
-            **common)
+            PREFETCH=cfg.prefetch and x_pairs and (words or fmt == "bf12"), **common)
     else:
         dot_bf16 = x2.dtype == torch.bfloat16 and not interpreting()
         gemm_kernel[(blocks_n, cfg.split, blocks_m)](

@@ -26,6 +26,7 @@ class LinearConfig:
     num_warps: int = 4
     num_stages: int = 2
     prmt: bool = True    # BF12 sign/mantissa via one `prmt` per pair (GPU; exact either way)
+    prefetch: bool = True  # GEMV: load iteration i+1 while computing iteration i
 
     def order_key(self) -> tuple:
         """The fields that define the reduction order (must match between formats)."""
@@ -65,7 +66,7 @@ def choose(m: int, n: int, k: int, fmt: str = "bf16") -> LinearConfig:
                            num_warps=4, num_stages=2)
         over = GEMV_FORMAT_OVERRIDES.get((fmt, n, k))
         if over:
-            assert set(over) <= {"block_n", "num_warps", "num_stages", "prmt"}, over
+            assert set(over) <= {"block_n", "num_warps", "num_stages", "prmt", "prefetch"}, over
             cfg = replace(cfg, **over)
         return cfg
     block_m = min(128, max(16, 1 << (m - 1).bit_length()))

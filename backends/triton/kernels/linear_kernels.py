@@ -80,6 +80,52 @@ def _pair_words(w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it, K, stride_
 
 
 @triton.jit
+def _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it, stride_w, n_groups,
+                    FORMAT: tl.constexpr, G: tl.constexpr):
+    """Raw loads of one full GEMV iteration (BF12 planes or bf16 pair words, and x pair words),
+    as a tuple that the prefetching loop carries one iteration ahead."""
+    gg = tl.arange(0, G)[None, :, None]
+    tt = tl.arange(0, 16)[None, None, :]
+    g = it * G + gg
+    kw = g * 64 + tt
+    xs = (tl.load(x_ptr + kw), tl.load(x_ptr + kw + 16), tl.load(x_ptr + kw + 32), tl.load(x_ptr + kw + 48))
+    if FORMAT == FORMAT_BF12:
+        unit = nn * (n_groups * 16) + g * 16 + tt
+        ws = (tl.load(mant_ptr + unit), tl.load(code_ptr + unit),
+              tl.load(base_ptr + nn * n_groups + g), tl.load(esc_ptr + nn * n_groups + g))
+    else:
+        wi = nn * stride_w + kw
+        ws = (tl.load(w_ptr + wi), tl.load(w_ptr + wi + 16), tl.load(w_ptr + wi + 32), tl.load(w_ptr + wi + 48))
+    return ws, xs
+
+
+@triton.jit
+def _gemv_from_loads(acc_lo, acc_hi, ws, xs, FORMAT: tl.constexpr, PRMT: tl.constexpr):
+    if FORMAT == FORMAT_BF12:
+        h0, h1, h2, h3 = bf12_pair_words(ws[0].to(tl.uint64, bitcast=True), ws[1].to(tl.uint32, bitcast=True),
+                                         ws[2], ws[3], PRMT)
+    else:
+        h0 = ws[0].to(tl.uint32, bitcast=True)
+        h1 = ws[1].to(tl.uint32, bitcast=True)
+        h2 = ws[2].to(tl.uint32, bitcast=True)
+        h3 = ws[3].to(tl.uint32, bitcast=True)
+    acc_lo, acc_hi = _fma_pair(acc_lo, acc_hi, h0, xs[0])
+    acc_lo, acc_hi = _fma_pair(acc_lo, acc_hi, h1, xs[1])
+    acc_lo, acc_hi = _fma_pair(acc_lo, acc_hi, h2, xs[2])
+    acc_lo, acc_hi = _fma_pair(acc_lo, acc_hi, h3, xs[3])
+    return acc_lo, acc_hi
+
+
+@triton.jit
+def _fma_pair(acc_lo, acc_hi, h, xw):
+    w_lo, w_hi = pair_to_f32(h)
+    x_lo, x_hi = pair_to_f32(xw.to(tl.uint32, bitcast=True))
+    acc_lo = tl.fma(tl.broadcast_to(x_lo, acc_lo.shape), w_lo, acc_lo)
+    acc_hi = tl.fma(tl.broadcast_to(x_hi, acc_hi.shape), w_hi, acc_hi)
+    return acc_lo, acc_hi
+
+
+@triton.jit
 def _element_pair(w_ptr, row, k, K):
     """Pair word of bf16 elements (k, k+1) read one by one (masked by k < K)."""
     lo = tl.load(w_ptr + row + k, mask=k < K, other=0).to(tl.uint16, bitcast=True).to(tl.uint32)
@@ -178,8 +224,10 @@ def gemv_kernel(x_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc
                 R, K, stride_w, n_groups, n_iters, n_full, iters_per_split,
                 FORMAT: tl.constexpr, WORDS: tl.constexpr, X_PAIRS: tl.constexpr, BN: tl.constexpr,
                 G: tl.constexpr, SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr,
-                PRMT: tl.constexpr):
-    """y[0, rows[n]] = x[0] . w[n] (+ bias) for the R rows of this launch; grid (cdiv(R, BN), SPLIT)."""
+                PRMT: tl.constexpr, PREFETCH: tl.constexpr):
+    """y[0, rows[n]] = x[0] . w[n] (+ bias) for the R rows of this launch; grid (cdiv(R, BN), SPLIT).
+    PREFETCH (needs bf16 pair words for w and x) issues iteration i+1's loads before computing
+    iteration i; the order of the arithmetic is unchanged."""
     pid_n = tl.program_id(0)
     n = pid_n * BN + tl.arange(0, BN)
     nn = tl.minimum(n, R - 1).to(tl.int64)[:, None, None]  # clamped: loads need no row mask
@@ -187,9 +235,22 @@ def gemv_kernel(x_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc
     acc_hi = tl.zeros((BN, G, 16), dtype=tl.float32)
     first = tl.program_id(1) * iters_per_split
     last = tl.minimum(first + iters_per_split, n_iters)
-    for it in range(first, tl.minimum(last, n_full)):
-        acc_lo, acc_hi = _gemv_iteration(acc_lo, acc_hi, x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr,
-                                         esc_ptr, nn, it, K, stride_w, n_groups, FORMAT, WORDS, X_PAIRS, G, False, PRMT)
+    end_full = tl.minimum(last, n_full)
+    if PREFETCH:
+        if end_full > first:
+            ws, xs = _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, first,
+                                     stride_w, n_groups, FORMAT, G)
+            for it in range(first + 1, end_full):
+                ws_next, xs_next = _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it,
+                                                   stride_w, n_groups, FORMAT, G)
+                acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, ws, xs, FORMAT, PRMT)
+                ws = ws_next
+                xs = xs_next
+            acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, ws, xs, FORMAT, PRMT)
+    else:
+        for it in range(first, end_full):
+            acc_lo, acc_hi = _gemv_iteration(acc_lo, acc_hi, x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr,
+                                             nn, it, K, stride_w, n_groups, FORMAT, WORDS, X_PAIRS, G, False, PRMT)
     if last > n_full:
         acc_lo, acc_hi = _gemv_iteration(acc_lo, acc_hi, x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr,
                                          esc_ptr, nn, n_full, K, stride_w, n_groups, FORMAT, WORDS, X_PAIRS, G, True, PRMT)
