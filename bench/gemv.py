@@ -9,8 +9,8 @@
 - every (shape, M): BF12 output bits == bf16-kernel output bits, checked on the GPU;
 - weights: Gaussian N(0, 0.02) bf16, several copies rotated so that L2 never serves them;
   timing: a CUDA graph of back-to-back calls over the copies, replayed; median per call.
-- `--tune`: also sweeps GEMV launch parameters per shape and prints the best (for the table in
-  backends/triton/kernels/linear_config.py).
+- `--tune` (instead of the benchmark): sweeps GEMV launch parameters per shape and prints the
+  best (for the table in backends/triton/kernels/linear_config.py).
 Writes OUT/gemv.json (or OUT itself if it ends in .json) and prints a markdown table last.
 """
 from __future__ import annotations
@@ -138,17 +138,18 @@ def tune_shape(name, n, k, copy_gbps, seed, out):
     from specir.backends.triton.kernels.linear import linear_bf12, linear_bf16
     from specir.backends.triton.kernels.linear_config import LinearConfig
 
+    from specir.backends.triton.kernels.linear_config import choose
+
     ws, ps = make_weights(n, k, seed)
     x = torch.randn(1, k, device="cuda").to(torch.bfloat16)
     groups = -(-k // 128)
+    table_split = choose(1, n, k).split
+    splits = [s for s in (table_split // 2, table_split, table_split * 2) if 1 <= s <= min(groups, 16)]
     best = {}
     for fmt, fn, weights, wbytes in (("bf16", linear_bf16, ws, n * k * 2), ("bf12", linear_bf12, ps, ps[0].nbytes())):
-        for bn in (16, 32, 64):
-            for split in (1, 2, 4, 8, 16):
-                if split > groups:
-                    continue
-                for warps, stages, prefetch in ((4, 1, True), (4, 2, True), (4, 1, False), (4, 3, False),
-                                                (2, 1, True), (8, 1, True)):
+        for bn in (32, 64):
+            for split in splits:
+                for warps, stages, prefetch in ((4, 1, True), (4, 2, True), (4, 1, False), (8, 1, True)):
                     cfg = LinearConfig("gemv", bn, 1, split, num_warps=warps, num_stages=stages, prefetch=prefetch)
                     try:
                         t = time_calls([(lambda w=w: fn(x, w, config=cfg)) for w in weights] * 2, replays=6)
@@ -184,7 +185,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="output folder (writes gemv.json) or .json file")
     ap.add_argument("--quick", action="store_true", help="M = 1 and M = 16 on q/o, gate/up and lm_head only")
-    ap.add_argument("--tune", action="store_true", help="also sweep GEMV launch parameters")
+    ap.add_argument("--tune", action="store_true",
+                    help="instead of the benchmark, sweep GEMV launch parameters (a few minutes)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -199,11 +201,14 @@ def main(argv=None) -> int:
     shapes = {k: v for k, v in SHAPES.items() if not args.quick or k.split()[0] in ("q/o", "gate/up", "lm_head")}
     ms = (1, 16) if args.quick else MS
     rows, tune = [], []
-    for name, (n, k) in shapes.items():
-        bench_shape(name, n, k, ms, copy_gbps, args.seed, rows)
     if args.tune:
         for name, (n, k) in shapes.items():
             tune_shape(name, n, k, copy_gbps, args.seed, tune)
+        path.write_text(json.dumps(dict(device=torch.cuda.get_device_name(), copy_gbps=copy_gbps, tune=tune), indent=1))
+        print(f"wrote {path}")
+        return 0
+    for name, (n, k) in shapes.items():
+        bench_shape(name, n, k, ms, copy_gbps, args.seed, rows)
     result = dict(device=torch.cuda.get_device_name(), torch=torch.__version__,
                   triton=__import__("triton").__version__, copy_gbps=copy_gbps, rows=rows, tune=tune,
                   all_bits_equal=all(r["bf12_equals_bf16"] for r in rows), seconds=time.time() - start)
