@@ -32,7 +32,7 @@ def test_decode(seed, device, kt, dtype, kv_heads, num_splits):
     B, T, H, D, S = 3, 1, 4, 16, 80
     q, k_cache, v_cache, lens = _inputs(B, T, H, kv_heads, D, S, [0, 37, 70], dtype, device)
     out = kt.poisoned(q.shape, dtype, device)
-    attention(q, k_cache, v_cache, lens, out=out, num_splits=num_splits, block_n=16)
+    attention(q, k_cache, v_cache, lens, out=out, num_splits=num_splits, block_n=16, min_chunk=16)
     kt.close(out, ref.attention_reference(q, k_cache, v_cache, lens))
 
 
@@ -44,7 +44,7 @@ def test_verify(seed, device, kt, dtype, kv_heads, use_tree):
     q, k_cache, v_cache, lens = _inputs(B, T, H, kv_heads, D, S, [21, 3], dtype, device)
     tree = random_tree_mask(B, T).to(device) if use_tree else None
     out = kt.poisoned(q.shape, dtype, device)
-    attention(q, k_cache, v_cache, lens, tree, out=out, num_splits=2, block_n=16)
+    attention(q, k_cache, v_cache, lens, tree, out=out, num_splits=2, block_n=16, min_chunk=16)
     kt.close(out, ref.attention_reference(q, k_cache, v_cache, lens, tree))
 
 
@@ -69,9 +69,27 @@ def test_masked_new_slots_do_not_leak(seed, device, kt):
     B, T, H, KH, D, S = 1, 3, 4, 2, 16, 16
     q, k_cache, v_cache, lens = _inputs(B, T, H, KH, D, S, [5], torch.float32, device)
     tree = torch.tensor([[[1, 0, 0], [1, 1, 0], [1, 0, 1]]], dtype=torch.bool, device=device)  # 1, 2 siblings
-    first = attention(q, k_cache, v_cache, lens, tree, num_splits=2, block_n=16)
+    first = attention(q, k_cache, v_cache, lens, tree, num_splits=2, block_n=16, min_chunk=16)
     k_cache[0, :, 5 + 2] += 3.0
     v_cache[0, :, 5 + 2] -= 3.0
-    second = attention(q, k_cache, v_cache, lens, tree, num_splits=2, block_n=16)
+    second = attention(q, k_cache, v_cache, lens, tree, num_splits=2, block_n=16, min_chunk=16)
     assert torch.equal(first[0, :2], second[0, :2])
     assert not torch.equal(first[0, 2], second[0, 2])
+
+
+@pytest.mark.parametrize("use_tree", [False, True])
+def test_slots_and_scratch_offsets(seed, device, kt, use_tree):
+    """Requests in permuted cache slots, with scratch rows from earlier forwards before the new
+    tokens (offsets) and a mask wider than T, as the runtime's catch-up drafting uses."""
+    B, T, H, KH, D, S = 3, 4, 4, 2, 16, 48
+    q, k_cache, v_cache, _ = _inputs(B, T, H, KH, D, S, [0], torch.bfloat16, device)
+    k_cache = torch.randn(4, KH, S, D).to(torch.bfloat16).to(device)
+    v_cache = torch.randn(4, KH, S, D).to(torch.bfloat16).to(device)
+    lens = torch.tensor([9, 0, 30], dtype=torch.int32, device=device)
+    slots = torch.tensor([2, 0, 3], dtype=torch.int32, device=device)
+    offsets = torch.tensor([3, 0, 1], dtype=torch.int32, device=device)
+    U = 3 + T
+    tree = (torch.rand(B, T, U) < 0.5).to(device) if use_tree else None
+    out = kt.poisoned(q.shape, torch.bfloat16, device)
+    attention(q, k_cache, v_cache, lens, tree, out=out, slots=slots, offsets=offsets, num_splits=2, block_n=16, min_chunk=16)
+    kt.close(out, ref.attention_reference(q, k_cache, v_cache, lens, tree, slots=slots, offsets=offsets))

@@ -22,33 +22,37 @@ def _cases():
     """(label, module, kernel, pointer dtypes, float args, constexprs, launch options)."""
     bf, f32 = "bf16", "fp32"
     att = dict(q_ptr=bf, k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", mask_ptr="u8", out_ptr=bf,
-               o_part_ptr=f32, lse_part_ptr=f32)
-    att_const = dict(KH=8, G=4, D=128, BLOCK_D=128)
+               o_part_ptr=f32, lse_part_ptr=f32, slots_ptr="i32", offsets_ptr="i32")
+    att_const = dict(KH=8, G=4, D=128, BLOCK_D=128, HAS_SLOTS=True, HAS_OFFSETS=True)
+    rope_ptrs = dict(q_ptr=bf, k_ptr=bf, v_ptr=bf, pos_ptr="i64", inv_freq_ptr=f32, q_out_ptr=bf, k_out_ptr=bf,
+                     k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", slots_ptr="i32", offsets_ptr="i32")
+    rope_const = dict(H=32, KH=8, D=128, HALF=64, BLOCK_H=32, BLOCK_KH=8, BLOCK_HALF=64, BLOCK_D=128,
+                      BLOCK_TAIL=1, COPY_Q_TAIL=False, COPY_K_TAIL=False, HAS_SLOTS=True, HAS_OFFSETS=True)
     return [
         ("rms_norm", "norm", "_rms_norm_kernel", dict(x_ptr=bf, res_ptr=bf, w_ptr=bf, out_ptr=bf, res_out_ptr=bf),
          ["eps"], dict(HAS_RESIDUAL=False, BLOCK=4096), dict(num_warps=8)),
         ("add_rms_norm", "norm", "_rms_norm_kernel", dict(x_ptr=bf, res_ptr=bf, w_ptr=bf, out_ptr=bf, res_out_ptr=bf),
          ["eps"], dict(HAS_RESIDUAL=True, BLOCK=4096), dict(num_warps=8)),
-        ("rope", "rope", "_rope_kernel",
-         dict(q_ptr=bf, k_ptr=bf, v_ptr=bf, pos_ptr="i64", inv_freq_ptr=f32, q_out_ptr=bf, k_out_ptr=bf,
-              k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32"),
-         ["attention_scaling"], dict(H=32, KH=8, HALF=64, BLOCK_H=32, BLOCK_KH=8, BLOCK_HALF=64, WRITE_CACHE=False),
+        ("rope", "rope", "_rope_kernel", rope_ptrs, ["attention_scaling"], dict(rope_const, WRITE_CACHE=False),
          dict(num_warps=4)),
-        ("rope_kv_write", "rope", "_rope_kernel",
-         dict(q_ptr=bf, k_ptr=bf, v_ptr=bf, pos_ptr="i64", inv_freq_ptr=f32, q_out_ptr=bf, k_out_ptr=bf,
-              k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32"),
-         ["attention_scaling"], dict(H=32, KH=8, HALF=64, BLOCK_H=32, BLOCK_KH=8, BLOCK_HALF=64, WRITE_CACHE=True),
+        ("rope_kv_write", "rope", "_rope_kernel", rope_ptrs, ["attention_scaling"], dict(rope_const, WRITE_CACHE=True),
+         dict(num_warps=4)),
+        ("rope partial", "rope", "_rope_kernel", rope_ptrs, ["attention_scaling"],
+         dict(rope_const, HALF=32, BLOCK_HALF=32, BLOCK_TAIL=64, COPY_Q_TAIL=True, COPY_K_TAIL=True, WRITE_CACHE=True),
          dict(num_warps=4)),
         ("silu_mul", "activation", "_silu_mul_kernel", dict(gate_ptr=bf, up_ptr=bf, out_ptr=bf), [],
          dict(BLOCK=1024), dict(num_warps=4)),
         ("embedding", "embedding", "_embedding_kernel", dict(ids_ptr="i64", table_ptr=bf, out_ptr=bf), [],
          dict(BLOCK=1024), dict(num_warps=4)),
         ("kv_write", "kv_cache", "_kv_write_kernel",
-         dict(k_new_ptr=bf, v_new_ptr=bf, k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", n_new_ptr="i32"), [],
-         dict(KH=8, D=128, BLOCK_KH=8, BLOCK_D=128, HAS_N_NEW=True), dict(num_warps=4)),
+         dict(k_new_ptr=bf, v_new_ptr=bf, k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", n_new_ptr="i32",
+              slots_ptr="i32", offsets_ptr="i32"), [],
+         dict(KH=8, D=128, BLOCK_KH=8, BLOCK_D=128, HAS_N_NEW=True, HAS_SLOTS=True, HAS_OFFSETS=True),
+         dict(num_warps=4)),
         ("kv_compact", "kv_cache", "_kv_compact_kernel",
-         dict(k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", acc_idx_ptr="i32", n_acc_ptr="i32", new_lens_ptr="i32"),
-         [], dict(D=128, KH_D=1024, BLOCK=512, WRITE_LENS=True), dict(num_warps=4)),
+         dict(k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", acc_idx_ptr="i32", n_acc_ptr="i32", new_lens_ptr="i32",
+              slots_ptr="i32"),
+         [], dict(D=128, KH_D=1024, BLOCK=512, WRITE_LENS=True, HAS_SLOTS=True), dict(num_warps=4)),
         ("attention decode", "attention", "_attention_partial_kernel", att, ["qk_scale_log2"],
          dict(att_const, BLOCK_M=16, BLOCK_N=64, SPLIT=True, HAS_TREE_MASK=False), dict(num_warps=4, num_stages=2)),
         ("attention tree", "attention", "_attention_partial_kernel", att, ["qk_scale_log2"],
@@ -57,8 +61,8 @@ def _cases():
          {k: (f32 if v == bf else v) for k, v in att.items()}, ["qk_scale_log2"],
          dict(att_const, BLOCK_M=16, BLOCK_N=64, SPLIT=False, HAS_TREE_MASK=False), dict(num_warps=4, num_stages=2)),
         ("attention combine", "attention", "_attention_combine_kernel",
-         dict(o_part_ptr=f32, lse_part_ptr=f32, lens_ptr="i32", out_ptr=bf), [],
-         dict(H=32, D=128, BLOCK_H=32, BLOCK_D=128, BLOCK_N=64), dict(num_warps=4)),
+         dict(o_part_ptr=f32, lse_part_ptr=f32, lens_ptr="i32", offsets_ptr="i32", out_ptr=bf), [],
+         dict(H=32, D=128, BLOCK_H=32, BLOCK_D=128, BLOCK_N=64, HAS_OFFSETS=True), dict(num_warps=4)),
         ("greedy_accept_tree", "accept", "_greedy_accept_tree_kernel",
          dict(tokens_ptr="i64", parents_ptr="i32", target_ptr="i64", acc_idx_ptr="i32", n_acc_ptr="i32",
               bonus_ptr="i64", emitted_ptr="i64"), [], dict(BLOCK_T=128, LOG_T=7, HAS_EMITTED=True), dict(num_warps=4)),
@@ -96,6 +100,10 @@ def compile_all(arch: int = 90) -> list[dict]:
     for label, module, kernel, pointers, floats, constexprs, options in _cases():
         fn = getattr(importlib.import_module(f"{__package__}.{module}"), kernel)
         signature, attrs = {}, {}
+        untyped = [n for n in fn.arg_names if n.endswith("_ptr") and n not in pointers]
+        if untyped:
+            results.append({"kernel": label, "ok": False, "error": f"compile_check lacks pointer types for {untyped}"})
+            continue
         for index, name in enumerate(fn.arg_names):
             if name in constexprs:
                 signature[name] = "constexpr"

@@ -1,7 +1,7 @@
 """KV-cache writes and the post-acceptance compaction (KERNEL_CONTRACTS.md, "KV cache").
 
-Cache layout per layer: k_cache, v_cache [slots, kv_heads, max_seq, head_dim], lens [slots]
-int32 committed tokens. Neither kernel reads lens-dependent sizes on the host, so both are
+Cache layout per layer: k_cache, v_cache [slots, kv_heads, max_seq, head_dim]; lens [B] int32
+committed tokens of each request; request b lives in cache slot slots[b] (default: slot b). Neither kernel reads lens-dependent sizes on the host, so both are
 CUDA-graph safe: the grids depend only on tensor shapes.
 """
 
@@ -15,22 +15,27 @@ COMPACT_BLOCK = 512
 
 
 @triton.jit
-def _kv_write_kernel(k_new_ptr, v_new_ptr, k_cache_ptr, v_cache_ptr, lens_ptr, n_new_ptr,
+def _kv_write_kernel(k_new_ptr, v_new_ptr, k_cache_ptr, v_cache_ptr, lens_ptr, n_new_ptr, slots_ptr, offsets_ptr,
                      stride_kn, stride_kh, stride_vn, stride_vh, stride_cb, stride_ch, stride_cs,
                      T, max_seq,
                      KH: tl.constexpr, D: tl.constexpr, BLOCK_KH: tl.constexpr, BLOCK_D: tl.constexpr,
-                     HAS_N_NEW: tl.constexpr):
+                     HAS_N_NEW: tl.constexpr, HAS_SLOTS: tl.constexpr, HAS_OFFSETS: tl.constexpr):
     n = tl.program_id(0).to(tl.int64)
     b = n // T
     t = n % T
-    slot = tl.load(lens_ptr + b).to(tl.int64) + t
-    write = slot < max_seq
+    row = tl.load(lens_ptr + b).to(tl.int64) + t
+    if HAS_OFFSETS:
+        row += tl.load(offsets_ptr + b).to(tl.int64)
+    cache_b = b
+    if HAS_SLOTS:
+        cache_b = tl.load(slots_ptr + b).to(tl.int64)
+    write = row < max_seq
     if HAS_N_NEW:
         write = write & (t < tl.load(n_new_ptr + b))
     heads = tl.arange(0, BLOCK_KH)[:, None]
     cols = tl.arange(0, BLOCK_D)[None, :]
     ok = (heads < KH) & (cols < D)
-    dst = b * stride_cb + slot * stride_cs + heads * stride_ch + cols
+    dst = cache_b * stride_cb + row * stride_cs + heads * stride_ch + cols
     k = tl.load(k_new_ptr + n * stride_kn + heads * stride_kh + cols, mask=ok & write, other=0.0)
     v = tl.load(v_new_ptr + n * stride_vn + heads * stride_vh + cols, mask=ok & write, other=0.0)
     tl.store(k_cache_ptr + dst, k.to(k_cache_ptr.dtype.element_ty), mask=ok & write)
@@ -38,17 +43,20 @@ def _kv_write_kernel(k_new_ptr, v_new_ptr, k_cache_ptr, v_cache_ptr, lens_ptr, n
 
 
 @triton.jit
-def _kv_compact_kernel(k_cache_ptr, v_cache_ptr, lens_ptr, acc_idx_ptr, n_acc_ptr, new_lens_ptr,
+def _kv_compact_kernel(k_cache_ptr, v_cache_ptr, lens_ptr, acc_idx_ptr, n_acc_ptr, new_lens_ptr, slots_ptr,
                        stride_cb, stride_ch, stride_cs, stride_acc, max_seq,
                        D: tl.constexpr, KH_D: tl.constexpr, BLOCK: tl.constexpr,
-                       WRITE_LENS: tl.constexpr):
+                       WRITE_LENS: tl.constexpr, HAS_SLOTS: tl.constexpr):
     """Program (b, chunk) moves elements [chunk*BLOCK, +BLOCK) of the flattened (kv_head, d) row
     of every accepted slot, in ascending j. Because acc_idx ascends and acc_idx[j] >= j, a slot
     written at step j is never read at a later step, so the in-place move is race-free."""
     b = tl.program_id(0).to(tl.int64)
     e = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     ok = e < KH_D
-    row = b * stride_cb + (e // D) * stride_ch + e % D
+    cache_b = b
+    if HAS_SLOTS:
+        cache_b = tl.load(slots_ptr + b).to(tl.int64)
+    row = cache_b * stride_cb + (e // D) * stride_ch + e % D
     base = tl.load(lens_ptr + b).to(tl.int64)
     n_acc = tl.load(n_acc_ptr + b)
     for j in range(0, n_acc):
@@ -69,10 +77,10 @@ def _check_caches(k_cache, v_cache):
         raise ValueError("k_cache and v_cache need the same shape, strides and a contiguous head_dim")
 
 
-def kv_write(k_cache, v_cache, k_new, v_new, lens, n_new=None):
-    """Write k_new/v_new [B, T, KH, D] of token t of request b to slot lens[b] + t, in place.
-
-    With n_new [B], only t < n_new[b] is written. Slots >= max_seq are never written."""
+def kv_write(k_cache, v_cache, k_new, v_new, lens, n_new=None, *, slots=None, offsets=None):
+    """Write k_new/v_new [B, T, KH, D] of token t of request b to row lens[b] + offsets[b] + t of
+    cache slot slots[b], in place (offsets default 0: the contract's slot lens[b] + t; slots
+    default b). With n_new [B], only t < n_new[b] is written. Rows >= max_seq are never written."""
     _check_caches(k_cache, v_cache)
     B, T, KH, D = k_new.shape
     if v_new.shape != k_new.shape or k_new.stride(-1) != 1 or v_new.stride(-1) != 1:
@@ -82,14 +90,17 @@ def kv_write(k_cache, v_cache, k_new, v_new, lens, n_new=None):
         return
     _kv_write_kernel[(B * T,)](
         k3, v3, k_cache, v_cache, lens, lens if n_new is None else n_new,
+        lens if slots is None else slots, lens if offsets is None else offsets,
         k3.stride(0), k3.stride(1), v3.stride(0), v3.stride(1), *k_cache.stride()[:3],
         T, k_cache.shape[2],
         KH=KH, D=D, BLOCK_KH=triton.next_power_of_2(KH), BLOCK_D=triton.next_power_of_2(D),
-        HAS_N_NEW=n_new is not None, num_warps=4)
+        HAS_N_NEW=n_new is not None, HAS_SLOTS=slots is not None, HAS_OFFSETS=offsets is not None,
+        num_warps=4)
 
 
-def kv_compact(k_cache, v_cache, lens, acc_idx, n_acc, new_lens_out=None):
-    """Move slot lens[b] + acc_idx[b, j] to slot lens[b] + j for j < n_acc[b], in place.
+def kv_compact(k_cache, v_cache, lens, acc_idx, n_acc, new_lens_out=None, *, slots=None):
+    """Move row lens[b] + acc_idx[b, j] to row lens[b] + j for j < n_acc[b], in place, in cache
+    slot slots[b] (default b).
 
     acc_idx [B, T] must ascend within 0 .. n_acc[b]-1 (as greedy acceptance gives). `lens` is
     read, not changed; pass `new_lens_out` (a different tensor) to get lens + n_acc in the
@@ -104,5 +115,7 @@ def kv_compact(k_cache, v_cache, lens, acc_idx, n_acc, new_lens_out=None):
     block = min(COMPACT_BLOCK, triton.next_power_of_2(KH * D))
     _kv_compact_kernel[(B, triton.cdiv(KH * D, block))](
         k_cache, v_cache, lens, acc_idx, n_acc, lens if new_lens_out is None else new_lens_out,
+        lens if slots is None else slots,
         *k_cache.stride()[:3], acc_idx.stride(0), max_seq,
-        D=D, KH_D=KH * D, BLOCK=block, WRITE_LENS=new_lens_out is not None, num_warps=4)
+        D=D, KH_D=KH * D, BLOCK=block, WRITE_LENS=new_lens_out is not None, HAS_SLOTS=slots is not None,
+        num_warps=4)

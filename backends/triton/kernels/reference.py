@@ -34,12 +34,13 @@ def rope_cos_sin_reference(pos, inv_freq, dtype, attention_scaling: float = 1.0)
 
 def rope_reference(q, k, pos, inv_freq, attention_scaling: float = 1.0):
     """Rotate q [N, H, D] and k [N, KH, D] (rotate_half convention), HF rounding order:
-    out = q*cos + rotate_half(q)*sin with each product and the sum rounded to q.dtype."""
+    out = q*cos + rotate_half(q)*sin with each product and the sum rounded to q.dtype.
+    Only the first R = 2 * len(inv_freq) dims rotate; dims R.. pass through."""
     cos, sin = rope_cos_sin_reference(pos, inv_freq, q.dtype, attention_scaling)
+    half = inv_freq.numel()
 
     def rotate(x):
-        half = x.shape[-1] // 2
-        x1, x2 = x[..., :half].float(), x[..., half:].float()
+        x1, x2 = x[..., :half].float(), x[..., half: 2 * half].float()
         c, s = cos.float()[:, None, :], sin.float()[:, None, :]
 
         def rnd(t):
@@ -47,7 +48,7 @@ def rope_reference(q, k, pos, inv_freq, attention_scaling: float = 1.0):
 
         lo = rnd(rnd(x1 * c) + rnd(-x2 * s))
         hi = rnd(rnd(x2 * c) + rnd(x1 * s))
-        return torch.cat([lo, hi], dim=-1).to(x.dtype)
+        return torch.cat([lo.to(x.dtype), hi.to(x.dtype), x[..., 2 * half:]], dim=-1)
 
     return rotate(q), rotate(k)
 
@@ -76,49 +77,61 @@ def embedding_reference(ids, table):
 
 # --- KV cache ----------------------------------------------------------------------------------
 
-def kv_write_reference(k_cache, v_cache, k_new, v_new, lens, n_new=None):
-    """In place: k/v of new token t of request b [B, T, KH, D] go to slot lens[b] + t
-    (t < n_new[b] when given; slots >= max_seq are dropped)."""
+def kv_write_reference(k_cache, v_cache, k_new, v_new, lens, n_new=None, slots=None, offsets=None):
+    """In place: k/v of new token t of request b [B, T, KH, D] go to row lens[b] + offsets[b] + t
+    of cache slot slots[b] (offsets default 0, slots default b; t < n_new[b] when given; rows
+    >= max_seq are dropped)."""
     B, T = k_new.shape[:2]
     max_seq = k_cache.shape[2]
     for b in range(B):
         count = T if n_new is None else int(n_new[b])
+        slot = b if slots is None else int(slots[b])
+        start = int(lens[b]) + (0 if offsets is None else int(offsets[b]))
         for t in range(count):
-            slot = int(lens[b]) + t
-            if slot < max_seq:
-                k_cache[b, :, slot] = k_new[b, t]
-                v_cache[b, :, slot] = v_new[b, t]
+            if start + t < max_seq:
+                k_cache[slot, :, start + t] = k_new[b, t]
+                v_cache[slot, :, start + t] = v_new[b, t]
 
 
-def kv_compact_reference(k_cache, v_cache, lens, acc_idx, n_acc):
-    """In place: slot lens[b] + acc_idx[b, j] -> slot lens[b] + j for j < n_acc[b].
-    Returns the new lens (lens + n_acc); `lens` itself is not changed."""
+def kv_compact_reference(k_cache, v_cache, lens, acc_idx, n_acc, slots=None):
+    """In place: row lens[b] + acc_idx[b, j] -> row lens[b] + j for j < n_acc[b] in cache slot
+    slots[b] (default b). Returns the new lens (lens + n_acc); `lens` itself is not changed."""
     for b in range(lens.shape[0]):
         base = int(lens[b])
+        slot = b if slots is None else int(slots[b])
         for j in range(int(n_acc[b])):
             src = base + int(acc_idx[b, j])
-            k_cache[b, :, base + j] = k_cache[b, :, src]
-            v_cache[b, :, base + j] = v_cache[b, :, src]
+            k_cache[slot, :, base + j] = k_cache[slot, :, src]
+            v_cache[slot, :, base + j] = v_cache[slot, :, src]
     return lens + n_acc.to(lens.dtype)
 
 
 # --- Attention ---------------------------------------------------------------------------------
 
-def attention_reference(q, k_cache, v_cache, lens, tree_mask=None, scale=None):
-    """q [B, T, H, D]; cache [B, KH, S, D] already holding the T new tokens at lens[b] + u.
-    Query t sees cache positions < lens[b] and new positions lens[b] + u where tree_mask[b, t, u]
-    (u <= t without a mask; u == t always). fp32 scores, softmax and P@V; output in q.dtype."""
+def attention_reference(q, k_cache, v_cache, lens, tree_mask=None, scale=None, slots=None, offsets=None):
+    """q [B, T, H, D]; cache [slots, KH, S, D] already holding the T new tokens at rows
+    lens[b] + offsets[b] + t of slot slots[b] (offsets default 0, slots default b). Query t sees
+    rows < lens[b] and row lens[b] + u (u < offsets[b] + T) where tree_mask[b, t, u] (u <=
+    offsets[b] + t without a mask; u == offsets[b] + t always). fp32 scores, softmax and P@V;
+    output in q.dtype."""
     B, T, H, D = q.shape
     KH = k_cache.shape[1]
     scale = D ** -0.5 if scale is None else scale
     out = torch.empty_like(q)
     for b in range(B):
         L = int(lens[b])
-        keys = k_cache[b, :, : L + T].float().repeat_interleave(H // KH, dim=0)    # [H, L+T, D]
-        vals = v_cache[b, :, : L + T].float().repeat_interleave(H // KH, dim=0)
-        new_ok = torch.ones(T, T, dtype=torch.bool).tril() if tree_mask is None else tree_mask[b].cpu().bool().clone()
-        new_ok |= torch.eye(T, dtype=torch.bool)
-        allowed = torch.cat([torch.ones(T, L, dtype=torch.bool), new_ok], dim=1).to(q.device)   # [T, L+T]
+        off = 0 if offsets is None else int(offsets[b])
+        slot = b if slots is None else int(slots[b])
+        U = off + T
+        keys = k_cache[slot, :, : L + U].float().repeat_interleave(H // KH, dim=0)    # [H, L+U, D]
+        vals = v_cache[slot, :, : L + U].float().repeat_interleave(H // KH, dim=0)
+        own = torch.zeros(T, U, dtype=torch.bool)
+        own[torch.arange(T), off + torch.arange(T)] = True
+        if tree_mask is None:
+            new_ok = torch.arange(U)[None, :] <= (off + torch.arange(T))[:, None]
+        else:
+            new_ok = tree_mask[b, :, :U].cpu().bool() | own
+        allowed = torch.cat([torch.ones(T, L, dtype=torch.bool), new_ok], dim=1).to(q.device)   # [T, L+U]
         scores = torch.einsum("thd,hsd->hts", q[b].float(), keys) * scale
         scores = scores.masked_fill(~allowed[None], float("-inf"))
         probs = scores.softmax(dim=-1)

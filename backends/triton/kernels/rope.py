@@ -5,6 +5,8 @@ Numerics (HF Llama order, KERNEL_CONTRACTS.md): angle = float(pos) * inv_freq in
 cos/sin in fp32, times `attention_scaling` (yarn/longrope; 1.0 otherwise), rounded to the
 activation dtype; out = q*cos + rotate_half(q)*sin with each product and the sum rounded to the
 activation dtype. For fp32 activations every rounding is exact, i.e. plain fp32 math.
+With inv_freq of R/2 < D/2 entries only the first R dims rotate (partial rotary); the rest pass
+through unchanged.
 
 One program per token; it rotates every q head and every k head of that token, so cos/sin are
 computed once per token. Positions are arbitrary (tree positions need not be contiguous).
@@ -41,9 +43,10 @@ def _rotate_heads(src_ptr, stride_src_h, dst_ptr, stride_dst_h, cos, sin, n_head
 
 @triton.jit
 def _copy_heads(src_ptr, stride_src_h, dst_ptr, stride_dst_h, n_heads, store_ok,
-                D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
+                COL0: tl.constexpr, D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
+    """dst[h, COL0:D] = src[h, COL0:D] for h < n_heads (BLOCK_D >= D - COL0)."""
     heads = tl.arange(0, BLOCK_H)[:, None]
-    cols = tl.arange(0, BLOCK_D)[None, :]
+    cols = COL0 + tl.arange(0, BLOCK_D)[None, :]
     ok = (heads < n_heads) & (cols < D)
     x = tl.load(src_ptr + heads * stride_src_h + cols, mask=ok, other=0.0)
     tl.store(dst_ptr + heads * stride_dst_h + cols, x.to(dst_ptr.dtype.element_ty), mask=ok & store_ok)
@@ -52,35 +55,49 @@ def _copy_heads(src_ptr, stride_src_h, dst_ptr, stride_dst_h, n_heads, store_ok,
 @triton.jit
 def _rope_kernel(
     q_ptr, k_ptr, v_ptr, pos_ptr, inv_freq_ptr, q_out_ptr, k_out_ptr,
-    k_cache_ptr, v_cache_ptr, lens_ptr,
+    k_cache_ptr, v_cache_ptr, lens_ptr, slots_ptr, offsets_ptr,
     stride_qn, stride_qh, stride_kn, stride_kh, stride_vn, stride_vh,
     stride_qon, stride_qoh, stride_kon, stride_koh,
     stride_cb, stride_ch, stride_cs,
     T, max_seq, attention_scaling,
-    H: tl.constexpr, KH: tl.constexpr, HALF: tl.constexpr,
+    H: tl.constexpr, KH: tl.constexpr, D: tl.constexpr, HALF: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_KH: tl.constexpr, BLOCK_HALF: tl.constexpr,
-    WRITE_CACHE: tl.constexpr,
+    BLOCK_D: tl.constexpr, BLOCK_TAIL: tl.constexpr,
+    COPY_Q_TAIL: tl.constexpr, COPY_K_TAIL: tl.constexpr,
+    WRITE_CACHE: tl.constexpr, HAS_SLOTS: tl.constexpr, HAS_OFFSETS: tl.constexpr,
 ):
+    """Token n: rotate dims [0, 2*HALF) of its q and k heads; dims [2*HALF, D) pass through."""
     n = tl.program_id(0).to(tl.int64)
     act_dtype = q_out_ptr.dtype.element_ty
     angle = tl.load(pos_ptr + n).to(tl.float32) * tl.load(
         inv_freq_ptr + tl.arange(0, BLOCK_HALF), mask=tl.arange(0, BLOCK_HALF) < HALF, other=0.0)
     cos = round_to(precise_cos(angle) * attention_scaling, act_dtype).to(tl.float32)
     sin = round_to(precise_sin(angle) * attention_scaling, act_dtype).to(tl.float32)
-    _rotate_heads(q_ptr + n * stride_qn, stride_qh, q_out_ptr + n * stride_qon, stride_qoh,
-                  cos, sin, H, True, HALF, BLOCK_H, BLOCK_HALF)
+    q_src = q_ptr + n * stride_qn
+    q_dst = q_out_ptr + n * stride_qon
+    _rotate_heads(q_src, stride_qh, q_dst, stride_qoh, cos, sin, H, True, HALF, BLOCK_H, BLOCK_HALF)
+    if COPY_Q_TAIL:
+        _copy_heads(q_src, stride_qh, q_dst, stride_qoh, H, True, 2 * HALF, D, BLOCK_H, BLOCK_TAIL)
+    k_src = k_ptr + n * stride_kn
     if WRITE_CACHE:
         b = n // T
-        slot = tl.load(lens_ptr + b).to(tl.int64) + n % T
-        in_cache = slot < max_seq
-        dst = b * stride_cb + slot * stride_cs
-        _rotate_heads(k_ptr + n * stride_kn, stride_kh, k_cache_ptr + dst, stride_ch,
-                      cos, sin, KH, in_cache, HALF, BLOCK_KH, BLOCK_HALF)
-        _copy_heads(v_ptr + n * stride_vn, stride_vh, v_cache_ptr + dst, stride_ch,
-                    KH, in_cache, 2 * HALF, BLOCK_KH, 2 * BLOCK_HALF)
+        row = tl.load(lens_ptr + b).to(tl.int64) + n % T
+        if HAS_OFFSETS:
+            row += tl.load(offsets_ptr + b).to(tl.int64)
+        cache_b = b
+        if HAS_SLOTS:
+            cache_b = tl.load(slots_ptr + b).to(tl.int64)
+        in_cache = row < max_seq
+        dst = cache_b * stride_cb + row * stride_cs
+        _rotate_heads(k_src, stride_kh, k_cache_ptr + dst, stride_ch, cos, sin, KH, in_cache, HALF, BLOCK_KH, BLOCK_HALF)
+        if COPY_K_TAIL:
+            _copy_heads(k_src, stride_kh, k_cache_ptr + dst, stride_ch, KH, in_cache, 2 * HALF, D, BLOCK_KH, BLOCK_TAIL)
+        _copy_heads(v_ptr + n * stride_vn, stride_vh, v_cache_ptr + dst, stride_ch, KH, in_cache, 0, D, BLOCK_KH, BLOCK_D)
     else:
-        _rotate_heads(k_ptr + n * stride_kn, stride_kh, k_out_ptr + n * stride_kon, stride_koh,
-                      cos, sin, KH, True, HALF, BLOCK_KH, BLOCK_HALF)
+        k_dst = k_out_ptr + n * stride_kon
+        _rotate_heads(k_src, stride_kh, k_dst, stride_koh, cos, sin, KH, True, HALF, BLOCK_KH, BLOCK_HALF)
+        if COPY_K_TAIL:
+            _copy_heads(k_src, stride_kh, k_dst, stride_koh, KH, True, 2 * HALF, D, BLOCK_KH, BLOCK_TAIL)
 
 
 def _tokens(x: torch.Tensor, name: str) -> torch.Tensor:
@@ -90,17 +107,24 @@ def _tokens(x: torch.Tensor, name: str) -> torch.Tensor:
     return x.view(-1, x.shape[-2], x.shape[-1])
 
 
-def _launch(q, k, v, pos, inv_freq, q_out, k_out, k_cache, v_cache, lens, tokens_per_request, attention_scaling):
+def _same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.data_ptr() == b.data_ptr() and a.stride() == b.stride()
+
+
+def _launch(q, k, v, pos, inv_freq, q_out, k_out, attention_scaling,
+            k_cache=None, v_cache=None, lens=None, tokens_per_request=1, slots=None, offsets=None):
     q3, k3, q_out3 = _tokens(q, "q"), _tokens(k, "k"), _tokens(q_out, "q_out")
     n, heads, d = q3.shape
     kv_heads = k3.shape[1]
-    if d % 2 or k3.shape[0] != n or k3.shape[2] != d or inv_freq.numel() != d // 2:
+    half = inv_freq.numel()
+    if k3.shape[0] != n or k3.shape[2] != d or not 0 < 2 * half <= d:
         raise ValueError(f"bad shapes q {tuple(q.shape)} k {tuple(k.shape)} inv_freq {tuple(inv_freq.shape)}")
     pos_flat = pos.reshape(-1)
     if pos_flat.numel() != n:
         raise ValueError(f"pos has {pos_flat.numel()} entries for {n} tokens")
     if n == 0:
         return
+    partial = 2 * half < d
     write_cache = k_cache is not None
     if write_cache:
         v3 = _tokens(v, "v")
@@ -109,21 +133,25 @@ def _launch(q, k, v, pos, inv_freq, q_out, k_out, k_cache, v_cache, lens, tokens
             raise ValueError("k_cache and v_cache need equal strides and a contiguous head_dim")
         cache_strides = k_cache.stride()[:3]
         max_seq = k_cache.shape[2]
+        copy_k_tail = partial
     else:
         v3, k_out3 = k3, _tokens(k_out, "k_out")
         k_cache = v_cache = lens = q3
         cache_strides, max_seq = (0, 0, 0), 0
-    half = d // 2
+        copy_k_tail = partial and not _same_memory(k3, k_out3)
     _rope_kernel[(n,)](
         q3, k3, v3, pos_flat.contiguous(), inv_freq.contiguous(), q_out3, k_out3,
-        k_cache, v_cache, lens,
+        k_cache, v_cache, lens, lens if slots is None else slots, lens if offsets is None else offsets,
         q3.stride(0), q3.stride(1), k3.stride(0), k3.stride(1), v3.stride(0), v3.stride(1),
         q_out3.stride(0), q_out3.stride(1), k_out3.stride(0), k_out3.stride(1),
         *cache_strides,
         tokens_per_request, max_seq, float(attention_scaling),
-        H=heads, KH=kv_heads, HALF=half,
+        H=heads, KH=kv_heads, D=d, HALF=half,
         BLOCK_H=triton.next_power_of_2(heads), BLOCK_KH=triton.next_power_of_2(kv_heads),
-        BLOCK_HALF=triton.next_power_of_2(half), WRITE_CACHE=write_cache,
+        BLOCK_HALF=triton.next_power_of_2(half), BLOCK_D=triton.next_power_of_2(d),
+        BLOCK_TAIL=triton.next_power_of_2(max(d - 2 * half, 1)),
+        COPY_Q_TAIL=partial and not _same_memory(q3, q_out3), COPY_K_TAIL=copy_k_tail,
+        WRITE_CACHE=write_cache, HAS_SLOTS=slots is not None, HAS_OFFSETS=offsets is not None,
         num_warps=4,
     )
 
@@ -131,25 +159,29 @@ def _launch(q, k, v, pos, inv_freq, q_out, k_out, k_cache, v_cache, lens, tokens
 def rope(q, k, pos, inv_freq, attention_scaling: float = 1.0, *, inplace: bool = False, q_out=None, k_out=None):
     """Rotate q [..., H, D] and k [..., KH, D] at positions pos [...] (int, one per token).
 
-    inv_freq: [D/2] fp32. Returns (q_out, k_out); `inplace=True` writes into q and k
-    (same as passing q_out=q, k_out=k). Token and head strides may be arbitrary (e.g. views
-    of a fused qkv projection); the last dim must be contiguous."""
+    inv_freq: [R/2] fp32; the first R <= D dims rotate (R < D: partial rotary), the rest pass
+    through. Returns (q_out, k_out); `inplace=True` writes into q and k (same as passing
+    q_out=q, k_out=k). Token and head strides may be arbitrary (e.g. views of a fused qkv
+    projection); the last dim must be contiguous."""
     if inplace:
         q_out, k_out = q, k
     q_out = torch.empty_like(q) if q_out is None else q_out
     k_out = torch.empty_like(k) if k_out is None else k_out
-    _launch(q, k, None, pos, inv_freq, q_out, k_out, None, None, None, 1, attention_scaling)
+    _launch(q, k, None, pos, inv_freq, q_out, k_out, attention_scaling)
     return q_out, k_out
 
 
-def rope_kv_write(q, k, v, pos, inv_freq, k_cache, v_cache, lens, attention_scaling: float = 1.0, *, q_out=None):
+def rope_kv_write(q, k, v, pos, inv_freq, k_cache, v_cache, lens, attention_scaling: float = 1.0, *,
+                  q_out=None, slots=None, offsets=None):
     """Rope on q (into q_out; q_out=q for in place) and on k, and the contract's kv_write of the
-    rotated k and of v in the same launch: token t of request b goes to cache slot lens[b] + t.
+    rotated k and of v in the same launch: token t of request b goes to cache row
+    lens[b] + offsets[b] + t of cache slot slots[b] (offsets default 0, slots default b).
 
-    q [B, T, H, D], k/v [B, T, KH, D], pos [B, T], caches [B, KH, max_seq, D], lens [B].
-    Slots >= max_seq are skipped. Returns q_out."""
+    q [B, T, H, D], k/v [B, T, KH, D], pos [B, T], caches [slots, KH, max_seq, D], lens [B].
+    Rows >= max_seq are skipped. Returns q_out."""
     if pos.dim() != 2:
         raise ValueError("pos must be [B, T]")
     q_out = torch.empty_like(q) if q_out is None else q_out
-    _launch(q, k, v, pos, inv_freq, q_out, None, k_cache, v_cache, lens, pos.shape[1], attention_scaling)
+    _launch(q, k, v, pos, inv_freq, q_out, None, attention_scaling,
+            k_cache, v_cache, lens, pos.shape[1], slots, offsets)
     return q_out
