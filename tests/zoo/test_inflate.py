@@ -126,7 +126,7 @@ def test_agreement_passes_and_catches_a_broken_embedding(small, tmp_path, capsys
     report = json.loads(capsys.readouterr().out)
     assert rc == 0 and report["agreement"] == 1.0 and report["tokens"] >= 24
     assert report["max_abs_logit_diff"] < LOGIT_TOLERANCE
-    for sabotage in ("no-norm-rescale", "break-signs"):
+    for sabotage in ("no-norm-rescale",):
         inflate(small, UNTIED, tmp_path / sabotage, sabotage=sabotage, **QUIET)
         rc = cmd_zoo.main(["agree", str(small), str(tmp_path / sabotage), "--workload", str(prompts),
                            "--device", "cpu"])
