@@ -65,6 +65,15 @@ class HostCPU:
         return f"{self.triple}/{self.mcpu}/{'+'.join(self.features)}"
 
 
+PARALLEL_MIN_ELEMENTS = 1 << 16
+
+
+def parallel_rows(rows: int, width: int) -> bool:
+    """Whether a row-wise kernel call is worth a parallel launch (a few microseconds, and much
+    more on a busy machine): only with two rows or more and >= 64K elements in all."""
+    return rows > 1 and rows * width >= PARALLEL_MIN_ELEMENTS
+
+
 def _cpuinfo_flags() -> set[str]:
     try:
         with open("/proc/cpuinfo") as fh:

@@ -13,7 +13,8 @@ once at the end (rfactor), then bias and the cast. The weight tile stays in L1 a
 so the weights are read from memory once whatever M is.
 
 M is symbolic (`M / mr` is a runtime size), so a kernel is compiled once per (N, K, formats,
-dtypes, tile) and serves every token count. Two tiles are used: a GEMV tile (mr = 1) for M = 1
+dtypes, tile, parallel?) and serves every token count; calls under PARALLEL_MIN_MACS
+multiply-adds run on one thread. Two tiles are used: a GEMV tile (mr = 1) for M = 1
 and a GEMM tile for M > 1. `schedule="naive"` compiles the same computation without a schedule
 (serial loops): the benchmark's baseline for what scheduling buys.
 """
@@ -55,8 +56,11 @@ def choose_tile(m: int, n: int, k: int, fp32_lanes: int, k_multiple: int = 1) ->
     return LinearTile(2, _largest_divisor(n, [4, 2]), vl)
 
 
+PARALLEL_MIN_MACS = 1 << 19  # below ~1 MB of bf16 weights a parallel launch costs more than it gains
+
+
 def build_linear(n: int, k: int, fmt: WeightFormat, act_dtype: str, bias_dtype: str | None,
-                 tile: LinearTile, schedule: str = "tiled"):
+                 tile: LinearTile, schedule: str = "tiled", parallel: bool = True):
     """The PrimFunc `(x[mb, mr, K], *weights, [bias[N]], y[mb, mr, N])`, mb symbolic."""
     from tvm import s_tir, te, tirx
 
@@ -93,7 +97,8 @@ def build_linear(n: int, k: int, fmt: WeightFormat, act_dtype: str, bias_dtype: 
     mo, mi, j, k_outer, k_lane = sch.get_loops(lanes_block)
     j_tile, j_in = sch.split(j, [None, tile.nr])
     sch.reorder(j_tile, mo, k_outer, mi, j_in, k_lane)
-    sch.parallel(j_tile)
+    if parallel:
+        sch.parallel(j_tile)
     sch.unroll(mi)
     sch.unroll(j_in)
     sch.vectorize(k_lane)
@@ -130,9 +135,10 @@ def linear(cache, x: torch.Tensor, weight, bias: torch.Tensor | None = None, *,
     tile = tile or choose_tile(min(m, 2), n, k, cache.host.fp32_lanes, fmt.k_multiple)
     act = _ACT_DTYPES[x.dtype]
     bias_dtype = None if bias is None else _ACT_DTYPES[bias.dtype]
+    parallel = m * n * k >= PARALLEL_MIN_MACS
     params = {"n": n, "k": k, "weights": fmt.cache_key(), "act": act, "bias": bias_dtype,
-              "tile": (tile.mr, tile.nr, tile.vl), "schedule": schedule}
-    fn = cache.get("linear", params, lambda: build_linear(n, k, fmt, act, bias_dtype, tile, schedule))
+              "tile": (tile.mr, tile.nr, tile.vl), "schedule": schedule, "parallel": parallel}
+    fn = cache.get("linear", params, lambda: build_linear(n, k, fmt, act, bias_dtype, tile, schedule, parallel))
 
     m_pad = -(-m // tile.mr) * tile.mr
     if m_pad != m:

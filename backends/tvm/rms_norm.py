@@ -7,13 +7,16 @@ to the activation dtype and then multiplied by `w` in fp32 and rounded again (HF
 `weight * hidden_states.to(input_dtype)`). With `residual`, the row normalised is
 `h = (x + residual).to(act_dtype)`, which is also returned (the next residual).
 
-One parallel task per row; the sum of squares runs on `lanes` fp32 accumulators (a vector) and
-is reduced once. Rows are symbolic; a kernel is compiled per (hidden, dtypes, fused?).
+One task per row (parallel when the call is big enough, see `host_target.parallel_rows`); the
+sum of squares runs on `lanes` fp32 accumulators (a vector) and is reduced once. Rows are
+symbolic; a kernel is compiled per (hidden, dtypes, fused?, parallel?).
 """
 
 from __future__ import annotations
 
 import torch
+
+from .host_target import parallel_rows
 
 _DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
 
@@ -22,11 +25,13 @@ def _lanes(hidden: int, fp32_lanes: int) -> int:
     return next(v for v in (fp32_lanes, 8, 4, 2, 1) if hidden % v == 0)
 
 
-def build_rms_norm(hidden: int, act: str, w_dtype: str, fused_residual: bool, lanes: int):
+def build_rms_norm(hidden: int, act: str, w_dtype: str, fused_residual: bool, lanes: int, parallel: bool):
     """PrimFunc `(x[n, H], [residual[n, H]], w[H], y[n, H], [h_out[n, H]], eps)`."""
     from tvm.script import tirx as T
 
     from .numerics import round_to
+
+    rows_loop = T.parallel if parallel else T.serial
 
     blocks = hidden // lanes
     inv_hidden = 1.0 / hidden
@@ -43,7 +48,7 @@ def build_rms_norm(hidden: int, act: str, w_dtype: str, fused_residual: bool, la
             x = T.match_buffer(var_x, (n, hidden), act)
             w = T.match_buffer(var_w, (hidden,), w_dtype)
             y = T.match_buffer(var_y, (n, hidden), act)
-            for row in T.parallel(n):
+            for row in rows_loop(n):
                 acc = T.alloc_buffer((lanes,), "float32", scope="local")
                 scale = T.alloc_buffer((1,), "float32", scope="local")
                 for lane in T.vectorized(lanes):
@@ -72,7 +77,7 @@ def build_rms_norm(hidden: int, act: str, w_dtype: str, fused_residual: bool, la
         w = T.match_buffer(var_w, (hidden,), w_dtype)
         y = T.match_buffer(var_y, (n, hidden), act)
         h = T.match_buffer(var_h, (n, hidden), act)
-        for row in T.parallel(n):
+        for row in rows_loop(n):
             acc = T.alloc_buffer((lanes,), "float32", scope="local")
             scale = T.alloc_buffer((1,), "float32", scope="local")
             for lane in T.vectorized(lanes):
@@ -102,9 +107,11 @@ def rms_norm(cache, x: torch.Tensor, weight: torch.Tensor, eps: float, residual:
     act, w_dtype = _DTYPES[x.dtype], _DTYPES[weight.dtype]
     lanes = _lanes(hidden, cache.host.fp32_lanes)
     fused = residual is not None
-    params = {"hidden": hidden, "act": act, "w": w_dtype, "fused_residual": fused, "lanes": lanes}
-    fn = cache.get("rms_norm", params, lambda: build_rms_norm(hidden, act, w_dtype, fused, lanes))
     x2 = x.reshape(-1, hidden).contiguous()
+    parallel = parallel_rows(x2.shape[0], hidden)
+    params = {"hidden": hidden, "act": act, "w": w_dtype, "fused_residual": fused, "lanes": lanes,
+              "parallel": parallel}
+    fn = cache.get("rms_norm", params, lambda: build_rms_norm(hidden, act, w_dtype, fused, lanes, parallel))
     y = out if out is not None else torch.empty(x.shape, dtype=x.dtype)
     w = weight.contiguous()
     if not fused:

@@ -7,7 +7,7 @@ out = x*cos + rotate_half(x)*sin with each product and the sum rounded to the ac
 (for fp32 activations that is plain fp32 math). inv_freq [D/2] comes from the importer's
 rope-scaling rule, so every scaling variant is the same kernel.
 
-One parallel task per token: cos/sin of its D/2 angles once, then every q head and every k head,
+One task per token (parallel when the call is big enough): cos/sin of its D/2 angles once, then every q head and every k head,
 vectorised along D/2. q and k may be strided views (e.g. slices of a fused qkv projection:
 token and head strides are runtime values); the outputs are new contiguous tensors unless
 `q_out`/`k_out` are given (strided too; they may be q and k themselves: each vector of both
@@ -18,15 +18,19 @@ from __future__ import annotations
 
 import torch
 
+from .host_target import parallel_rows
+
 _DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
 
 
-def build_rotary(heads: int, kv_heads: int, head_dim: int, act: str, lanes: int):
+def build_rotary(heads: int, kv_heads: int, head_dim: int, act: str, lanes: int, parallel: bool):
     """PrimFunc `(q[n, H, D], k[n, KH, D], pos[n], inv_freq[D/2], q_out, k_out, scaling)`;
     every q/k buffer with symbolic token/head strides."""
     from tvm.script import tirx as T
 
     from .numerics import round_to
+
+    rows_loop = T.parallel if parallel else T.serial
 
     half = head_dim // 2
     blocks = half // lanes
@@ -59,7 +63,7 @@ def build_rotary(heads: int, kv_heads: int, head_dim: int, act: str, lanes: int)
         inv_freq = T.match_buffer(var_inv, (half,), "float32")
         q_out = T.match_buffer(var_qo, (n, heads, head_dim), act, strides=(qo0, qo1, 1))
         k_out = T.match_buffer(var_ko, (n, kv_heads, head_dim), act, strides=(ko0, ko1, 1))
-        for t in T.parallel(n):
+        for t in rows_loop(n):
             cs = T.alloc_buffer((2, half), "float32", scope="local")
             xs = T.alloc_buffer((2, lanes), "float32", scope="local")
             for i in range(half):
@@ -114,8 +118,10 @@ def rotary(cache, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor, inv_freq:
     act = _DTYPES[q.dtype]
     half = head_dim // 2
     lanes = next(v for v in (cache.host.fp32_lanes, 8, 4, 2, 1) if half % v == 0)
-    params = {"heads": heads, "kv_heads": kv_heads, "head_dim": head_dim, "act": act, "lanes": lanes}
-    fn = cache.get("rotary", params, lambda: build_rotary(heads, kv_heads, head_dim, act, lanes))
+    parallel = parallel_rows(pos.numel(), (heads + kv_heads) * head_dim)
+    params = {"heads": heads, "kv_heads": kv_heads, "head_dim": head_dim, "act": act, "lanes": lanes,
+              "parallel": parallel}
+    fn = cache.get("rotary", params, lambda: build_rotary(heads, kv_heads, head_dim, act, lanes, parallel))
     q_out = q_out if q_out is not None else torch.empty(q.shape, dtype=q.dtype)
     k_out = k_out if k_out is not None else torch.empty(k.shape, dtype=k.dtype)
     fn(_rows(q), _rows(k), pos.reshape(-1).to(torch.int64).contiguous(), inv_freq.float().contiguous(),

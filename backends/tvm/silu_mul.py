@@ -3,21 +3,26 @@ then the product in fp32, rounded (`act_fn(gate_proj(x)) * up_proj(x)` bit for b
 
 Takes separate gate and up [..., I], or one [..., 2I] tensor holding [gate | up] (the output of a
 fused gate/up projection; passed to the kernel as a free `[n, 2, I]` view). exp is the
-vectorised polynomial of `numerics.py`. One parallel task per row; rows are symbolic.
+vectorised polynomial of `numerics.py`. One task per row (parallel when the call is big
+enough); rows are symbolic.
 """
 
 from __future__ import annotations
 
 import torch
 
+from .host_target import parallel_rows
+
 _DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
 
 
-def build_silu_mul(width: int, act: str, fused: bool, lanes: int):
+def build_silu_mul(width: int, act: str, fused: bool, lanes: int, parallel: bool):
     """PrimFunc `(gate[n, I], up[n, I], out[n, I])`, or `(gate_up[n, 2, I], out[n, I])`."""
     from tvm.script import tirx as T
 
     from .numerics import round_to, sigmoid_f32
+
+    rows_loop = T.parallel if parallel else T.serial
 
     blocks = width // lanes
 
@@ -35,7 +40,7 @@ def build_silu_mul(width: int, act: str, fused: bool, lanes: int):
             n = T.int64()
             gu = T.match_buffer(var_gu, (n, 2, width), act)
             out = T.match_buffer(var_out, (n, width), act)
-            for row in T.parallel(n):
+            for row in rows_loop(n):
                 for blk in range(blocks):
                     for lane in T.vectorized(lanes):
                         out[row, blk * lanes + lane] = swiglu(
@@ -50,7 +55,7 @@ def build_silu_mul(width: int, act: str, fused: bool, lanes: int):
         gate = T.match_buffer(var_gate, (n, width), act)
         up = T.match_buffer(var_up, (n, width), act)
         out = T.match_buffer(var_out, (n, width), act)
-        for row in T.parallel(n):
+        for row in rows_loop(n):
             for blk in range(blocks):
                 for lane in T.vectorized(lanes):
                     out[row, blk * lanes + lane] = swiglu(
@@ -67,9 +72,10 @@ def silu_mul(cache, gate: torch.Tensor, up: torch.Tensor | None = None, *, out: 
         raise ValueError(f"silu_mul: gate {tuple(gate.shape)} and up {tuple(up.shape)} differ")
     act = _DTYPES[gate.dtype]
     lanes = next(v for v in (cache.host.fp32_lanes, 8, 4, 2, 1) if width % v == 0)
-    params = {"width": width, "act": act, "fused": fused, "lanes": lanes}
-    fn = cache.get("silu_mul", params, lambda: build_silu_mul(width, act, fused, lanes))
     lead = gate.shape[:-1]
+    parallel = parallel_rows(gate.numel() // gate.shape[-1], width)
+    params = {"width": width, "act": act, "fused": fused, "lanes": lanes, "parallel": parallel}
+    fn = cache.get("silu_mul", params, lambda: build_silu_mul(width, act, fused, lanes, parallel))
     y = out if out is not None else torch.empty(*lead, width, dtype=gate.dtype)
     if fused:
         fn(gate.reshape(-1, 2, width).contiguous(), y.view(-1, width))

@@ -6,9 +6,10 @@ import torch
 from specir.backends.tvm.reference import rms_norm_reference, silu_mul_reference
 
 
+@pytest.mark.parametrize("rows", [6, 300])  # 300 x 256: the parallel variant
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_rms_norm(kernels, dtype):
-    x = (torch.randn(2, 3, 256) * 3).to(dtype)
+def test_rms_norm(kernels, dtype, rows):
+    x = (torch.randn(rows // 3, 3, 256) * 3).to(dtype)
     w = (1 + 0.1 * torch.randn(256)).to(dtype)
     y = kernels.rms_norm(x, w, 1e-5)
     ref = rms_norm_reference(x, w, 1e-5)
@@ -35,9 +36,10 @@ def test_rms_norm_fp32_activations_bf16_weight(kernels):
     torch.testing.assert_close(kernels.rms_norm(x, w, 1e-6), rms_norm_reference(x, w, 1e-6), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("rows", [3, 130])  # 130 x 512: the parallel variant
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_silu_mul_split_and_fused(kernels, dtype):
-    gate, up = (torch.randn(3, 512) * 4).to(dtype), torch.randn(3, 512).to(dtype)
+def test_silu_mul_split_and_fused(kernels, dtype, rows):
+    gate, up = (torch.randn(rows, 512) * 4).to(dtype), torch.randn(rows, 512).to(dtype)
     ref = silu_mul_reference(gate, up)
     y = kernels.silu_mul(gate, up)
     fused = kernels.silu_mul(torch.cat([gate, up], dim=-1))

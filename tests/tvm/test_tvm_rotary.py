@@ -10,12 +10,13 @@ def _inv_freq(head_dim, theta=500000.0):
     return 1.0 / (theta ** (torch.arange(0, head_dim, 2).float() / head_dim))
 
 
+@pytest.mark.parametrize("tokens", [5, 110])  # 2 x 110 tokens: the parallel variant
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_rotary_arbitrary_positions(kernels, dtype):
+def test_rotary_arbitrary_positions(kernels, dtype, tokens):
     heads, kv_heads, d = 8, 2, 64
-    q = torch.randn(2, 5, heads, d).to(dtype)
-    k = torch.randn(2, 5, kv_heads, d).to(dtype)
-    pos = torch.randint(0, 100_000, (2, 5))  # tree positions need not be contiguous
+    q = torch.randn(2, tokens, heads, d).to(dtype)
+    k = torch.randn(2, tokens, kv_heads, d).to(dtype)
+    pos = torch.randint(0, 100_000, (2, tokens))  # tree positions need not be contiguous
     qo, ko = kernels.rotary(q, k, pos, _inv_freq(d))
     rq, rk = rotary_reference(q, k, pos, _inv_freq(d))
     assert qo.shape == q.shape and ko.shape == k.shape
