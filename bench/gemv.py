@@ -160,6 +160,17 @@ def tune_shape(name, n, k, copy_gbps, seed, out):
                     out.append(dict(shape=name, fmt=fmt, config=asdict(cfg), us=t * 1e6, pct_copy=pct))
                     if pct > best.get(fmt, (0, None))[0]:
                         best[fmt] = (pct, cfg)
+        for split in splits:  # M = 1 on the MMA path (y^T = w x^T, x padded to 16 columns)
+            cfg = LinearConfig("gemm", 64, 1, split, 16, 4, num_stages=3, swap_ab=True)
+            try:
+                t = time_calls([(lambda w=w: fn(x, w, config=cfg)) for w in weights] * 2, replays=6)
+            except Exception as exc:
+                print(f"    skip {cfg}: {type(exc).__name__}", flush=True)
+                continue
+            pct = 100 * wbytes / t / 1e9 / copy_gbps
+            out.append(dict(shape=name, fmt=fmt, config=asdict(cfg), us=t * 1e6, pct_copy=pct))
+            if pct > best.get(fmt, (0, None))[0]:
+                best[fmt] = (pct, cfg)
     for fmt, (pct, cfg) in best.items():
         print(f"  TUNE {name} {fmt}: {pct:.1f}% of copy with {cfg}", flush=True)
     del ws, ps

@@ -12,7 +12,7 @@ from specir.backends.triton.kernels.linear_config import LinearConfig, choose
 from specir.bf12 import pack, unpack
 
 GEMV = lambda bn, split, **kw: LinearConfig("gemv", bn, 1, split, **kw)
-GEMM = lambda bm, bn, g, split: LinearConfig("gemm", bn, g, split, bm)
+GEMM = lambda bm, bn, g, split, **kw: LinearConfig("gemm", bn, g, split, bm, **kw)
 
 
 def weights(n, k, device, raw_row=True):
@@ -36,20 +36,21 @@ def reference(x, w, bias):
     return y + bias.double() if bias is not None else y
 
 
-CASES = [  # m, n, k, config (None: the heuristic table)
-    (1, 64, 512, None),
-    (1, 96, 300, GEMV(32, 2)),       # ragged K, split-K, tail in the last split
-    (1, 40, 257, GEMV(32, 2)),       # odd K: bf16 read element by element
-    (1, 33, 128, GEMV(64, 1)),       # N < block, one group
-    (1, 64, 640, GEMV(32, 2, prefetch=False)),  # the GEMV loop without prefetch
-    (3, 40, 300, None),              # skinny GEMM, ragged
-    (5, 64, 640, GEMM(16, 64, 1, 2)),
-    (2, 24, 384, GEMM(16, 32, 2, 2)),  # 3 groups, BK = 256: masked tail iteration with a missing group
+CASES = [  # m, n, k, config (None: the heuristic table), bias
+    (1, 64, 512, None, False),
+    (1, 96, 300, GEMV(32, 2), True),        # ragged K, split-K, tail in the last split
+    (1, 40, 257, GEMV(32, 2), False),       # odd K: bf16 read element by element
+    (1, 33, 128, GEMV(64, 1), True),        # N < block, one group
+    (1, 64, 640, GEMV(32, 2, prefetch=False), False),  # the GEMV loop without prefetch
+    (3, 40, 300, None, True),               # skinny GEMM (table: y^T = w x^T), ragged
+    (5, 64, 640, GEMM(16, 64, 1, 2), False),
+    (2, 24, 384, GEMM(16, 32, 2, 2), True),  # 3 groups, BK = 256: masked tail iteration, missing group
+    (6, 40, 300, GEMM(16, 32, 1, 2, swap_ab=True), False),
+    (1, 40, 300, GEMM(16, 64, 1, 1, swap_ab=True), True),  # M = 1 on the MMA path
 ]
 
 
-@pytest.mark.parametrize("m,n,k,config", CASES)
-@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("m,n,k,config,with_bias", CASES)
 def test_bf12_bits_equal_bf16_bits(seed, device, kt, m, n, k, config, with_bias):
     w = weights(n, k, device)
     packed = pack(w).to(device)
@@ -62,7 +63,8 @@ def test_bf12_bits_equal_bf16_bits(seed, device, kt, m, n, k, config, with_bias)
     assert torch.equal(as_bits(y12), as_bits(y16))
 
 
-@pytest.mark.parametrize("m,n,k,config", [(1, 48, 300, GEMV(32, 2)), (4, 48, 300, GEMM(16, 32, 1, 2))])
+@pytest.mark.parametrize("m,n,k,config", [(1, 48, 300, GEMV(32, 2)), (4, 48, 300, GEMM(16, 32, 1, 2)),
+                                          (4, 48, 300, GEMM(16, 64, 1, 2, swap_ab=True))])
 def test_fp32_activations(seed, device, kt, m, n, k, config):
     w = weights(n, k, device)
     packed = pack(w).to(device)

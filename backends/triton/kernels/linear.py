@@ -90,7 +90,7 @@ def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, 
         gemm_kernel[(blocks_n, cfg.split, blocks_m)](
             x2, y2, bias_arg, w_arg, *planes, rows_arg, ws, cnt,
             m, rows_in, k, x2.stride(0), y2.stride(0), stride_w, groups_total, n_iters, n_full, per_split,
-            BM=cfg.block_m, DOT_BF16=dot_bf16, **common)
+            BM=cfg.block_m, DOT_BF16=dot_bf16, SWAP=cfg.swap_ab, **common)
 
 
 def _check_bias(bias, n, device):

@@ -27,12 +27,13 @@ class LinearConfig:
     num_stages: int = 2
     prmt: bool = True    # BF12 sign/mantissa via one `prmt` per pair (GPU; exact either way)
     prefetch: bool = True  # GEMV: load iteration i+1 while computing iteration i
+    swap_ab: bool = False  # GEMM: compute y^T = w x^T (weights as the MMA's A operand)
 
     def order_key(self) -> tuple:
         """The fields that define the reduction order (must match between formats)."""
         if self.kind == "gemv":
             return (self.kind, self.groups, self.split)
-        return (self.kind, self.groups, self.split, self.block_m, self.block_n, self.num_warps)
+        return (self.kind, self.groups, self.split, self.block_m, self.block_n, self.num_warps, self.swap_ab)
 
 
 # (format, N, K) -> fields replacing the table's GEMV choice; only order-neutral fields allowed.
@@ -70,9 +71,12 @@ def choose(m: int, n: int, k: int, fmt: str = "bf16") -> LinearConfig:
             cfg = replace(cfg, **over)
         return cfg
     block_m = min(128, max(16, 1 << (m - 1).bit_length()))
-    groups = 2 if groups_total >= 8 else 1
-    block_n = 64 if block_m <= 32 else 32
+    if block_m <= 64:
+        # y^T = w x^T: the decoded weights feed wgmma's A operand straight from registers
+        # (block_n 64 x one group keeps Triton 3.6 from staging them through shared memory).
+        block_n, groups, num_warps, swap = 64, 1, 4, True
+    else:
+        block_n, groups, num_warps, swap = 32, 2 if groups_total >= 8 else 1, 8, False
     iters = -(-groups_total // groups)
-    num_warps = 4 if block_m <= 64 else 8
     split = _split_for(-(-n // block_n) * -(-m // block_m), iters)
-    return LinearConfig("gemm", block_n, groups, split, block_m, num_warps, num_stages=2)
+    return LinearConfig("gemm", block_n, groups, split, block_m, num_warps, num_stages=2, swap_ab=swap)

@@ -293,7 +293,9 @@ def _gemm_tile(w_ptr, nn, h, it, r: tl.constexpr, K, stride_w,
 def _gemm_iteration(acc, x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, m, nn, it, M, K,
                     stride_xm, stride_w, n_groups,
                     FORMAT: tl.constexpr, BN: tl.constexpr, G: tl.constexpr, MASKED: tl.constexpr,
-                    DOT_BF16: tl.constexpr, PRMT: tl.constexpr):
+                    DOT_BF16: tl.constexpr, PRMT: tl.constexpr, SWAP: tl.constexpr):
+    """acc [BM, BN] += x w^T over one iteration, or with SWAP acc [BN, BM] += w x^T (the weights
+    are then the MMA's A operand, which may come from registers)."""
     if FORMAT == FORMAT_BF12:
         h0, h1, h2, h3 = _pair_words(w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn[:, :, None], it, K,
                                      stride_w, n_groups, FORMAT, True, G, MASKED, PRMT)
@@ -304,15 +306,24 @@ def _gemm_iteration(acc, x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, m,
         h3 = 0
     c = tl.arange(0, G * 32)[None, :]
     k = (it * G + c // 32) * 128 + c % 32  # [1, 32 G], pair slot r adds 32 r
-    x_rows = x_ptr + m * stride_xm
+    if SWAP:
+        k = tl.trans(k)                    # [32 G, 1]
+        x_cols = x_ptr + tl.trans(m) * stride_xm
+        m_ok = tl.trans(m) < M
+    else:
+        x_cols = x_ptr + m * stride_xm
+        m_ok = m < M
     for r in tl.static_range(4):
         h = h0 if r == 0 else (h1 if r == 1 else (h2 if r == 2 else h3))
         w = _gemm_tile(w_ptr, nn, h, it, r, K, stride_w, FORMAT, BN, G, MASKED)
         if MASKED:
-            x = tl.load(x_rows + k + 32 * r, mask=(m < M) & (k + 32 * r < K), other=0.0)
+            x = tl.load(x_cols + k + 32 * r, mask=m_ok & (k + 32 * r < K), other=0.0)
         else:
-            x = tl.load(x_rows + k + 32 * r, mask=m < M, other=0.0)
-        acc = _dot_acc(x, tl.trans(w), acc, DOT_BF16)
+            x = tl.load(x_cols + k + 32 * r, mask=m_ok, other=0.0)
+        if SWAP:
+            acc = _dot_acc(w, x, acc, DOT_BF16)
+        else:
+            acc = _dot_acc(x, tl.trans(w), acc, DOT_BF16)
     return acc
 
 
@@ -322,22 +333,27 @@ def gemm_kernel(x_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc
                 M, R, K, stride_xm, stride_ym, stride_w, n_groups, n_iters, n_full, iters_per_split,
                 FORMAT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, G: tl.constexpr,
                 SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr,
-                DOT_BF16: tl.constexpr, PRMT: tl.constexpr):
+                DOT_BF16: tl.constexpr, PRMT: tl.constexpr, SWAP: tl.constexpr):
     """y[m, rows[n]] = x[m] . w[n] (+ bias); grid (cdiv(R, BN), SPLIT, cdiv(M, BM))."""
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(2)
     m = pid_m * BM + tl.arange(0, BM)[:, None]
     n = pid_n * BN + tl.arange(0, BN)
     nn = tl.minimum(n, R - 1).to(tl.int64)[:, None]
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    if SWAP:
+        acc = tl.zeros((BN, BM), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
     first = tl.program_id(1) * iters_per_split
     last = tl.minimum(first + iters_per_split, n_iters)
     for it in range(first, tl.minimum(last, n_full)):
         acc = _gemm_iteration(acc, x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, m, nn, it, M, K,
-                              stride_xm, stride_w, n_groups, FORMAT, BN, G, False, DOT_BF16, PRMT)
+                              stride_xm, stride_w, n_groups, FORMAT, BN, G, False, DOT_BF16, PRMT, SWAP)
     if last > n_full:
         acc = _gemm_iteration(acc, x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, m, nn, n_full, M, K,
-                              stride_xm, stride_w, n_groups, FORMAT, BN, G, True, DOT_BF16, PRMT)
+                              stride_xm, stride_w, n_groups, FORMAT, BN, G, True, DOT_BF16, PRMT, SWAP)
+    if SWAP:
+        acc = tl.trans(acc)
     tile = pid_m * tl.num_programs(0) + pid_n
     _finish(acc, y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, m, n[None, :], M, R, stride_ym, tile,
             SPLIT, HAS_BIAS, HAS_ROWS)
