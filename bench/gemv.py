@@ -99,6 +99,13 @@ def make_weights(n: int, k: int, seed: int):
     return ws, ps
 
 
+def mma_gemv_config(n: int, k: int):
+    """The M = 1 configuration on the MMA path, with the GEMV's split-K."""
+    from specir.backends.triton.kernels.linear_config import LinearConfig, choose
+
+    return LinearConfig("gemm", 64, 1, choose(1, n, k).split, 16, 4, num_stages=3, swap_ab=True)
+
+
 def bench_shape(name, n, k, ms, copy_gbps, seed, rows):
     from specir.backends.triton.kernels.linear import linear_bf12, linear_bf16
     from specir.backends.triton.kernels.linear_config import choose
@@ -119,6 +126,12 @@ def bench_shape(name, n, k, ms, copy_gbps, seed, rows):
             "triton-bf16": (lambda w: (lambda: linear_bf16(x, w)), ws, n * k * 2),
             "triton-bf12": (lambda p: (lambda: linear_bf12(x, p)), ps, bf12_bytes),
         }
+        if m == 1:  # the alternative M = 1 path: y^T = w x^T on tensor cores (see linear_config.GEMV_ON_MMA)
+            mma = mma_gemv_config(n, k)
+            y16m, y12m = linear_bf16(x, ws[0], config=mma), linear_bf12(x, ps[0], config=mma)
+            equal = equal and bool(torch.equal(y16m.view(torch.int16), y12m.view(torch.int16)))
+            impls["triton-bf16-mma"] = (lambda w: (lambda: linear_bf16(x, w, config=mma)), ws, n * k * 2)
+            impls["triton-bf12-mma"] = (lambda p: (lambda: linear_bf12(x, p, config=mma)), ps, bf12_bytes)
         for impl, (make, weights, wbytes) in impls.items():
             t = time_calls([make(w) for w in weights] * 2)
             gbps = (wbytes + io) / t / 1e9
@@ -126,9 +139,10 @@ def bench_shape(name, n, k, ms, copy_gbps, seed, rows):
                              pct_copy=100 * gbps / copy_gbps, weight_bytes=wbytes,
                              bits_per_weight=(bits_per_weight(ps[0]) if impl == "triton-bf12" else 16.0),
                              bf12_equals_bf16=equal, bf16_rel_err=rel,
-                             config=asdict(choose(m, n, k, impl.split("-")[-1])) if impl != "cublas" else None))
+                             config=(None if impl == "cublas" else asdict(mma) if impl.endswith("mma")
+                                     else asdict(choose(m, n, k, impl.split("-")[1])))))
         print(f"  {name} M={m}: " + ", ".join(f"{r['impl']} {r['us']:.1f}us {r['pct_copy']:.0f}%"
-                                               for r in rows[-3:]) + f", bits equal: {equal}", flush=True)
+                                               for r in rows[-len(impls):]) + f", bits equal: {equal}", flush=True)
     del ws, ps
     torch.cuda.empty_cache()
 
@@ -136,9 +150,7 @@ def bench_shape(name, n, k, ms, copy_gbps, seed, rows):
 def tune_shape(name, n, k, copy_gbps, seed, out):
     """Sweep GEMV launch parameters; record every candidate and print the best per format."""
     from specir.backends.triton.kernels.linear import linear_bf12, linear_bf16
-    from specir.backends.triton.kernels.linear_config import LinearConfig
-
-    from specir.backends.triton.kernels.linear_config import choose
+    from specir.backends.triton.kernels.linear_config import LinearConfig, choose
 
     ws, ps = make_weights(n, k, seed)
     x = torch.randn(1, k, device="cuda").to(torch.bfloat16)
@@ -161,7 +173,7 @@ def tune_shape(name, n, k, copy_gbps, seed, out):
                     if pct > best.get(fmt, (0, None))[0]:
                         best[fmt] = (pct, cfg)
         for split in splits:  # M = 1 on the MMA path (y^T = w x^T, x padded to 16 columns)
-            cfg = LinearConfig("gemm", 64, 1, split, 16, 4, num_stages=3, swap_ab=True)
+            cfg = replace(mma_gemv_config(n, k), split=split)
             try:
                 t = time_calls([(lambda w=w: fn(x, w, config=cfg)) for w in weights] * 2, replays=6)
             except Exception as exc:
@@ -178,16 +190,19 @@ def tune_shape(name, n, k, copy_gbps, seed, out):
 
 
 def markdown(rows, copy_gbps) -> str:
-    lines = [f"copy bandwidth: {copy_gbps:.0f} GB/s (read + write)", "",
-             "| shape | M | cuBLAS us | bf16 us | BF12 us | cuBLAS % | bf16 % | BF12 % (own bytes) | BF12/bf16 speedup | bits equal |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"copy bandwidth: {copy_gbps:.0f} GB/s (read + write); % = GB/s in the format's own bytes / copy",
+             "", "| shape | M | cuBLAS us | bf16 us | BF12 us | cuBLAS % | bf16 % | BF12 % | BF12/bf16 speedup "
+             "| M=1 on MMA: bf16 % / BF12 % | bits equal |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     by = {}
     for r in rows:
         by.setdefault((r["shape"], r["M"]), {})[r["impl"]] = r
     for (shape, m), d in by.items():
         c, b, p = d["cublas"], d["triton-bf16"], d["triton-bf12"]
+        mma = (f"{d['triton-bf16-mma']['pct_copy']:.0f} / {d['triton-bf12-mma']['pct_copy']:.0f}"
+               if "triton-bf12-mma" in d else "")
         lines.append(f"| {shape} | {m} | {c['us']:.1f} | {b['us']:.1f} | {p['us']:.1f} | {c['pct_copy']:.0f} | "
-                     f"{b['pct_copy']:.0f} | {p['pct_copy']:.0f} | {b['us'] / p['us']:.2f}x | "
+                     f"{b['pct_copy']:.0f} | {p['pct_copy']:.0f} | {b['us'] / p['us']:.2f}x | {mma} | "
                      f"{'yes' if p['bf12_equals_bf16'] else 'NO'} |")
     return "\n".join(lines)
 

@@ -36,6 +36,10 @@ class LinearConfig:
         return (self.kind, self.groups, self.split, self.block_m, self.block_n, self.num_warps, self.swap_ab)
 
 
+# M = 1 on tensor cores (y^T = w x^T, x padded to 16 columns) instead of the fma GEMV; both are
+# exact and format-consistent; which is faster is measured by bench/gemv.py (column "M=1 on MMA").
+GEMV_ON_MMA = False
+
 # (format, N, K) -> fields replacing the table's GEMV choice; only order-neutral fields allowed.
 GEMV_FORMAT_OVERRIDES: dict[tuple[str, int, int], dict] = {}
 
@@ -57,7 +61,7 @@ def _split_for(blocks: int, iters: int) -> int:
 def choose(m: int, n: int, k: int, fmt: str = "bf16") -> LinearConfig:
     """The launch configuration for y[m, n] = x[m, k] @ w[n, k]^T in format `fmt`."""
     groups_total = -(-k // GROUP)
-    if m == 1:
+    if m == 1 and not GEMV_ON_MMA:
         # block_n * groups <= 64 keeps the per-group exponents in the weights' register layout
         # (larger tiles make Triton 3.6 route them through shared memory every iteration).
         groups = 1
