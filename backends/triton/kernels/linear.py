@@ -23,10 +23,12 @@ _counters: dict[torch.device, torch.Tensor] = {}
 
 
 def _counter_buffer(device: torch.device, size: int) -> torch.Tensor:
-    """Zeroed int32 split-K arrival counters; kernels leave them zeroed after use."""
+    """Zeroed int32 split-K arrival counters; kernels leave them zeroed after use. Allocated
+    once per device with room for 65536 tiles, so that a call inside CUDA-graph capture (after
+    one eager warm-up call) never allocates. Kernels sharing it must run on one stream."""
     buf = _counters.get(device)
     if buf is None or buf.numel() < size:
-        buf = torch.zeros(max(size, 4096), dtype=torch.int32, device=device)
+        buf = torch.zeros(max(size, 65536), dtype=torch.int32, device=device)
         _counters[device] = buf
     return buf
 
