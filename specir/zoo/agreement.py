@@ -10,6 +10,7 @@ small vocabulary.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -134,7 +135,11 @@ def measure_agreement(small_dir: Path, big_dir: Path, *, workloads: list[str] | 
     agree = sum(s["agree"] for s in per_workload.values())
     for s in per_workload.values():
         s["agreement"] = s["agree"] / max(1, s["tokens"])
-    return {"small": str(small_dir), "big": str(big_dir), "dtype": dtype, "device": device,
+    inflation = Path(big_dir) / "inflation.json"
+    shape = json.loads(inflation.read_text())["shape"] if inflation.exists() else None
+    return {"small": str(small_dir), "big": str(big_dir), "big_shape": shape,
+            "big_parameters": sum(p.numel() for p in big.parameters()),
+            "dtype": dtype, "device": device,
             "tokens": tokens, "agree": agree, "agreement": agree / max(1, tokens),
             "workloads": per_workload, "max_abs_logit_diff": max_diff,
             "mean_abs_logit_diff": sum_diff / max(1, n_pos),

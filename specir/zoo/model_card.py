@@ -75,7 +75,8 @@ def render(models_dir: Path = MODELS) -> str:
                   "|---|---|---|---|---|---|"]
         for path in reports:
             r = json.loads(path.read_text())
-            lines.append(f"| {path.name} | {Path(r['big']).name} | {r['dtype']} | {r['tokens']} | "
+            big = r.get("big_shape") or Path(r["big"]).name
+            lines.append(f"| {path.name} | {big} | {r['dtype']} | {r['tokens']} | "
                          f"{r['agreement']:.4%} | {r['max_abs_logit_diff']:.3g} |")
     return "\n".join(lines) + "\n"
 
