@@ -90,6 +90,13 @@ def measure_agreement(small_dir: Path, big_dir: Path, *, workloads: list[str] | 
     """The agreement report of `big_dir` against `small_dir` (see the module docstring)."""
     from transformers import AutoTokenizer
 
+    for folder in (small_dir, big_dir):
+        if not (Path(folder) / "config.json").is_file():
+            raise SpecirError(f"{folder} is not a model folder (no config.json)", path=str(folder),
+                              hint="give the small model's folder and its inflation's folder")
+    if not (Path(small_dir) / "tokenizer.json").is_file():
+        raise SpecirError(f"{small_dir} has no tokenizer.json", path=str(small_dir),
+                          hint="the prompts are tokenized with the small model's tokenizer")
     torch_dtype = DTYPES[dtype]
     tokenizer = AutoTokenizer.from_pretrained(str(small_dir))
     small = load_causal_lm(small_dir, torch_dtype, device)

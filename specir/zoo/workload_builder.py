@@ -194,6 +194,7 @@ def build_workloads(corpus: Path, out: Path | None = None, *, per_workload: int 
                     seed: int = 0, log=print) -> dict[str, int]:
     """Write `<name>.jsonl` for every workload into `out` (default: the package's folder)."""
     out = out or WORKLOADS_DIR
+    corpus_mod.load_meta(corpus)  # a clear error when `corpus` is not one
     cut = _Cutter(load_tokenizer(corpus / "tokenizer.json"))
     docs = corpus_mod.heldout_documents(corpus)
     pools: dict[str, list[tuple[str, str, int]]] = {n: [] for n in NAMES}

@@ -27,6 +27,10 @@ def test_shapes_and_clear_errors(capsys, tmp_path):
     assert cmd_zoo.main(["train", "--corpus", str(tmp_path), "--out", str(tmp_path / "o"), "--steps", "1",
                          "--device", "cpu"]) == 2
     assert "not a zoo corpus" in capsys.readouterr().err
+    assert cmd_zoo.main(["workloads", "--corpus", str(tmp_path), "--out", str(tmp_path / "w")]) == 2
+    assert "not a zoo corpus" in capsys.readouterr().err
+    assert cmd_zoo.main(["agree", str(tmp_path / "nope"), str(tmp_path), "--device", "cpu"]) == 2
+    assert "not a model folder" in capsys.readouterr().err
 
 
 def _fake_trained(folder, tokenizer_json, name, vocab, tied):
