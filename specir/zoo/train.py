@@ -226,10 +226,11 @@ def train(corpus: Path, out: Path, settings: TrainSettings, *, device: str = "cp
             save_checkpoint()
             log(f"train {s.name}: stopped at step {step} (checkpoint saved)")
             return state
-        if state["total_steps"] is None and step == CALIBRATION_STEPS[0]:
-            calib_start = time.perf_counter()
-        if state["total_steps"] is None and step == CALIBRATION_STEPS[1]:
-            per_step = (time.perf_counter() - calib_start) / (CALIBRATION_STEPS[1] - CALIBRATION_STEPS[0])
+        if state["total_steps"] is None and calib_start is None and step >= CALIBRATION_STEPS[0]:
+            calib_start = (step, time.perf_counter())  # also right after a resume
+        if (state["total_steps"] is None and calib_start is not None and
+                step >= max(CALIBRATION_STEPS[1], calib_start[0] + 5)):
+            per_step = (time.perf_counter() - calib_start[1]) / (step - calib_start[0])
             spent = elapsed_before + time.perf_counter() - run_start
             budget = s.minutes * 60 * 0.93 - spent  # keep time for evaluations and saving
             state["total_steps"] = max(step + 1, min(epoch_cap, step + int(budget / per_step)))

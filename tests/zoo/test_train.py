@@ -87,3 +87,12 @@ def test_schedule_and_batches_are_deterministic(tiny_corpus):
     tokens = load_tokens(tiny_corpus, "train")
     assert torch.equal(batch_at(tokens, 7, s), batch_at(tokens, 7, s))
     assert not torch.equal(batch_at(tokens, 7, s), batch_at(tokens, 8, s))
+
+
+def test_timed_run_fixes_its_length_and_resumes(tiny_corpus, tmp_path, monkeypatch):
+    monkeypatch.setattr("sys.stderr", open("/dev/null", "w"))
+    timed = settings(minutes=0.01, max_epochs=1000)  # the step count is set after step 20
+    state = train(tiny_corpus, tmp_path, timed, stop_after=8, **QUIET)
+    assert state["total_steps"] is None
+    log = train(tiny_corpus, tmp_path, timed, resume=True, **QUIET)
+    assert log["steps"] >= 21  # calibrated after the resume, at least one step past it
