@@ -49,7 +49,8 @@ def register(subparsers) -> None:
     t.add_argument("--fresh", action="store_true", help="start over even if checkpoints exist")
     t.add_argument("--batch-size", type=int, default=64, help="windows per step (default 64)")
     t.add_argument("--seq-len", type=int, default=512, help="tokens per window (default 512)")
-    t.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (default 3e-3)")
+    t.add_argument("--lr", type=float, default=None,
+                   help="peak learning rate (default 2e-3 for the target, 3e-3 otherwise)")
     t.add_argument("--max-epochs", type=float, default=16.0,
                    help="cap on passes over the train split (default 16)")
     t.add_argument("--no-distill", action="store_true",
@@ -144,7 +145,9 @@ def _train(args) -> int:
 
     device = resolve_device(args.device)
     roles = ["target", "drafter"] if args.model == "both" else [args.model]
-    common = dict(seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr,
+    from specir.zoo.train import DEFAULT_LR
+
+    common = dict(seq_len=args.seq_len, batch_size=args.batch_size,
                   max_epochs=args.max_epochs, seed=args.seed, eval_windows=args.eval_windows)
     for role in roles:
         minutes, steps = args.minutes, args.steps
@@ -159,7 +162,9 @@ def _train(args) -> int:
                 raise SpecirError("the drafter is distilled from the target, which is not trained yet",
                                   path=str(teacher), hint="train the target first, or pass --no-distill")
             teacher = str(teacher)
-        settings = TrainSettings(role=role, minutes=minutes, steps=steps, teacher=teacher, **common)
+        lr = args.lr or DEFAULT_LR.get(role, 3e-3)
+        settings = TrainSettings(role=role, minutes=minutes, steps=steps, teacher=teacher, lr=lr,
+                                 **common)
         train(args.corpus, args.out, settings, device=device, resume=args.resume, fresh=args.fresh,
               command=command_line(), log=_log)
     return 0

@@ -36,6 +36,7 @@ from specir.zoo.progress import Progress
 from specir.zoo.tokenizer import save_hf_tokenizer
 
 MODEL_NAMES = {"target": "code-target", "drafter": "code-drafter"}
+DEFAULT_LR = {"target": 2e-3, "drafter": 3e-3}  # peak learning rates; the narrower model takes more
 CALIBRATION_STEPS = (3, 20)  # time steps [3, 20) to fix the step count of a timed run
 
 
@@ -48,7 +49,7 @@ class TrainSettings:
     batch_size: int = 64
     lr: float = 3e-3
     min_lr_ratio: float = 0.1
-    warmup_steps: int = 50
+    warmup_steps: int = 100
     weight_decay: float = 0.1
     grad_clip: float = 1.0
     steps: int | None = None
