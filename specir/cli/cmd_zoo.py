@@ -223,7 +223,11 @@ def _agree(args) -> int:
     report = measure_agreement(args.small, args.big, workloads=args.workload, limit=args.limit,
                                max_new_tokens=args.max_new_tokens,
                                device=resolve_device(args.device), dtype=args.dtype, log=_log)
-    print(json.dumps(report, indent=1) if args.json else format_report(report))
+    if args.json:  # the JSON on stdout, the readable summary on stderr
+        print(json.dumps(report, indent=1))
+        _log(format_report(report))
+    else:
+        print(format_report(report))
     if report["agreement"] < args.min_agreement:
         _log(f"zoo agree: agreement {report['agreement']:.4%} is below {args.min_agreement:.2%}")
         return 1
