@@ -53,9 +53,9 @@ def test_tree_attention_bf16_and_scale(kernels):
     torch.testing.assert_close(out.float(), ref.float(), rtol=2**-7, atol=1e-5)
 
 
-def test_masked_and_unwritten_slots_never_leak(kernels):
-    """NaN in every slot a query may not see (past lens + T, and new slots the tree hides)
-    leaves the output finite and equal to attention over a clean cache."""
+def test_slots_past_the_new_tokens_are_never_read(kernels):
+    """NaN in every slot past lens + T leaves the output finite and unchanged (a tree that
+    hides most new nodes from each other)."""
     q, k_cache, v_cache, lens = _case(2, 5, 8, 2)
     mask = torch.eye(5, dtype=torch.bool).expand(2, 5, 5).clone()
     mask[:, :, 0] = True  # every node sees node 0 and itself; nodes 1..4 are hidden from others
@@ -82,3 +82,10 @@ def test_kv_write_then_compact_matches_reference(kernels):
     new_lens = kernels.kv_compact(k_cache, v_cache, lens, acc_idx, n_acc)
     ref_lens = kv_compact_reference(ref_k, ref_v, lens, acc_idx, n_acc)
     assert torch.equal(new_lens, ref_lens) and torch.equal(k_cache, ref_k) and torch.equal(v_cache, ref_v)
+
+
+def test_context_overflow_is_an_error(kernels):
+    q, k_cache, v_cache, lens = _case(1, 4, 4, 4, max_seq=8)
+    lens[0] = 5
+    with pytest.raises(ValueError, match="max_seq"):
+        kernels.attention(q, k_cache, v_cache, lens)
