@@ -81,16 +81,25 @@ def _backend_for(target: Target) -> str:
     from ..backends_api import backend_module
     try:
         module = backend_module(target.backend)
-        if hasattr(module, "kernels_for"):
-            return target.backend
     except SpecirError:
-        pass
-    return "reference"
+        return "reference"
+    if not (hasattr(module, "make_engine") or hasattr(module, "kernels_for")):
+        return "reference"
+    if target.kind == "gpu":
+        import torch
+        if not torch.cuda.is_available():
+            return "reference"
+    return target.backend
 
 
 def make_engine(pipeline: Pipeline, backend: str, device: str, build: Path | None, **kwargs) -> Engine:
+    """The engine of `backend`: its module's own `make_engine(pipeline, device, build, **kwargs)`
+    when it has one (e.g. triton), else the reference engine with the module's kernel table."""
     kernels = None
     if backend != "reference":
         from ..backends_api import backend_module
-        kernels = backend_module(backend).kernels_for(pipeline, build)
+        module = backend_module(backend)
+        if hasattr(module, "make_engine"):
+            return module.make_engine(pipeline, device, build, **kwargs)
+        kernels = module.kernels_for(pipeline, build)
     return Engine(pipeline, device=device, kernels=kernels, backend=backend, **kwargs)

@@ -1,0 +1,255 @@
+"""One model forward at fixed shapes: buffers allocated once, every launch bound in advance.
+
+Contract (docs/KERNEL_CONTRACTS.md, "One forward over new tokens"): `StaticForward(model, cache,
+inputs)` binds the Program's launches to `inputs` (ids [B, T] int64, pos [B, T] int64, lens [B]
+int32 committed rows per request, optional slots [B] int32, offsets [B] int32 and mask
+[B, T, U] bool) and to the KV cache. `run()` launches them in order and returns the logits
+buffer [B, T, V] (overwritten by the next run). New token t of request b is written to cache row
+lens[b] + offsets[b] + t of slot slots[b]; `lens` is read, never changed.
+
+`run()` allocates nothing, reads no device value on the host and takes the same kernels with
+the same arguments every time, so it can be captured into a CUDA graph; its inputs are changed
+by writing into the `inputs` tensors. Intermediate values share buffers by liveness (a buffer is
+reused once every IR value living in it is dead).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+
+from specir.errors import SpecirError
+
+from .add_kernel import add as add_kernel
+from .kernels._interpreter_compat import interpreting
+from .kernels.activation import silu_mul
+from .kernels.attention import attention, attention_config
+from .kernels.embedding import embedding
+from .kernels.kv_cache import kv_write
+from .kernels.linear import linear_bf12, linear_bf16
+from .kernels.linear_config import choose
+from .kernels.norm import add_rms_norm, rms_norm
+from .kernels.rope import rope, rope_kv_write
+
+
+@dataclass
+class ForwardInputs:
+    ids: torch.Tensor
+    pos: torch.Tensor
+    lens: torch.Tensor
+    slots: torch.Tensor | None = None
+    offsets: torch.Tensor | None = None
+    mask: torch.Tensor | None = None
+
+    @classmethod
+    def allocate(cls, B: int, T: int, device, *, mask_width: int | None = None, slots: bool = False,
+                 offsets: bool = False) -> "ForwardInputs":
+        z = lambda *shape, dtype: torch.zeros(*shape, dtype=dtype, device=device)  # noqa: E731
+        return cls(z(B, T, dtype=torch.long), z(B, T, dtype=torch.long), z(B, dtype=torch.int32),
+                   z(B, dtype=torch.int32) if slots else None, z(B, dtype=torch.int32) if offsets else None,
+                   z(B, T, mask_width, dtype=torch.bool) if mask_width else None)
+
+
+def linear_config(m: int, n: int, k: int, fmt: str = "bf16"):
+    """The linear kernels' launch configuration. In the CPU interpreter a GEMV/GEMM program costs
+    the same Python time whatever its width, so programs are made wide (one per 256 rows); on a
+    GPU the kernel library's table decides."""
+    cfg = choose(m, n, k, fmt)
+    if interpreting():
+        from dataclasses import replace
+        cfg = replace(cfg, block_n=min(256, max(32, triton.next_power_of_2(n))), split=1)
+    return cfg
+
+
+class _Pool:
+    """Free buffers by (numel, dtype)."""
+
+    def __init__(self, device):
+        self.device, self.free, self.allocated = device, {}, 0
+
+    def take(self, numel: int, dtype) -> torch.Tensor:
+        stack = self.free.get((numel, dtype))
+        if stack:
+            return stack.pop()
+        self.allocated += numel * torch.tensor([], dtype=dtype).element_size()
+        return torch.empty(numel, dtype=dtype, device=self.device)
+
+    def give(self, buf: torch.Tensor) -> None:
+        self.free.setdefault((buf.numel(), buf.dtype), []).append(buf)
+
+
+class StaticForward:
+    def __init__(self, model, cache, inputs: ForwardInputs):
+        """`model`: a CompiledModel (program, prepared weights, rope tables, dtype)."""
+        self.model, self.cache, self.inputs = model, cache, inputs
+        program = model.program
+        B, T = inputs.ids.shape
+        self.B, self.T = B, T
+        self.device, self.dtype = inputs.ids.device, model.dtype
+        self.configs: list[dict] = []  # launch configuration per launch (manifest / bench)
+        params = program.params
+        self.views: dict[str, torch.Tensor] = {}
+        self.static = all(table.static for table in model.ropes.values())
+        pool = _Pool(self.device)
+        last_use: dict[str, int] = {}
+        for i, launch in enumerate(program.launches):
+            for v in launch.ins:
+                last_use[v] = i
+        last_use[program.result] = len(program.launches)
+        holders: dict[int, tuple[torch.Tensor, set]] = {}  # buffer id -> (buffer, live values)
+        value_buffer: dict[str, int] = {}
+
+        def allocate(names, widths):
+            total = sum(widths)
+            buf = pool.take(B * T * total, self.dtype)
+            base = buf.view(B, T, total)
+            off = 0
+            for name, width in zip(names, widths):
+                self.views[name] = base[..., off:off + width]
+                value_buffer[name] = id(buf)
+                off += width
+            holders[id(buf)] = (buf, set(names))
+
+        self.calls = []
+        for i, launch in enumerate(program.launches):
+            kind = launch.kind
+            if kind == "linear":
+                allocate(launch.outs, launch.attrs["widths"])
+            elif launch.outs:
+                for name in launch.outs:
+                    allocate([name], [program.values[name]])
+            self.calls.append(self._bind(i, launch, params))
+            for v in set(launch.ins):
+                if last_use.get(v) == i and v in value_buffer:
+                    buf, live = holders[value_buffer[v]]
+                    live.discard(v)
+                    if not live:
+                        pool.give(buf)
+        self.logits = self.views[program.result]
+        self.buffer_bytes = pool.allocated
+
+    # ------------------------------------------------------------------ binding
+    def _bind(self, index: int, launch, params):
+        kind, a, inp, m = launch.kind, launch.attrs, self.inputs, self.model
+        B, T = self.B, self.T
+        view = self.views.get
+        if kind == "embed":
+            ids, table, out = inp.ids, m.weights.table[a["weight"]], view(launch.outs[0])
+            self.configs.append({"launch": index, "kernel": launch.kernel, "grid": [B * T]})
+            return lambda: embedding(ids, table, out=out)
+        if kind == "rms_norm":
+            x, w, out, eps, group = view(launch.ins[0]), m.weights.table[a["weight"]], view(launch.outs[0]), \
+                a["eps"], a["group"]
+            if group:
+                width = x.shape[-1]
+                x = x.unflatten(-1, (width // group, group))
+                out = out.view(B, T, width // group, group)
+            self.configs.append({"launch": index, "kernel": launch.kernel, "rows": B * T, "group": group})
+            return lambda: rms_norm(x, w, eps, out=out)
+        if kind == "add_rms_norm":
+            a_in, b_in = view(launch.ins[0]), view(launch.ins[1])
+            norm_out, res_out = view(launch.outs[0]), view(launch.outs[1])
+            w, eps = m.weights.table[a["weight"]], a["eps"]
+            self.configs.append({"launch": index, "kernel": launch.kernel, "rows": B * T})
+            return lambda: add_rms_norm(b_in, a_in, w, eps, out=norm_out, residual_out=res_out)
+        if kind == "add":
+            x, y, out = view(launch.ins[0]), view(launch.ins[1]), view(launch.outs[0])
+            self.configs.append({"launch": index, "kernel": launch.kernel, "rows": B * T})
+            return lambda: add_kernel(x, y, out=out)
+        if kind == "linear":
+            weight, bias, use_triton = m.weights.linear[index]
+            x = view(launch.ins[0])
+            n, k = weight.shape
+            out = self._group_output(launch)
+            if not use_triton:
+                self.configs.append({"launch": index, "kernel": "torch.nn.functional.linear", "m": B * T, "n": n, "k": k})
+                return lambda: torch.nn.functional.linear(x, weight, bias, out=out) if out.is_contiguous() \
+                    else out.copy_(torch.nn.functional.linear(x, weight, bias))
+            cfg = linear_config(B * T, n, k)
+            self.configs.append({"launch": index, "kernel": launch.kernel, "m": B * T, "n": n, "k": k,
+                                 "config": cfg.__dict__})
+            return lambda: linear_bf16(x, weight, bias, out=out, config=cfg)
+        if kind == "packed_linear":
+            packed, bias = m.weights.packed[index]
+            x, out = view(launch.ins[0]), view(launch.outs[0])
+            n, k = packed.shape
+            cfg = linear_config(B * T, n, k, "bf12")
+            self.configs.append({"launch": index, "kernel": launch.kernel, "m": B * T, "n": n, "k": k,
+                                 "config": cfg.__dict__})
+            return lambda: linear_bf12(x, packed, bias, out=out, config=cfg)
+        if kind == "rope":
+            hd = a["head_dim"]
+            table = m.rope_table(a["rope"], hd)
+            x = view(launch.ins[0]).unflatten(-1, (-1, hd))
+            out = view(launch.outs[0]).unflatten(-1, (-1, hd))
+            junk = torch.empty_like(out)
+            pos = inp.pos
+            self.configs.append({"launch": index, "kernel": launch.kernel, "grid": [B * T]})
+            return lambda: rope(x, x, pos, table.inv_freq(pos), table.attention_factor, q_out=out, k_out=junk)
+        if kind == "rope_kv_write":
+            hd, layer = a["head_dim"], a["layer"]
+            table = m.rope_table(a["rope"], hd)
+            q, k, v = (view(name).unflatten(-1, (-1, hd)) for name in launch.ins[:3])
+            q_out = view(launch.outs[0]).unflatten(-1, (-1, hd))
+            k_cache, v_cache = self.cache.layer(layer)
+            pos, lens, slots, offsets = inp.pos, inp.lens, inp.slots, inp.offsets
+            self.configs.append({"launch": index, "kernel": launch.kernel, "grid": [B * T]})
+            return lambda: rope_kv_write(q, k, v, pos, table.inv_freq(pos), k_cache, v_cache, lens,
+                                         table.attention_factor, q_out=q_out, slots=slots, offsets=offsets)
+        if kind == "kv_write":
+            hd, layer = a["head_dim"], a["layer"]
+            k, v = (view(name).unflatten(-1, (-1, hd)) for name in launch.ins[:2])
+            k_cache, v_cache = self.cache.layer(layer)
+            lens, slots, offsets = inp.lens, inp.slots, inp.offsets
+            self.configs.append({"launch": index, "kernel": launch.kernel, "grid": [B * T]})
+            return lambda: kv_write(k_cache, v_cache, k, v, lens, slots=slots, offsets=offsets)
+        if kind == "attention":
+            H, KH, D, layer = a["heads"], a["kv_heads"], a["head_dim"], a["layer"]
+            k_cache, v_cache = self.cache.layer(layer)
+            max_seq = k_cache.shape[2]
+            if a["window"] and a["window"] < max_seq:
+                raise SpecirError(f"layer {layer} has a sliding window of {a['window']} rows, shorter than the "
+                                  f"{max_seq}-row cache; the Triton attention kernel has no window",
+                                  hint="generate fewer tokens, or use the reference backend")
+            q = view(launch.ins[0]).unflatten(-1, (H, D))
+            out = view(launch.outs[0]).unflatten(-1, (H, D))
+            cfg = attention_config(B, T, H, KH, D, max_seq, self.device)
+            workspace = torch.empty(B * T * H * cfg["num_splits"] * (D + 1), dtype=torch.float32, device=self.device) \
+                if cfg["num_splits"] > 1 else None
+            mask = inp.mask if launch.ins[1] == params.get("mask") else None
+            if mask is not None and mask.shape[2] < T:
+                raise ValueError(f"mask width {mask.shape[2]} < T = {T}")
+            lens, slots, offsets, scale = inp.lens, inp.slots, inp.offsets, a["scale"] or None
+            self.configs.append({"launch": index, "kernel": launch.kernel, "B": B, "T": T, "max_seq": max_seq,
+                                 "config": {k2: v2 for k2, v2 in cfg.items()}, "tree_mask": mask is not None})
+            return lambda: attention(q, k_cache, v_cache, lens, mask, scale, out=out, workspace=workspace, slots=slots,
+                                     offsets=offsets, num_splits=cfg["num_splits"])
+        if kind == "swiglu":
+            gate, up, out = view(launch.ins[0]), view(launch.ins[1]), view(launch.outs[0])
+            self.configs.append({"launch": index, "kernel": launch.kernel, "rows": B * T})
+            fused = self._adjacent(gate, up)
+            if fused is not None:
+                return lambda: silu_mul(fused, out=out)
+            return lambda: silu_mul(gate, up, out=out)
+        raise SpecirError(f"no Triton launch for {kind!r}")
+
+    def _group_output(self, launch) -> torch.Tensor:
+        first = self.views[launch.outs[0]]
+        total = sum(launch.attrs["widths"])
+        return torch.as_strided(first, (self.B, self.T, total), first.stride(), first.storage_offset())
+
+    @staticmethod
+    def _adjacent(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor | None:
+        """[gate | up] as one view when up directly follows gate in the same buffer."""
+        if (gate.shape == up.shape and gate.stride() == up.stride() and gate.stride(-1) == 1
+                and up.data_ptr() == gate.data_ptr() + gate.shape[-1] * gate.element_size()):
+            return torch.as_strided(gate, (*gate.shape[:-1], 2 * gate.shape[-1]), gate.stride(),
+                                    gate.storage_offset())
+        return None
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> torch.Tensor:
+        for call in self.calls:
+            call()
+        return self.logits

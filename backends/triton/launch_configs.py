@@ -1,0 +1,74 @@
+"""Launch configurations of a Program on a GPU target, computed on any machine (no GPU needed).
+
+Contract: `launch_configs(program, target, B, T, max_seq)` lists, per launch of one forward of
+B requests x T new tokens over a `max_seq`-row cache, the kernel and the parameters the runtime
+will use on `target`: grid, block sizes, warps, stages, split-K / split-KV counts. They are the
+same functions the runtime calls (linear_config.choose, attention_config, argmax_config's rule),
+evaluated with the target's SM count; the only runtime input they lack is the cache length of a
+real call (`max_seq`, here a representative value).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import triton
+
+from .kernels import argmax as argmax_mod
+from .kernels.attention import MAX_SPLITS
+from .kernels.linear_config import choose
+from .program import Program
+
+
+def _attention(B, T, H, KH, D, max_seq, sm_count):
+    """attention_config with the target's SM count (the runtime reads the device's)."""
+    G = H // KH
+    rows = T * G
+    block_m = 16 if rows <= 16 else (32 if rows <= 32 else 64)
+    block_n = 64
+    m_blocks = triton.cdiv(rows, block_m)
+    min_chunk = triton.cdiv(max(4 * rows, block_n), block_n) * block_n
+    wanted = triton.cdiv(4 * sm_count, B * KH * m_blocks)
+    splits = max(1, min(wanted, triton.cdiv(max_seq, min_chunk), MAX_SPLITS))
+    return {"block_m": block_m, "block_n": block_n, "num_splits": splits, "m_blocks": m_blocks,
+            "min_chunk": min_chunk, "num_warps": 8 if block_m >= 64 else 4, "num_stages": 2,
+            "grid": [m_blocks, B * KH, splits], "combine": splits > 1}
+
+
+def _argmax(rows, vocab, sm_count):
+    block = min(argmax_mod.BLOCK, triton.next_power_of_2(vocab))
+    chunks = max(1, min(triton.cdiv(4 * sm_count, rows), triton.cdiv(vocab, block), argmax_mod.MAX_CHUNKS))
+    chunk = triton.cdiv(triton.cdiv(vocab, chunks), block) * block
+    return {"grid": [rows, triton.cdiv(vocab, chunk)], "BLOCK": block, "chunk": chunk, "num_warps": 4}
+
+
+def launch_configs(program: Program, target, B: int, T: int, max_seq: int) -> list[dict]:
+    rows, out = B * T, []
+    sm = target.sm_count
+    for i, launch in enumerate(program.launches):
+        kind, a = launch.kind, launch.attrs
+        row = {"launch": i, "kernel": launch.kernel, "implements": list(launch.ops)}
+        if kind == "linear":
+            n, k = sum(a["widths"]), program.values[launch.ins[0]]
+            row.update(m=rows, n=n, k=k, config=asdict(choose(rows, n, k, "bf16")))
+        elif kind == "packed_linear":
+            n, k = program.values[launch.outs[0]], program.values[launch.ins[0]]
+            row.update(m=rows, n=n, k=k, config=asdict(choose(rows, n, k, "bf12")))
+        elif kind == "attention":
+            row.update(B=B, T=T, max_seq=max_seq, tree_mask=launch.ins[1] == program.params.get("mask")
+                       and T > 1, config=_attention(B, T, a["heads"], a["kv_heads"], a["head_dim"], max_seq, sm))
+        elif kind in ("rms_norm", "add_rms_norm"):
+            width = a["group"] if a.get("group") else program.values[launch.ins[0]]
+            n_rows = rows * (program.values[launch.ins[0]] // width)
+            block = triton.next_power_of_2(width)
+            row.update(grid=[n_rows], BLOCK=block, num_warps=min(max(block // 512, 1), 16))
+        elif kind in ("rope", "rope_kv_write", "kv_write"):
+            row.update(grid=[rows], num_warps=4)
+        elif kind in ("embed", "swiglu", "add"):
+            width = program.values[launch.outs[0]]
+            block = min(1024, triton.next_power_of_2(width))
+            row.update(grid=[rows, triton.cdiv(width, block)], BLOCK=block, num_warps=4)
+        out.append(row)
+    vocab = program.values[program.result]
+    out.append({"launch": len(program.launches), "kernel": "argmax.argmax", "implements": ["greedy target choice"],
+                "config": _argmax(rows, vocab, sm)})
+    return out

@@ -1,0 +1,189 @@
+"""From a model graph of the IR to the list of Triton launches that executes it (host-side plan).
+
+Contract: `plan_program(model)` walks `model.graph.ops` in order and returns a `Program` whose
+launches compute exactly the values the IR defines; only these fusions are made, each decided by
+the IR's own op pattern (nothing outside the IR is read):
+- linear group: `linear` ops reading the same input with plain (non-packed) weights of one dtype
+  and the same bias presence become one GEMV/GEMM over the concatenated weight rows (QKV,
+  gate|up); each IR value is a column slice of the group's output;
+- add + rms_norm: an `rms_norm` (no `group`) that directly follows the `add` producing its input
+  becomes one add_rms_norm launch writing both values;
+- rope + kv_write: an `attention` whose q and k are `rope` results with the same rope
+  attributes and positions, used by nothing else, gets one rope_kv_write launch (rotated q into
+  its buffer, rotated k and v into the cache) and then attends; otherwise rope, kv_write and
+  attention run separately.
+The rest is one launch per op. Launch operands name IR values; `values` gives every value's
+width so the executor can size buffers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from specir.errors import SpecirError
+from specir.ir.nodes import Model, Op
+
+SUPPORTED_OPS = ("embed", "rms_norm", "linear", "packed_linear", "rope", "attention", "swiglu", "add")
+
+
+@dataclass
+class Launch:
+    """One kernel launch: `kind` names the wrapper, `outs`/`ins` IR values, `attrs` the rest."""
+
+    kind: str
+    outs: tuple[str, ...]
+    ins: tuple[str, ...]
+    attrs: dict = field(default_factory=dict)
+    ops: tuple[str, ...] = ()  # the IR ops (by result or name) this launch implements
+
+    @property
+    def kernel(self) -> str:
+        return KERNEL_OF[self.kind]
+
+
+KERNEL_OF = {
+    "embed": "embedding.embedding",
+    "rms_norm": "norm.rms_norm",
+    "add_rms_norm": "norm.add_rms_norm",
+    "linear": "linear.linear_bf16",
+    "packed_linear": "linear.linear_bf12",
+    "rope": "rope.rope",
+    "rope_kv_write": "rope.rope_kv_write",
+    "kv_write": "kv_cache.kv_write",
+    "attention": "attention.attention",
+    "swiglu": "activation.silu_mul",
+    "add": "add.add",
+}
+
+
+@dataclass
+class Program:
+    model: str
+    launches: list[Launch]
+    values: dict[str, int]  # IR value -> width per token
+    params: dict[str, str]  # "ids" | "positions" | "mask" -> IR value name
+    result: str
+    layers: dict[int, tuple[int, int]]  # attention layer -> (kv_heads, head_dim)
+    notes: list[str] = field(default_factory=list)
+
+
+def _uses(ops) -> dict[str, list[int]]:
+    uses: dict[str, list[int]] = {}
+    for i, op in enumerate(ops):
+        for v in op.values:
+            uses.setdefault(v, []).append(i)
+    return uses
+
+
+def _weight_dtype(model: Model, name: str) -> str:
+    w = model.weight(name)
+    return w.type.dtype if w is not None else "?"
+
+
+def plan_program(model: Model) -> Program:
+    if model.graph is None:
+        raise SpecirError(f"model @{model.name} is not expanded", location=model.loc,
+                          hint="load the pipeline with its models imported")
+    ops = list(model.graph.ops)
+    for op in ops:
+        if op.name not in SUPPORTED_OPS:
+            raise SpecirError(f"the triton backend has no kernel for op {op.name!r}", location=op.loc,
+                              hint="supported: " + ", ".join(SUPPORTED_OPS))
+    uses = _uses(ops)
+    producer = {op.result: i for i, op in enumerate(ops) if op.result}
+    values = {name: 0 for name, _ in model.graph.params}
+    params = {}
+    for name, type_ in model.graph.params:
+        params[type_.name] = name
+    for op in ops:
+        if op.result:
+            values[op.result] = op.type.width if op.type is not None and op.type.params else 0
+    layers = {op.attrs["layer"]: (op.attrs["kv_heads"], op.attrs["head_dim"]) for op in ops if op.name == "attention"}
+
+    done: set[int] = set()
+    launches: list[Launch] = []
+    fused_rope: dict[int, tuple[int, int]] = {}  # attention op index -> (q rope, k rope)
+    for i, op in enumerate(ops):
+        if op.name != "attention":
+            continue
+        q, k, _v, _mask = op.values
+        qi, ki = producer.get(q), producer.get(k)
+        if qi is None or ki is None:
+            continue
+        qop, kop = ops[qi], ops[ki]
+        if (qop.name == "rope" and kop.name == "rope" and qop.attrs == kop.attrs
+                and qop.values[1] == kop.values[1] and uses.get(q) == [i] and uses.get(k) == [i]):
+            fused_rope[i] = (qi, ki)
+    rope_in_fusion = {j for pair in fused_rope.values() for j in pair}
+
+    for i, op in enumerate(ops):
+        if i in done:
+            continue
+        name = op.name
+        if name == "embed":
+            launches.append(Launch("embed", (op.result,), op.values, {"weight": op.attrs["weight"]}, (op.result,)))
+        elif name == "add":
+            nxt = ops[i + 1] if i + 1 < len(ops) else None
+            if (nxt is not None and nxt.name == "rms_norm" and not nxt.attrs.get("group")
+                    and nxt.values == (op.result,)):
+                launches.append(Launch("add_rms_norm", (nxt.result, op.result), op.values,
+                                       {"weight": nxt.attrs["weight"], "eps": float(nxt.attrs["eps"])},
+                                       (op.result, nxt.result)))
+                done.add(i + 1)
+            else:
+                launches.append(Launch("add", (op.result,), op.values, {}, (op.result,)))
+        elif name == "rms_norm":
+            launches.append(Launch("rms_norm", (op.result,), op.values,
+                                   {"weight": op.attrs["weight"], "eps": float(op.attrs["eps"]),
+                                    "group": int(op.attrs.get("group") or 0)}, (op.result,)))
+        elif name == "linear":
+            group = [i]
+            dtype = _weight_dtype(model, op.attrs["weight"])
+            has_bias = bool(op.attrs.get("bias"))
+            if op.type is None or op.type.name == "act":
+                for j in range(i + 1, len(ops)):
+                    other = ops[j]
+                    if (j not in done and other.name == "linear" and other.values == op.values
+                            and (other.type is None or other.type.name == "act")
+                            and _weight_dtype(model, other.attrs["weight"]) == dtype
+                            and bool(other.attrs.get("bias")) == has_bias):
+                        group.append(j)
+            done.update(group)
+            members = [ops[j] for j in group]
+            launches.append(Launch("linear", tuple(m.result for m in members), op.values,
+                                   {"weights": tuple(m.attrs["weight"] for m in members),
+                                    "biases": tuple(m.attrs.get("bias") or "" for m in members),
+                                    "widths": tuple(values[m.result] for m in members)},
+                                   tuple(m.result for m in members)))
+        elif name == "packed_linear":
+            launches.append(Launch("packed_linear", (op.result,), op.values,
+                                   {"weight": op.attrs["weight"], "bias": op.attrs.get("bias") or "",
+                                    "format": op.attrs["format"]}, (op.result,)))
+        elif name == "rope":
+            if i in rope_in_fusion:
+                continue  # emitted with its attention
+            launches.append(Launch("rope", (op.result,), op.values,
+                                   {"head_dim": op.attrs["head_dim"], "rope": op.attrs["rope"]}, (op.result,)))
+        elif name == "attention":
+            a = op.attrs
+            q, k, v, mask = op.values
+            common = {"layer": a["layer"], "heads": a["heads"], "kv_heads": a["kv_heads"],
+                      "head_dim": a["head_dim"]}
+            if i in fused_rope:
+                qi, ki = fused_rope[i]
+                qop, kop = ops[qi], ops[ki]
+                launches.append(Launch("rope_kv_write", (q,), (qop.values[0], kop.values[0], v, qop.values[1]),
+                                       {**common, "rope": qop.attrs["rope"]}, (q, k, f"kv_write[{a['layer']}]")))
+            else:
+                launches.append(Launch("kv_write", (), (k, v), common, (f"kv_write[{a['layer']}]",)))
+            launches.append(Launch("attention", (op.result,), (q, mask),
+                                   {**common, "scale": float(a.get("scale") or 0.0),
+                                    "window": int(a.get("window") or 0)}, (op.result,)))
+        elif name == "swiglu":
+            launches.append(Launch("swiglu", (op.result,), op.values, {}, (op.result,)))
+    return Program(model.name, launches, values, params, model.graph.result, layers)
+
+
+def describe(program: Program) -> list[dict]:
+    """One row per launch: the kernel, the IR values it implements (for manifests and benches)."""
+    return [{"kernel": launch.kernel, "kind": launch.kind, "implements": list(launch.ops)}
+            for launch in program.launches]

@@ -1,0 +1,66 @@
+"""Device weights in the form a Program's launches read them.
+
+Contract: `prepare_weights(program, raw, dtype)` takes the model's loaded weights (name -> tensor
+in the checkpoint dtype, or a `BF12Matrix`) and returns `PreparedWeights`:
+- `linear[i]`: per `linear` launch index, (weight, bias, use_triton): the group's matrices
+  concatenated along the output rows (one tensor, no copy for a single member) and biases
+  likewise. bf16 weights stay bf16 for bf16 and fp32 activations (the Triton GEMV computes
+  x . w in fp32 either way, as the reference does after casting w); other combinations are cast
+  to the activation dtype and run through torch (`use_triton` False).
+- `packed[i]`: per `packed_linear` launch, a BF12Matrix (packed here when given a bf16 tensor).
+- `table[name]`: norm / embedding weights in the activation dtype.
+Callers drop `raw` afterwards so that concatenated copies do not double the device memory.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from specir.bf12 import BF12Matrix
+
+from .program import Program
+
+
+@dataclass
+class PreparedWeights:
+    linear: dict[int, tuple[torch.Tensor, torch.Tensor | None, bool]] = field(default_factory=dict)
+    packed: dict[int, tuple[BF12Matrix, torch.Tensor | None]] = field(default_factory=dict)
+    table: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def nbytes(self, skip: set[str] = frozenset()) -> int:
+        total = sum(w.numel() * w.element_size() + (0 if b is None else b.numel() * b.element_size())
+                    for w, b, _ in self.linear.values())
+        total += sum(p.nbytes() for p, _ in self.packed.values())
+        total += sum(t.numel() * t.element_size() for n, t in self.table.items() if n not in skip)
+        return total
+
+
+def _cast(t: torch.Tensor, dtype) -> torch.Tensor:
+    return t if t.dtype == dtype else t.to(dtype)
+
+
+def prepare_weights(program: Program, raw: dict, dtype: torch.dtype) -> PreparedWeights:
+    out = PreparedWeights()
+    for index, launch in enumerate(program.launches):
+        kind, a = launch.kind, launch.attrs
+        if kind == "linear":
+            mats = [raw[name] for name in a["weights"]]
+            triton_ok = all(m.dtype == torch.bfloat16 for m in mats) and dtype in (torch.bfloat16, torch.float32)
+            if not triton_ok:
+                mats = [_cast(m, dtype) for m in mats]
+            weight = mats[0].contiguous() if len(mats) == 1 else torch.cat(mats, 0)
+            bias = None
+            if any(a["biases"]):
+                bias = torch.cat([_cast(raw[b], dtype) for b in a["biases"]], 0)
+            out.linear[index] = (weight, bias, triton_ok)
+        elif kind == "packed_linear":
+            w = raw[a["weight"]]
+            if not isinstance(w, BF12Matrix):
+                from specir.bf12 import pack
+                w = pack(w.to(torch.bfloat16))
+            bias = _cast(raw[a["bias"]], dtype) if a["bias"] else None
+            out.packed[index] = (w, bias)
+        elif kind in ("embed", "rms_norm", "add_rms_norm"):
+            out.table[a["weight"]] = _cast(raw[a["weight"]], dtype).contiguous()
+    return out
