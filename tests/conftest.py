@@ -26,7 +26,7 @@ def pair(tmp_path_factory) -> tuple[Path, Path]:
     """(target, drafter): a random Llama and a noisy copy of it, sharing a tokenizer (vocab 259)."""
     root = tmp_path_factory.mktemp("pair")
     target = make_checkpoint("llama", root / "target", seed=3, vocab_size=259, initializer_range=0.3)
-    drafter = make_checkpoint("llama", root / "drafter", seed=4, noise_from=target, noise=0.15)
+    drafter = make_checkpoint("llama", root / "drafter", seed=4, noise_from=target, noise=0.02)
     for folder in (target, drafter):
         write_tokenizer(folder, 259)
     return target, drafter

@@ -4,7 +4,10 @@ For every token t_i a pipeline produced after prompt P, the reference (the stock
 decoding, same dtype) is run on P + t_1 .. t_{i-1} and must choose t_i. All positions of one
 sequence are checked with one causal forward (teacher forcing). Where the reference's argmax
 differs, the token passes only as a near-tie: the reference's logit gap between its argmax and
-t_i is at most `tolerance`; near-ties are counted and reported. Anything else is a mismatch.
+t_i is at most the tolerance; near-ties are counted and reported. Anything else is a mismatch.
+The default tolerance is a few units in the last place of the dtype at the position's largest
+logit: `abs + rel * max|logit|` (bf16: 1/16 + 2^-6 |l|, i.e. two bf16 ulps; f16: 1/64 + 2^-9 |l|;
+f32: 1e-4 + 1e-5 |l|). `--tolerance X` replaces it by a fixed gap X.
 
 References: `transformers` (AutoModelForCausalLM on the target checkpoint, the default), or
 `ir` (the target's freshly imported graph, no passes, on the reference backend).
@@ -20,7 +23,7 @@ from ..errors import SpecirError
 from ..ir.nodes import Model
 from .dtypes import torch_dtype
 
-DEFAULT_TOLERANCE = {"f32": 1e-3, "f16": 0.05, "bf16": 0.1}
+DEFAULT_TOLERANCE = {"f32": (1e-4, 1e-5), "f16": (2.0 ** -6, 2.0 ** -9), "bf16": (2.0 ** -4, 2.0 ** -6)}
 
 
 @dataclass
@@ -37,7 +40,7 @@ class SequenceReport:
 
 @dataclass
 class ForcingReport:
-    tolerance: float
+    tolerance: str
     reference: str
     sequences: list[SequenceReport]
 
@@ -106,7 +109,9 @@ class Reference:
 
 def force(reference: Reference, prompts: list[list[int]], outputs: list[list[int]],
           tolerance: float | None = None) -> ForcingReport:
-    tol = DEFAULT_TOLERANCE.get(reference.dtype_name, 0.1) if tolerance is None else tolerance
+    abs_tol, rel_tol = DEFAULT_TOLERANCE.get(reference.dtype_name, (0.1, 0.0)) if tolerance is None \
+        else (tolerance, 0.0)
+    described = f"{abs_tol:g} + {rel_tol:g}*max|logit|" if rel_tol else f"{abs_tol:g}"
     reports = []
     for i, (prompt, out) in enumerate(zip(prompts, outputs)):
         rep = SequenceReport(i)
@@ -114,12 +119,14 @@ def force(reference: Reference, prompts: list[list[int]], outputs: list[list[int
             seq = list(prompt) + list(out[:-1])
             logits = reference.logits(seq)[len(prompt) - 1:]
             best = logits.argmax(-1).tolist()
+            bound = (abs_tol + rel_tol * logits.abs().amax(-1)).tolist()
             for j, tok in enumerate(out):
                 rep.checked += 1
                 if best[j] == tok:
                     continue
                 gap = float(logits[j, best[j]] - logits[j, tok])
-                entry = {"position": j, "produced": tok, "reference": best[j], "gap": round(gap, 6)}
-                (rep.near_ties if gap <= tol else rep.mismatches).append(entry)
+                entry = {"position": j, "produced": tok, "reference": best[j], "gap": round(gap, 6),
+                         "bound": round(bound[j], 6)}
+                (rep.near_ties if gap <= bound[j] else rep.mismatches).append(entry)
         reports.append(rep)
-    return ForcingReport(tol, reference.kind, reports)
+    return ForcingReport(described, reference.kind, reports)
