@@ -1,0 +1,36 @@
+"""Pipelines of the tiny pair for the Triton backend tests, and a token-forcing check."""
+from __future__ import annotations
+
+from specir.cli.cmd_init import pipeline_text
+from specir.load import load_pipeline
+from specir.pass_manager import PassManager
+from specir.pass_pipeline import build_passes
+from specir.runtime.baseline import ar_pipeline
+
+KINDS = {
+    "ar": dict(k=2),
+    "chain": dict(k=2),
+    "tree": dict(k=2, passes="tree-verify{budget=4,topk=2,depth=2}"),
+    "ngram": dict(k=3),
+}
+PROMPTS = [[5, 6, 7, 5, 6, 7], [1, 2, 3]]
+
+
+def pipeline(kind: str, target, drafter, dtype: str = "f32"):
+    """`kind` of KINDS over the tiny pair, activations in `dtype` (f32 keeps the interpreter fast)."""
+    opts = KINDS[kind]
+    text = pipeline_text(kind, str(target), "ngram" if kind == "ngram" else str(drafter), opts["k"])
+    text = text.replace(")\n", f') attributes {{dtype = "{dtype}"}}\n', 1 if kind == "ngram" else 2)
+    p = load_pipeline("<test>", text=text)
+    if opts.get("passes"):
+        p = PassManager(build_passes(opts["passes"])).run(p)
+    if kind == "ar":
+        p = ar_pipeline(p, stock=False)
+    return p
+
+
+def forced(pipeline, target_folder, prompts, outputs):
+    """Token forcing of `outputs` against transformers' plain decoding of the target."""
+    from specir.runtime.token_forcing import Reference, force
+    reference = Reference(pipeline.model("target"), target_folder, "cpu", "transformers")
+    return force(reference, prompts, outputs)
