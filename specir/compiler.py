@@ -2,7 +2,9 @@
 
 The build folder holds `pipeline.spec` (the final IR), `manifest.json` (passes run, target,
 facts, cost-model estimate, kernel list) and whatever the backend generated (kernel sources,
-packed weights, compiled modules).
+compiled modules). Weights the final IR declares `bf12` (pack-weights) are packed here, on the
+GPU when there is one, into `weights/<model>.bf12.safetensors` (runtime/packed_weights.py),
+listed under the manifest's `packed_weights`; the runtime loads them instead of packing.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from .ir.printer import print_pipeline
 from .load import load_pipeline
 from .pass_manager import PassManager, facts_of
 from .pass_pipeline import build_passes
+from .runtime.packed_weights import write_packed_weights
 from .targets import get_target
 
 
@@ -30,12 +33,18 @@ def optimise(spec: str | Path, pipeline_string: str = "", *, print_after_all: bo
     return manager.run(pipeline), manager
 
 
+def _spec_folder(spec: str | Path) -> Path | None:
+    """Relative model sources are relative to the .spec file's folder."""
+    return None if str(spec).startswith("<") else Path(spec).parent
+
+
 def compile_pipeline(spec: str | Path, target_name: str, out: str | Path, pipeline_string: str = "",
                      *, print_after_all: bool = False, debug: bool = False) -> dict:
     target = get_target(target_name)
     pipeline, manager = optimise(spec, pipeline_string, print_after_all=print_after_all, debug=debug)
     with atomic_build(Path(out)) as tmp:
         lowering = lower(pipeline, target, tmp)
+        packed = write_packed_weights(lowering.pipeline, tmp, _spec_folder(spec))
         (tmp / "pipeline.spec").write_text(print_pipeline(lowering.pipeline))
         manifest = {
             "specir_version": __version__,
@@ -48,8 +57,11 @@ def compile_pipeline(spec: str | Path, target_name: str, out: str | Path, pipeli
             "facts": list(facts_of(lowering.pipeline)),
             "cost_model": estimate(lowering.pipeline, target),
             "kernels": lowering.kernels,
+            "packed_weights": packed,
             "files": sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file()) + ["manifest.json"],
-            "notes": lowering.notes,
+            "notes": lowering.notes + [f"packed weights of @{name}: {e['matrices']} matrices, {e['bits_per_weight']:.3f} "
+                                       f"bits/weight, packed on {e['packed_on']} in {e['seconds']} s -> {e['file']}"
+                                       for name, e in packed.items()],
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest

@@ -32,6 +32,20 @@ def linear(params, state, x):
     return F.linear(x, params["weight"], params.get("bias"))
 
 
+def packed_linear(params, state, x):
+    """`specir.bf12.linear_reference(x, W, bias)` for a BF12Matrix W, i.e. the bits of `linear`
+    over the unpacked weight: F.linear(x, unpack(W).to(x.dtype), bias). The matrix is decoded on
+    the first call and kept in `params` (which live as long as the ModelRunner), since a CPU
+    decode costs more than the GEMV it feeds."""
+    decoded = params.get("decoded")
+    if decoded is None or decoded.dtype != x.dtype or decoded.device != x.device:
+        from specir.bf12 import unpack
+        packed = params["weight"]
+        decoded = unpack(packed if packed.device == x.device else packed.to(x.device)).to(x.dtype)
+        params["decoded"] = decoded
+    return F.linear(x, decoded, params.get("bias"))
+
+
 def rope_cos_sin(params, state, dtype):
     """cos/sin [B, T, rotary_dim] for this forward, shared by every rope op with the same table."""
     key = ("rope", id(params["table"]))
@@ -98,5 +112,5 @@ def attention(params, state, q, k, v, mask):
     return out.transpose(1, 2).reshape(B, T, H * D).to(q.dtype)
 
 
-KERNELS = {"embed": embed, "rms_norm": rms_norm, "linear": linear, "rope": rope, "swiglu": swiglu,
-           "add": add, "attention": attention}
+KERNELS = {"embed": embed, "rms_norm": rms_norm, "linear": linear, "packed_linear": packed_linear, "rope": rope,
+           "swiglu": swiglu, "add": add, "attention": attention}

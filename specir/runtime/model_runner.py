@@ -66,7 +66,8 @@ class ModelRunner:
             if op.name == "attention":
                 layers[op.attrs["layer"]] = (op.attrs["kv_heads"], op.attrs["head_dim"])
         self.cache = KVCache(layers, slots, max_seq, self.dtype, self.device)
-        self.weights = {n: (t.to(self.dtype) if t.is_floating_point() else t) for n, t in weights.items()}
+        self.weights = {n: (t.to(self.dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t)
+                        for n, t in weights.items()}  # packed (BF12Matrix) weights stay as loaded
         self.plan = [self._plan(op) for op in model.graph.ops]
         self.params = {name: i for i, (name, _) in enumerate(model.graph.params)}
 

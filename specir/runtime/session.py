@@ -12,7 +12,8 @@ from ..ir.nodes import Pipeline
 from ..load import load_pipeline
 from ..targets import Target, get_target, host_target, require_available
 from .engine import Engine
-from .weights import model_folder
+from .packed_weights import FOLDER as PACKED_FOLDER
+from .weights import load_weights, model_folder
 
 
 @dataclass
@@ -94,7 +95,10 @@ def _backend_for(target: Target) -> str:
 
 def make_engine(pipeline: Pipeline, backend: str, device: str, build: Path | None, **kwargs) -> Engine:
     """The engine of `backend`: its module's own `make_engine(pipeline, device, build, **kwargs)`
-    when it has one (e.g. triton), else the reference engine with the module's kernel table."""
+    when it has one (e.g. triton), else the reference engine with the module's kernel table.
+    A build holding packed weights (compile after pack-weights) hands them to the engine loaded."""
+    if build is not None and kwargs.get("weights") is None and has_packed_weights(build):
+        kwargs["weights"] = build_weights(pipeline, device, build)
     kernels = None
     if backend != "reference":
         from ..backends_api import backend_module
@@ -103,3 +107,13 @@ def make_engine(pipeline: Pipeline, backend: str, device: str, build: Path | Non
             return module.make_engine(pipeline, device, build, **kwargs)
         kernels = module.kernels_for(pipeline, build)
     return Engine(pipeline, device=device, kernels=kernels, backend=backend, **kwargs)
+
+
+def has_packed_weights(build: Path) -> bool:
+    return (Path(build) / PACKED_FOLDER).is_dir()
+
+
+def build_weights(pipeline: Pipeline, device: str, build: Path) -> dict:
+    """Weights of the models the step uses, packed ones read from the build folder."""
+    used = {s.lstrip("@") for op in pipeline.step.ops for s in op.symbols}
+    return {m.name: load_weights(m, device, build=build) for m in pipeline.models if m.name in used}

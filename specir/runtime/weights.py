@@ -3,9 +3,13 @@
 Contract: returns name -> tensor on `device`, in the checkpoint's dtype (casting is the
 runner's business), for exactly the weights the IR declares; a weight the IR declares but the
 files lack (or with another shape) is a SpecirError naming it.
+A weight the IR declares `bf12` (pack-weights) is a `specir.bf12.BF12Matrix` on `device`: read
+from the build folder's packed weights when `build` holds them (runtime/packed_weights.py), else
+packed here, at load time, from the bf16 checkpoint tensor (on `device`).
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -13,7 +17,7 @@ from safetensors import safe_open
 
 from ..errors import SpecirError
 from ..importers import resolve_source
-from ..importers.checkpoint import tensor_index
+from ..importers.checkpoint import TensorInfo, tensor_index
 from ..ir.nodes import Model
 
 
@@ -25,31 +29,49 @@ def model_folder(model: Model, base: Path | None = None) -> Path:
     return resolve_source(source, base)
 
 
-def load_weights(model: Model, device: str | torch.device = "cpu", base: Path | None = None,
-                 skip: set[str] | None = None) -> dict[str, torch.Tensor]:
-    folder = model_folder(model, base)
-    index = tensor_index(folder, model.loc)
-    by_file: dict[Path, list] = {}
-    for w in model.weights:
-        if skip and w.name in skip:
-            continue
-        info = index.get(w.name)
+def check_declared(model: Model, names: list[str], index: dict[str, TensorInfo], folder: Path) -> None:
+    """Every name is in the checkpoint with the declared shape (bf12 weights: stored as bf16)."""
+    for name in names:
+        w, info = model.weight(name), index.get(name)
         if info is None:
-            raise SpecirError(f"weight {w.name!r} of @{model.name} is missing from {folder}", path=str(folder),
+            raise SpecirError(f"weight {name!r} of @{model.name} is missing from {folder}", path=str(folder),
                               hint="the checkpoint changed since the pipeline was written: re-run specir init "
                                    "or restore the files")
-        want = tuple(w.type.shape)
-        if w.type.dtype != "bf12" and info.shape != want:
-            raise SpecirError(f"weight {w.name!r} has shape {list(info.shape)} on disk, the pipeline says "
-                              f"{list(want)}", path=str(info.file), hint="re-run specir init for this checkpoint")
-        by_file.setdefault(info.file, []).append(w.name)
-    out = {}
-    for file, names in by_file.items():
+        if info.shape != tuple(w.type.shape):
+            raise SpecirError(f"weight {name!r} has shape {list(info.shape)} on disk, the pipeline says "
+                              f"{list(w.type.shape)}", path=str(info.file), hint="re-run specir init for this checkpoint")
+        if w.type.dtype == "bf12" and info.dtype != "bf16":
+            raise SpecirError(f"weight {name!r} is {info.dtype} on disk, but the pipeline packs it as bf12 "
+                              f"(lossless only for bf16)", path=str(info.file),
+                              hint="the checkpoint changed since pack-weights ran: run the passes again")
+
+
+def iter_tensors(names: list[str], index: dict[str, TensorInfo]) -> Iterator[tuple[str, torch.Tensor]]:
+    """(name, CPU tensor) one at a time, each file opened once (memory-mapped)."""
+    by_file: dict[Path, list[str]] = {}
+    for name in names:
+        by_file.setdefault(index[name].file, []).append(name)
+    for file, group in by_file.items():
         try:
             with safe_open(str(file), framework="pt", device="cpu") as f:
-                for name in names:
-                    out[name] = f.get_tensor(name).to(device)
+                for name in group:
+                    yield name, f.get_tensor(name)
         except (OSError, RuntimeError, ValueError) as exc:
             raise SpecirError(f"cannot read weights from {file.name}: {exc}", path=str(file),
                               hint="the file is truncated or corrupt") from None
+
+
+def load_weights(model: Model, device: str | torch.device = "cpu", base: Path | None = None,
+                 skip: set[str] | None = None, build: Path | None = None) -> dict:
+    from ..bf12 import pack
+    from .packed_weights import read_packed_weights
+    folder = model_folder(model, base)
+    index = tensor_index(folder, model.loc)
+    names = [w.name for w in model.weights if not (skip and w.name in skip)]
+    check_declared(model, names, index, folder)
+    packed = {w.name for w in model.weights if w.type.dtype == "bf12" and w.name in names}
+    out = {n: m for n, m in read_packed_weights(model, build, folder, device).items() if n in packed} \
+        if packed else {}
+    for name, tensor in iter_tensors([n for n in names if n not in out], index):
+        out[name] = pack(tensor.to(device)) if name in packed else tensor.to(device)
     return out
