@@ -181,14 +181,22 @@ class Engine:
         return Verified(logits, tokens, parents)
 
     def commit(self, active, accepted: Accepted, compact: bool) -> None:
+        self.commit_kv(active, accepted, compact)
+        self.record(active, accepted)
+
+    def commit_kv(self, active, accepted: Accepted, compact: bool) -> None:
+        """Promote the accepted nodes' KV rows in the target's cache."""
         runner = self.runners[self.target]
-        for b, r in enumerate(active):
-            path = accepted.paths[b]
+        for r, path in zip(active, accepted.paths):
             if compact:
                 runner.cache.commit_path(r.slot, path)
             else:
                 runner.cache.commit_prefix(r.slot, len(path))
-            emitted = accepted.emitted[b][: r.max_new - len(r.generated)]
+
+    def record(self, active, accepted: Accepted) -> None:
+        """Append the emitted tokens (cut at EOS and at max_new) and mark finished requests."""
+        for r, emitted in zip(active, accepted.emitted):
+            emitted = emitted[: r.max_new - len(r.generated)]
             for i, t in enumerate(emitted):
                 if t in self.eos:
                     emitted = emitted[: i + 1]

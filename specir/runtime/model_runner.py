@@ -57,7 +57,9 @@ class ModelRunner:
                  device="cpu", kernels: dict | None = None, backend: str = "reference"):
         self.model, self.device = model, torch.device(device)
         self.dtype = torch_dtype(str(model.attrs.get("dtype", "bf16")))
-        self.kernels = dict(kernels or {})
+        if kernels is None:
+            from ..backends.reference.ops import KERNELS as kernels
+        self.kernels = dict(kernels)
         self.kernels.update(OP_KERNELS.get(backend, {}))
         self.backend = backend
         self.vocab = model.graph.result_type.width
