@@ -56,9 +56,12 @@ class UseBroken(Pass):
 
     def run(self, pipeline):
         from dataclasses import replace
-        target = {"trusting": "accept.greedy", "no_correction": "accept.greedy", "shifted": "commit"}[self.which]
+        targets = {"trusting": ("accept.greedy", "accept.sample"),
+                   "no_correction": ("accept.greedy", "accept.sample"), "shifted": ("commit",)}[self.which]
         new = {"trusting": "accept.trusting", "no_correction": "accept.no_correction",
                "shifted": "commit.shifted"}[self.which]
-        ops = tuple(replace(op, name=new, attrs=op.attrs.set(kv=None)) if op.name == target else op
+        ops = tuple(replace(op, name=new, attrs=op.attrs.set(kv=None)) if op.name in targets else op
                     for op in pipeline.step.ops)
+        if ops == pipeline.step.ops:
+            raise ValueError(f"use-broken: nothing to replace for {self.which}")
         return replace(pipeline, step=replace(pipeline.step, ops=ops))

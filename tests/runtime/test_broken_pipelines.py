@@ -35,6 +35,7 @@ def test_pass_that_changes_the_target_graph_changes_execution_and_is_caught(tmp_
     (different tokens), and token forcing against the stock target rejects it."""
     plugin = tmp_path / "skip_layer.py"
     plugin.write_text('''
+import re
 from dataclasses import replace
 from specir.pass_base import Pass
 
@@ -43,8 +44,9 @@ class SkipLastLayer(Pass):
 
     def run(self, pipeline):
         model = pipeline.model("target")
-        ops, last = list(model.graph.ops), max(int(op.result[2:].split(".")[0]) for op in model.graph.ops
-                                                  if op.result and op.result.startswith("%l"))
+        layer_of = lambda op: re.match(r"%l(\\d+)\\.", op.result or "")  # noqa: E731
+        ops = list(model.graph.ops)
+        last = max(int(layer_of(op).group(1)) for op in ops if layer_of(op))
         keep = [op for op in ops if not (op.result or "").startswith(f"%l{last}.")]
         final = keep[-2]  # the final norm reads the skipped layer's output: rewire it
         keep[-2] = replace(final, operands=(f"%l{last - 1}.out",))
