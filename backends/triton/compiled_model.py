@@ -37,10 +37,18 @@ class RopeTable:
         return freq.to(device=self.device, dtype=torch.float32).contiguous()
 
 
+def concrete_device(device) -> torch.device:
+    """`cuda` -> `cuda:<current>` (tensors report the indexed form; caches keyed by device agree)."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
 class CompiledModel:
     def __init__(self, model: Model, raw_weights: dict, device):
         self.model, self.name = model, model.name
-        self.device = torch.device(device)
+        self.device = concrete_device(device)
         self.dtype = torch_dtype(str(model.attrs.get("dtype", "bf16")))
         self.program = plan_program(model)
         self.weights = prepare_weights(self.program, raw_weights, self.dtype)

@@ -19,7 +19,7 @@ from specir.errors import SpecirError
 from specir.runtime.engine import Engine
 from specir.runtime.weights import load_weights
 
-from .compiled_model import CompiledModel
+from .compiled_model import CompiledModel, concrete_device
 from .graph_engine import GraphEngine
 from .host_engine import HostPathEngine
 from .schedule import Schedule, match_schedule
@@ -30,16 +30,31 @@ def used_models(pipeline) -> dict:
     return {m.name: m for m in pipeline.models if m.name in used}
 
 
+def shares_program(a, b) -> bool:
+    """Two model regions with the same weights and ops run the same launches (the mask type
+    of the graph, causal or tree, is not read by the program: the attention reads the mask
+    operand given to each forward)."""
+    return a.name == b.name and a.weights == b.weights and a.graph.ops == b.graph.ops and a.attrs == b.attrs
+
+
 class TritonEngine:
     backend = "triton"
 
-    def __init__(self, pipeline, device="cuda", weights: dict | None = None, base=None):
+    def __init__(self, pipeline, device="cuda", weights: dict | None = None, base=None,
+                 compiled: dict[str, CompiledModel] | None = None):
+        """`weights`: model name -> {weight name -> tensor} to use instead of the checkpoint;
+        `compiled`: model name -> CompiledModel of the same model region, shared with another
+        engine (no second copy of the device weights)."""
         if pipeline.step is None:
             raise SpecirError("the pipeline has no step", hint="add step(%ctx: context) { ... }")
-        self.pipeline, self.device = pipeline, torch.device(device)
+        self.pipeline, self.device = pipeline, concrete_device(device)
         models = used_models(pipeline)
         self.models: dict[str, CompiledModel] = {}
         for name, model in models.items():
+            shared = (compiled or {}).get(name)
+            if shared is not None and shares_program(shared.model, model):
+                self.models[name] = shared
+                continue
             raw = (weights or {}).get(name) or load_weights(model, self.device, base)
             self.models[name] = CompiledModel(model, raw, self.device)
             del raw

@@ -21,11 +21,13 @@ import torch
 from specir.runtime.drafting import draft_ngram
 from specir.runtime.engine import Request, Result
 
+from .compiled_model import concrete_device
 from .device_step import DeviceStep, StepState
 from .forward import ForwardInputs
 from .schedule import Schedule
 
-ROW_QUANTUM = 256  # cache rows are rounded up to this so that later calls reuse captured steps
+ROW_QUANTUM = 256
+COUNTER_SLOTS = 1 << 20  # cache rows are rounded up to this so that later calls reuse captured steps
 
 
 class _Session:
@@ -48,14 +50,21 @@ class _Session:
 
 class GraphEngine:
     def __init__(self, pipeline, schedule: Schedule, models: dict, device, eos=(), max_position: int = 1 << 30):
-        self.pipeline, self.schedule, self.device = pipeline, schedule, torch.device(device)
+        self.pipeline, self.schedule, self.device = pipeline, schedule, concrete_device(device)
         self.target = models[schedule.target]
         self.drafter = models[schedule.drafter] if schedule.drafter else None
         self.eos, self.max_position = set(eos), max_position
         self.use_graphs = self.device.type == "cuda"
         self.pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
+        if self.use_graphs:
+            # The split-K arrival counters of the linear kernels live in one buffer per device that
+            # grows on demand; a captured graph keeps its address, so grow it once, now, past what
+            # any later call (prefill included) asks for.
+            from .kernels.linear import _counter_buffer
+            self._counters = _counter_buffer(self.device, COUNTER_SLOTS)
         self.sessions: dict[int, _Session] = {}
         self.captures = 0
+        self.timings: dict[str, float] = {}  # prefill / decode seconds of the last generate
 
     # ------------------------------------------------------------------ graphs
     def capture(self, fn):
@@ -99,6 +108,9 @@ class GraphEngine:
         m = sess.state
         m.reset()
         self._prefill(sess, prompts)
+        if self.use_graphs:
+            torch.cuda.synchronize(self.device)
+        decode_start = time.perf_counter()
         requests = [Request(list(p), max_new_tokens, b, tokens=list(p)) for b, p in enumerate(prompts)]
         m.pending.copy_(torch.tensor([p[-1] for p in prompts], dtype=torch.long))
         m.active.fill_(1)
@@ -122,8 +134,9 @@ class GraphEngine:
                 on_step(requests)
         if self.use_graphs:
             torch.cuda.synchronize(self.device)
-        seconds = time.perf_counter() - start
-        return [Result(r.generated, r.accept_lengths, seconds) for r in requests]
+        end = time.perf_counter()
+        self.timings = {"prefill_s": decode_start - start, "decode_s": end - decode_start}
+        return [Result(r.generated, r.accept_lengths, end - start) for r in requests]
 
     def _prefill(self, sess: _Session, prompts) -> None:
         feeds = [p[:-1] for p in prompts]

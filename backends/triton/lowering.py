@@ -82,13 +82,13 @@ def lower(pipeline: Pipeline, target: Target, folder: Path) -> Lowering:
             entry["ops"].add(launch.kind)
             count = entry["launches_per_forward"]
             count[name] = count.get(name, 0) + 1
-    step_kernels = ["argmax.argmax"]
+    step_kernels = {"argmax.argmax": "verify.* (the target's greedy choice)"}
     if isinstance(schedule, Schedule):
-        step_kernels.append("accept.greedy_accept_tree")
+        step_kernels["accept.greedy_accept_tree"] = "accept.*"
         if schedule.compact:
-            step_kernels.append("kv_cache.kv_compact")
-    for kernel in step_kernels:
-        kernels.setdefault(kernel, {"ops": {"step"}, "launches_per_forward": {}})
+            step_kernels["kv_cache.kv_compact"] = 'commit {kv = "compact"}'
+    for kernel, op in step_kernels.items():
+        kernels.setdefault(kernel, {"ops": {op}, "launches_per_forward": {}})
 
     src_dir = folder / "kernels"
     src_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,836 @@
+"""GPU benchmark of the Triton backend at the Llama-3.1-8B shape (one H200 call).
+
+    python bench/gpu_bench.py --out DIR [--quick] [--random-8b] [--budget-s S]
+
+Sections, each written to DIR/gpu_bench.json and DIR/gpu_bench.md as soon as it finishes (a
+later section that fails or runs out of time loses nothing before it):
+  env          date, command, GPU, versions
+  copy         device-to-device copy bandwidth (read + write bytes / time)
+  models       the weights: the shipped zoo pair embedded function-preservingly into the 8B
+               target / 1B drafter shapes on the GPU (in memory, specir.zoo.inflate's
+               construction), or with --random-8b (or when the zoo pair is missing) random
+               weights of those shapes: speed numbers stay valid, acceptance does not
+  ar_step      AR decode step (captured step: forward, argmax, acceptance, commit) at each
+               context against the roofline (weight bytes except the embedding + KV bytes, over
+               the measured copy bandwidth); plain torch + cuBLAS + SDPA in a CUDA graph too
+  breakdown    the AR forward's launches grouped by kind and shape, each group timed alone
+               (its own CUDA graph): where the time goes, against each group's byte floor
+  verify       verify-cost curve: target forward + argmax over a random tree of n nodes
+               (n = 1, 2, 4, ..., 128) at each context, relative to n = 1
+  draft        draft-step cost: drafter forwards, whole chain / tree / AR steps (captured)
+  e2e          end to end at batch 1 per workload: AR, chain, tree and n-gram pipelines,
+               tokens/s, tau, speedup over AR in the same engine; token forcing of every output
+               against transformers on the same weights (mismatches must be 0)
+  peers        transformers' generate and assisted generation on the same weights
+Times: CUDA events around repeated replays of captured CUDA graphs (median of three batches).
+A short table is printed last.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import math
+import os
+import platform
+import sys
+import time
+import traceback
+
+
+def _make_specir_importable():
+    try:
+        import specir.backends.triton.lowering  # noqa: F401
+        return
+    except ImportError:
+        pass
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, root)
+    import specir
+    specir.__path__.append(root)
+
+
+_make_specir_importable()
+
+import torch  # noqa: E402
+
+
+@dataclasses.dataclass
+class Sizes:
+    target_shape: str = "llama-3.1-8b"
+    drafter_shape: str = "llama-3.2-1b"
+    contexts: tuple = (512, 2048)
+    tree_sizes: tuple = (1, 2, 4, 8, 16, 32, 64, 128)
+    reps: int = 30
+    chain_k: int = 4
+    tree: tuple = (6, 8, 64)        # depth, topk, budget (a 65-node verify)
+    ngram_k: int = 4
+    workloads: tuple = ("code-completion", "docstrings", "refactor", "prose")
+    prompts_per_workload: int = 3
+    max_new: int = 96
+    peer_tokens: int = 32
+    warm_tokens: int = 4            # tokens of the untimed first generate per engine (captures graphs)
+    device: str = "cuda"
+    tiny: dict | None = None        # smoke test: explicit shapes instead of the named ones
+
+
+QUICK = dict(tree_sizes=(1, 16, 64, 128), reps=20, prompts_per_workload=1, max_new=64, peer_tokens=16,
+             workloads=("code-completion", "prose"))
+# tiny shapes for the CPU smoke test of this script (tests/triton_backend/test_gpu_bench_smoke.py)
+TINY_TARGET = dict(name="tiny-target", hidden_size=64, num_hidden_layers=1, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=16, intermediate_size=96, vocab_size=300,
+                   tie_word_embeddings=False)
+TINY_DRAFTER = dict(TINY_TARGET, name="tiny-drafter", tie_word_embeddings=True)
+SMOKE = dict(contexts=(16,), tree_sizes=(1, 3), reps=1, chain_k=2, tree=(2, 2, 3), ngram_k=2,
+             workloads=("code-completion",), prompts_per_workload=1, max_new=2, peer_tokens=2, warm_tokens=1,
+             device="cpu",
+             tiny={"target": TINY_TARGET, "drafter": TINY_DRAFTER})
+ROPE_8B = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+           "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+
+
+# ---------------------------------------------------------------------- report
+class Report:
+    """Sections of results, rewritten to DIR after each one; errors are recorded, not raised."""
+
+    def __init__(self, out: str, budget_s: float, argv):
+        self.out, self.start, self.budget = out, time.time(), budget_s
+        os.makedirs(out, exist_ok=True)
+        self.data = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                     "command": " ".join(["python"] + list(argv)), "sections": {}, "errors": {},
+                     "skipped": {}}
+
+    def left(self) -> float:
+        return self.budget - (time.time() - self.start)
+
+    def run(self, name: str, fn, need_s: float = 0.0):
+        if self.left() < need_s:
+            self.data["skipped"][name] = f"time budget: {self.left():.0f} s left, about {need_s:.0f} s needed"
+            print(f"[{name}] skipped (time budget)", flush=True)
+            self.write()
+            return None
+        t0 = time.time()
+        print(f"[{name}] ...", flush=True)
+        try:
+            result = fn()
+            self.data["sections"][name] = result
+            print(f"[{name}] done in {time.time() - t0:.1f} s", flush=True)
+            return result
+        except Exception as exc:  # keep what earlier sections measured
+            self.data["errors"][name] = f"{type(exc).__name__}: {exc}\n" + traceback.format_exc()[-3000:]
+            print(f"[{name}] FAILED: {type(exc).__name__}: {exc}", flush=True)
+            return None
+        finally:
+            self.data.setdefault("section_seconds", {})[name] = round(time.time() - t0, 1)
+            self.write()
+
+    def write(self):
+        with open(os.path.join(self.out, "gpu_bench.json"), "w") as f:
+            json.dump(self.data, f, indent=1, default=str)
+        with open(os.path.join(self.out, "gpu_bench.md"), "w") as f:
+            f.write(markdown(self.data))
+
+
+# ---------------------------------------------------------------------- timing
+class Clock:
+    """Milliseconds per call of `fn` (CUDA events on a GPU). `fake` (smoke test) calls once."""
+
+    def __init__(self, device: str, reps: int, fake: bool = False):
+        self.cuda, self.reps, self.fake = device.startswith("cuda"), reps, fake
+
+    def ms(self, fn, reps: int | None = None) -> float:
+        if self.fake:
+            fn()
+            return 1.0
+        reps = reps or self.reps
+        fn()
+        if not self.cuda:
+            t = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            return (time.perf_counter() - t) * 1e3 / reps
+        torch.cuda.synchronize()
+        samples = []
+        for _ in range(3):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(reps):
+                fn()
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end) / reps)
+        return sorted(samples)[1]
+
+    def graph(self, fn, pool=None):
+        """A replay function of `fn` captured as a CUDA graph (`fn` itself off a GPU)."""
+        if not self.cuda:
+            return fn
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            fn()
+        torch.cuda.current_stream().wait_stream(stream)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, pool=pool):
+            fn()
+
+        def replay():
+            g.replay()
+        replay.graph = g  # the graph lives as long as its replay function
+        return replay
+
+
+# ---------------------------------------------------------------------- models
+def shape_dict(name_or_dict) -> dict:
+    if isinstance(name_or_dict, dict):
+        return dict(name_or_dict, rope_parameters=dict(ROPE_8B), max_position_embeddings=131072)
+    from specir.zoo.shapes import get_shape
+    s = get_shape(name_or_dict)
+    return {f.name: getattr(s, f.name) for f in dataclasses.fields(s) if f.name != "note"}
+
+
+def hf_config(shape: dict, small_cfg=None) -> dict:
+    cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_act": "silu",
+           "rms_norm_eps": float(getattr(small_cfg, "rms_norm_eps", 1e-5)), "attention_bias": False,
+           "mlp_bias": False, "torch_dtype": "bfloat16"}
+    for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+                "intermediate_size", "vocab_size", "tie_word_embeddings", "max_position_embeddings"):
+        cfg[key] = shape[key]
+    cfg["rope_parameters"] = dict(small_cfg.rope_parameters) if small_cfg is not None else dict(shape["rope_parameters"])
+    if small_cfg is not None:
+        cfg.update(bos_token_id=small_cfg.bos_token_id, eos_token_id=small_cfg.eos_token_id,
+                   pad_token_id=small_cfg.pad_token_id)
+    return cfg
+
+
+def random_weights(shape: dict, device, seed: int) -> dict:
+    """Random bf16 weights of a Llama shape, generated on the device (std 0.02, norms 1)."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    H, I, V = shape["hidden_size"], shape["intermediate_size"], shape["vocab_size"]
+    q, kv = shape["num_attention_heads"] * shape["head_dim"], shape["num_key_value_heads"] * shape["head_dim"]
+
+    def mat(n, k):
+        return (torch.randn(n, k, generator=g, device=device, dtype=torch.bfloat16) * 0.02)
+
+    w = {"model.embed_tokens.weight": mat(V, H), "model.norm.weight": torch.ones(H, dtype=torch.bfloat16,
+                                                                                  device=device)}
+    for i in range(shape["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        w.update({p + "self_attn.q_proj.weight": mat(q, H), p + "self_attn.k_proj.weight": mat(kv, H),
+                  p + "self_attn.v_proj.weight": mat(kv, H), p + "self_attn.o_proj.weight": mat(H, q),
+                  p + "mlp.gate_proj.weight": mat(I, H), p + "mlp.up_proj.weight": mat(I, H),
+                  p + "mlp.down_proj.weight": mat(H, I),
+                  p + "input_layernorm.weight": torch.ones(H, dtype=torch.bfloat16, device=device),
+                  p + "post_attention_layernorm.weight": torch.ones(H, dtype=torch.bfloat16, device=device)})
+    if not shape["tie_word_embeddings"]:
+        w["lm_head.weight"] = mat(V, H)
+    return w
+
+
+def inflate_in_memory(small_dir, shape_name: str, device, seed: int = 0):
+    """(config dict, weights) of the zoo model `small_dir` embedded into `shape_name` on `device`:
+    specir.zoo.inflate's construction, kept in memory (no shards written, no statistics)."""
+    from specir.zoo.inflate import Embedder, _layer, _lm_head, check_compatible, layer_positions
+    from specir.zoo.shapes import get_shape
+    from specir.zoo.small_model import load_small_model
+    shape = get_shape(shape_name)
+    cfg, small = load_small_model(small_dir)
+    r = check_compatible(cfg, shape)
+    dev = torch.device(device)
+    small = {n: t.to(dev) for n, t in small.items()}
+    E = Embedder(cfg.hidden_size, r, dev, seed)
+    positions = layer_positions(cfg.num_hidden_layers, shape.num_hidden_layers)
+    real_at = {p: k for k, p in enumerate(positions)}
+    embed = small["model.embed_tokens.weight"]
+    lm = small.get("lm_head.weight", embed)
+    out = {}
+    if shape.tie_word_embeddings:
+        out["model.embed_tokens.weight"] = _lm_head(E, embed, shape.vocab_size, 1.0)
+    else:
+        out["model.embed_tokens.weight"] = torch.cat([E.embedding(embed),
+                                                      E.sample(embed, (shape.vocab_size - cfg.vocab_size, E.H), 1.0)])
+    for i in range(shape.num_hidden_layers):
+        k = real_at.get(i)
+        src = k if k is not None else max(kk for p, kk in real_at.items() if p <= i)
+        prefix = f"model.layers.{src}."
+        layer = {n[len(prefix):]: t for n, t in small.items() if n.startswith(prefix)}
+        for n, t in _layer(E, layer, cfg, shape, k is not None, None).items():
+            out[f"model.layers.{i}.{n}"] = t.to(torch.bfloat16).contiguous()
+    final_scale = (1.0 / r) if shape.tie_word_embeddings else E.gamma
+    out["model.norm.weight"] = E.norm(small["model.norm.weight"], final_scale)
+    if not shape.tie_word_embeddings:
+        out["lm_head.weight"] = _lm_head(E, lm, shape.vocab_size, E.beta)
+    out = {n: t.to(torch.bfloat16).contiguous() for n, t in out.items()}
+    sd = {f.name: getattr(shape, f.name) for f in dataclasses.fields(shape) if f.name != "note"}
+    return hf_config(sd, cfg), out
+
+
+def ir_model(name: str, config: dict, weights: dict):
+    """The IR model region of `config` over in-memory `weights` (the importer, fed tensor infos)."""
+    from pathlib import Path
+
+    from specir.importers.checkpoint import TensorInfo
+    from specir.importers.llama import build_llama
+    infos = {n: TensorInfo("bf16", tuple(t.shape), Path("<memory>")) for n, t in weights.items()}
+    return build_llama(config, infos, name=name, source="<memory>")
+
+
+def hf_model(config: dict, weights: dict):
+    """transformers' LlamaForCausalLM sharing `weights`' storage (no copy)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(**{k: v for k, v in config.items() if k not in ("model_type", "architectures", "torch_dtype")})
+    with torch.device("meta"):
+        model = LlamaForCausalLM(cfg)
+    state = dict(weights)
+    if cfg.tie_word_embeddings:
+        state["lm_head.weight"] = weights["model.embed_tokens.weight"]
+    model.load_state_dict(state, assign=True, strict=False)
+    if cfg.tie_word_embeddings:
+        model.tie_weights()
+    device = next(iter(weights.values())).device
+    with torch.device(device):
+        model.model.rotary_emb = type(model.model.rotary_emb)(config=cfg)
+    return model.to(torch.bfloat16).eval()
+
+
+def weight_bytes(weights: dict, skip=("model.embed_tokens.weight",)) -> int:
+    return sum(t.numel() * t.element_size() for n, t in weights.items() if n not in skip)
+
+
+# ---------------------------------------------------------------------- pipelines
+def pipelines(target, drafter, z: Sizes) -> dict:
+    """AR, chain, tree (tree-verify pass) and n-gram pipelines over the two model regions."""
+    from specir.ir.nodes import Attrs, Op, Pipeline, Step
+    from specir.ir.types import ACCEPTED, CONTEXT, TOKENS, logits
+    from specir.pass_manager import PassManager
+    from specir.pass_pipeline import build_passes
+    from specir.runtime.baseline import ar_pipeline
+
+    def make(name, draft, models):
+        ops = ([draft] if draft else []) + [
+            Op("verify.chain", ("@target", "%ctx") + (("%draft",) if draft else ()), result="%logits", type=logits()),
+            Op("accept.greedy", (("%draft",) if draft else ()) + ("%logits",), result="%accepted", type=ACCEPTED),
+            Op("commit", ("%ctx", "%accepted"))]
+        return Pipeline(name, models=models, step=Step((("%ctx", CONTEXT),), tuple(ops)))
+
+    chain = make("chain", Op("draft.chain", ("@drafter", "%ctx"), Attrs({"k": z.chain_k}), "%draft", TOKENS),
+                 (target, drafter))
+    depth, topk, budget = z.tree
+    tree = PassManager(build_passes(f"tree-verify{{depth={depth},topk={topk},budget={budget}}}")).run(chain)
+    ngram = make("ngram", Op("draft.ngram", ("%ctx",), Attrs({"k": z.ngram_k}), "%draft", TOKENS), (target,))
+    return {"ar": ar_pipeline(chain, stock=False), "chain": chain, "tree": tree, "ngram": ngram}
+
+
+# ---------------------------------------------------------------------- torch reference step
+class TorchDecode:
+    """Plain torch decode step (cuBLAS GEMVs on fused QKV / gate-up weights, SDPA over the cache,
+    torch rope and RMSNorm), one token at a fixed context: the reference point for the AR step."""
+
+    def __init__(self, weights: dict, shape: dict, context: int, device):
+        from specir.rope import rope_frequencies
+        self.s, self.ctx, self.dev = shape, context, device
+        L, H, KH, D = shape["num_hidden_layers"], shape["num_attention_heads"], shape["num_key_value_heads"], \
+            shape["head_dim"]
+        self.L, self.H, self.KH, self.D = L, H, KH, D
+        self.eps = 1e-5
+        w = weights
+        self.embed = w["model.embed_tokens.weight"]
+        self.lm = w.get("lm_head.weight", self.embed)
+        self.norm = w["model.norm.weight"]
+        self.layers = []
+        for i in range(L):
+            p = f"model.layers.{i}."
+            self.layers.append(dict(
+                qkv=torch.cat([w[p + f"self_attn.{n}_proj.weight"] for n in "qkv"]),
+                o=w[p + "self_attn.o_proj.weight"],
+                gu=torch.cat([w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"]]),
+                down=w[p + "mlp.down_proj.weight"],
+                n1=w[p + "input_layernorm.weight"], n2=w[p + "post_attention_layernorm.weight"]))
+        self.k = [torch.zeros(1, KH, context + 1, D, dtype=torch.bfloat16, device=device) for _ in range(L)]
+        self.v = [torch.zeros_like(t) for t in self.k]
+        rope = {"type": shape["rope_parameters"].get("rope_type", "default"),
+                "theta": shape["rope_parameters"]["rope_theta"],
+                **{k: v for k, v in shape["rope_parameters"].items() if k not in ("rope_type", "rope_theta")}}
+        inv, _ = rope_frequencies(rope, D)
+        ang = context * inv.float()
+        emb = torch.cat([ang, ang])
+        self.cos, self.sin = emb.cos().to(device, torch.bfloat16), emb.sin().to(device, torch.bfloat16)
+        self.token = torch.zeros(1, dtype=torch.long, device=device)
+
+    def _rms(self, x, w):
+        h = x.float()
+        return w * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+
+    def _rope(self, x):
+        half = x.shape[-1] // 2
+        rot = torch.cat([-x[..., half:], x[..., :half]], -1)
+        return x * self.cos + rot * self.sin
+
+    def step(self):
+        F = torch.nn.functional
+        H, KH, D, c = self.H, self.KH, self.D, self.ctx
+        h = self.embed[self.token]                                 # [1, hidden]
+        for i, lw in enumerate(self.layers):
+            qkv = F.linear(self._rms(h, lw["n1"]), lw["qkv"])
+            q, k, v = qkv.split([H * D, KH * D, KH * D], -1)
+            q = self._rope(q.view(1, H, 1, D))
+            self.k[i][:, :, c] = self._rope(k.view(1, KH, D))
+            self.v[i][:, :, c] = v.view(1, KH, D)
+            a = F.scaled_dot_product_attention(q, self.k[i], self.v[i], enable_gqa=True)
+            h = h + F.linear(a.reshape(1, H * D), lw["o"])
+            gu = F.linear(self._rms(h, lw["n2"]), lw["gu"])
+            g, u = gu.chunk(2, -1)
+            h = h + F.linear(F.silu(g) * u, lw["down"])
+        self.token.copy_(F.linear(self._rms(h, self.norm), self.lm).argmax(-1))
+
+
+# ---------------------------------------------------------------------- the bench
+class Bench:
+    def __init__(self, z: Sizes, args, report: Report, clock: Clock):
+        self.z, self.args, self.report, self.clock = z, args, report, clock
+        self.device = z.device
+        self.state = {}
+
+    # ------------------------------------------------------------- sections
+    def env(self):
+        import triton
+        info = {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,
+                "device": self.device, "interpreter": os.environ.get("TRITON_INTERPRET", "0")}
+        try:
+            import transformers
+            info["transformers"] = transformers.__version__
+        except ImportError:
+            pass
+        if self.device.startswith("cuda"):
+            p = torch.cuda.get_device_properties(0)
+            info.update(gpu=torch.cuda.get_device_name(0), sm_count=p.multi_processor_count,
+                        memory_gb=round(p.total_memory / 2 ** 30, 1))
+        else:
+            info["gpu"] = "none (CPU smoke run)"
+        return info
+
+    def copy(self):
+        n = (1 << 30) if self.device.startswith("cuda") else (1 << 20)
+        src = torch.empty(n, dtype=torch.uint8, device=self.device)
+        dst = torch.empty_like(src)
+        ms = self.clock.ms(lambda: dst.copy_(src), reps=20)
+        bw = 2 * n / (ms * 1e-3)
+        self.state["copy_bw"] = bw
+        del src, dst
+        return {"bytes": n, "ms": ms, "copy_bandwidth_TBps": bw / 1e12}
+
+    def models(self):
+        from specir.backends.triton.compiled_model import CompiledModel
+        z, dev = self.z, self.device
+        note, small = "", None
+        if z.tiny:
+            source = "random (tiny smoke shapes)"
+            shapes = {k: shape_dict(v) for k, v in z.tiny.items()}
+        else:
+            shapes = {"target": shape_dict(z.target_shape), "drafter": shape_dict(z.drafter_shape)}
+            source = "random"
+            if not self.args.random_8b:
+                try:
+                    from specir.zoo.paths import zoo_model_dir
+                    small = {"target": zoo_model_dir("code-target"), "drafter": zoo_model_dir("code-drafter")}
+                    source = "zoo-inflated"
+                except Exception as exc:
+                    note = f"zoo pair unavailable ({exc}); random weights instead"
+        t0 = time.time()
+        configs, weights = {}, {}
+        for role in ("target", "drafter"):
+            if small:
+                shape_name = z.target_shape if role == "target" else z.drafter_shape
+                configs[role], weights[role] = inflate_in_memory(small[role], shape_name, dev, seed=1 + (role == "drafter"))
+            else:
+                configs[role] = hf_config(shapes[role])
+                weights[role] = random_weights(shapes[role], dev, seed=1 + (role == "drafter"))
+        build_s = time.time() - t0
+        if source == "random":
+            note = (note + "; " if note else "") + ("random weights: speed numbers are valid, acceptance (tau, "
+                                                    "speedup) is not that of a trained pair")
+        ir = {role: ir_model(role, configs[role], weights[role]) for role in ("target", "drafter")}
+        t0 = time.time()
+        compiled = {role: CompiledModel(ir[role], weights[role], dev) for role in ("target", "drafter")}
+        self.state.update(configs=configs, weights=weights, ir=ir, compiled=compiled, source=source,
+                          shapes={r: dict(configs[r], rope_parameters=configs[r]["rope_parameters"]) for r in configs})
+        return {"source": source, "note": note, "build_s": round(build_s, 1), "compile_s": round(time.time() - t0, 1),
+                "target": {k: configs["target"][k] for k in ("hidden_size", "num_hidden_layers", "vocab_size")},
+                "drafter": {k: configs["drafter"][k] for k in ("hidden_size", "num_hidden_layers", "vocab_size")},
+                "target_weight_GB_no_embedding": weight_bytes(weights["target"]) / 1e9,
+                "drafter_weight_GB_no_embedding": weight_bytes(weights["drafter"]) / 1e9}
+
+    def _engines(self):
+        if "engines" not in self.state:
+            from specir.backends.triton.engine import TritonEngine
+            pipes = pipelines(self.state["ir"]["target"], self.state["ir"]["drafter"], self.z)
+            self.state["pipelines"] = pipes
+            self.state["engines"] = {name: TritonEngine(p, self.device, compiled=self.state["compiled"])
+                                     for name, p in pipes.items()}
+        return self.state["engines"]
+
+    def _kv_bytes(self, ctx: int, role="target") -> int:
+        c = self.state["configs"][role]
+        return 2 * c["num_hidden_layers"] * c["num_key_value_heads"] * c["head_dim"] * ctx * 2
+
+    def _roofline_ms(self, ctx: int, role="target") -> float:
+        return (weight_bytes(self.state["weights"][role]) + self._kv_bytes(ctx, role)) / self.state["copy_bw"] * 1e3
+
+    def _step_session(self, name: str, ctx: int):
+        """The captured step of pipeline `name` at batch 1, its state frozen at context `ctx`
+        (active = 0: every replay recomputes the same step, nothing is committed)."""
+        engine = self._engines()[name]
+        sess = engine.graph.session(1, max(self.z.contexts) + 2 * 160 + 64)
+        st = sess.state
+        st.reset()
+        st.t_lens.fill_(ctx)
+        st.d_lens.fill_(ctx)
+        st.pending.fill_(1)
+        st.feed[:, 0] = 1
+        st.n_feed.fill_(1)
+        return sess
+
+    def ar_step(self):
+        rows = []
+        for ctx in self.z.contexts:
+            sess = self._step_session("ar", ctx)
+            ms = self.clock.ms(sess.replays[1])
+            roof = self._roofline_ms(ctx)
+            rows.append({"context": ctx, "triton_step_ms": ms, "roofline_ms": roof, "x_roofline": ms / roof})
+        self.state["ar_ms"] = {r["context"]: r["triton_step_ms"] for r in rows}
+        torch_rows = []
+        for ctx in self.z.contexts[:1]:
+            ref = TorchDecode(self.state["weights"]["target"], self.state["configs"]["target"], ctx, self.device)
+            replay = self.clock.graph(ref.step)
+            ms = self.clock.ms(replay)
+            torch_rows.append({"context": ctx, "torch_cublas_graph_ms": ms, "x_roofline": ms / self._roofline_ms(ctx)})
+            del ref, replay
+        return {"triton": rows, "torch": torch_rows, "target_x_roofline": 1.10}
+
+    def breakdown(self):
+        """Launch groups of the AR forward (T = 1), each timed alone; plus the step's tail."""
+        ctx = self.z.contexts[0]
+        sess = self._step_session("ar", ctx)
+        step = sess.steps[1]
+        fwd = step.verify
+        program = self.state["compiled"]["target"].program
+        groups: dict[str, list] = {}
+        nbytes: dict[str, int] = {}
+        w = self.state["compiled"]["target"].weights
+        for i, (launch, call) in enumerate(zip(program.launches, fwd.calls)):
+            if launch.kind == "linear":
+                weight = w.linear[i][0]
+                key = f"linear {weight.shape[0]}x{weight.shape[1]}"
+                b = weight.numel() * weight.element_size()
+            elif launch.kind == "attention":
+                key = "attention"
+                c = self.state["configs"]["target"]
+                b = 2 * c["num_key_value_heads"] * c["head_dim"] * ctx * 2
+            else:
+                key, b = launch.kind, 0
+            groups.setdefault(key, []).append(call)
+            nbytes[key] = nbytes.get(key, 0) + b
+        bw = self.state["copy_bw"]
+        rows = []
+        total_alone = 0.0
+        for key, calls in groups.items():
+            replay = self.clock.graph(lambda calls=calls: [c() for c in calls])
+            ms = self.clock.ms(replay)
+            total_alone += ms
+            floor = nbytes[key] / bw * 1e3
+            rows.append({"group": key, "launches": len(calls), "ms": ms, "byte_floor_ms": floor,
+                         "share_of_copy_bw": floor / ms if ms else 0.0})
+            del replay
+        fwd_ms = self.clock.ms(self.clock.graph(fwd.run))
+        step_ms = self.clock.ms(sess.replays[1])
+        rows.sort(key=lambda r: -r["ms"])
+        return {"context": ctx, "groups": rows, "sum_of_groups_alone_ms": total_alone, "forward_ms": fwd_ms,
+                "step_ms": step_ms, "step_minus_forward_ms": step_ms - fwd_ms,
+                "roofline_ms": self._roofline_ms(ctx),
+                "launches_per_forward": len(program.launches)}
+
+    def verify(self):
+        from specir.backends.triton.forward import ForwardInputs
+        from specir.backends.triton.kernels.argmax import argmax
+        from specir.runtime.tree_mask import ancestor_mask
+        compiled = self.state["compiled"]["target"]
+        sess = self._step_session("ar", self.z.contexts[0])
+        cache = sess.t_cache
+        gen = torch.Generator().manual_seed(0)
+        rows = []
+        for ctx in self.z.contexts:
+            base = None
+            for n in self.z.tree_sizes:
+                parents = [-1] + [int(torch.randint(0, t, (1,), generator=gen)) for t in range(1, n)]
+                depth = [0] * n
+                for t in range(1, n):
+                    depth[t] = depth[parents[t]] + 1
+                inputs = ForwardInputs.allocate(1, n, self.device, mask_width=n)
+                inputs.mask.copy_(ancestor_mask(parents, n)[None])
+                inputs.pos.copy_(torch.tensor(depth)[None] + ctx)
+                inputs.lens.fill_(ctx)
+                fwd = compiled.forward(cache, inputs)
+                out = torch.zeros(1, n, dtype=torch.long, device=self.device)
+                replay = self.clock.graph(lambda: argmax(fwd.run(), out=out))
+                ms = self.clock.ms(replay)
+                base = base or ms
+                rows.append({"context": ctx, "nodes": n, "ms": ms, "x_one_node": ms / base,
+                             "x_ar_step": ms / self.state.get("ar_ms", {}).get(ctx, ms)})
+                del replay, fwd, inputs
+        return {"rows": rows, "target_64_x_ar_step": 1.25}
+
+    def draft(self):
+        ctx = self.z.contexts[0]
+        rows = {}
+        for name in ("ar", "chain", "tree"):
+            sess = self._step_session(name, ctx)
+            width = max(sess.replays)
+            step = sess.steps[width]
+            rows[name] = {"step_ms": self.clock.ms(sess.replays[width]), "verify_nodes": step.Tv,
+                          "verify_forward_ms": self.clock.ms(self.clock.graph(step.verify.run))}
+            if name == "chain" and hasattr(step, "draft_one"):
+                rows[name]["drafter_one_token_ms"] = self.clock.ms(self.clock.graph(step.draft_one.run))
+                rows[name]["drafter_catch_up_ms"] = self.clock.ms(self.clock.graph(step.catch_up.run))
+            if name == "tree" and hasattr(step, "level"):
+                rows[name]["drafter_level_ms"] = self.clock.ms(self.clock.graph(step.level.run))
+            rows[name]["draft_and_accept_ms"] = rows[name]["step_ms"] - rows[name]["verify_forward_ms"]
+        rows["drafter_roofline_ms"] = self._roofline_ms(ctx, "drafter")
+        return {"context": ctx, "steps": rows}
+
+    def _prompts(self):
+        from specir.runtime.prompts import to_ids
+        from specir.zoo import workloads
+        vocab = self.state["configs"]["target"]["vocab_size"]
+        out = {}
+        for name in self.z.workloads:
+            rows = workloads.load(name)[: self.z.prompts_per_workload]
+            if self.z.tiny:
+                out[name] = [[(7 * i + 3 * j) % vocab for j in range(3)] for i in range(len(rows))]
+                continue
+            from specir.zoo.paths import zoo_model_dir
+            out[name] = to_ids(rows, str(zoo_model_dir("code-target")), vocab)
+        return out
+
+    def _reference(self):
+        if "reference" not in self.state:
+            self.state["hf"] = {role: hf_model(self.state["configs"][role], self.state["weights"][role])
+                                for role in ("target", "drafter")}
+            model = self.state["hf"]["target"]
+
+            class HFReference:
+                dtype_name, kind = "bf16", "transformers"
+
+                @torch.no_grad()
+                def logits(self, ids):
+                    return model(torch.tensor([ids], device=model.device)).logits[0].float()
+
+            self.state["reference"] = HFReference()
+        return self.state["reference"]
+
+    def e2e(self):
+        from specir.runtime.token_forcing import force
+        engines = self._engines()
+        reference = self._reference()
+        prompts = self._prompts()
+        for name, engine in engines.items():  # capture outside the timed runs
+            engine.generate([next(iter(prompts.values()))[0]], self.z.warm_tokens)
+        rows = []
+        for workload, plist in prompts.items():
+            ar_tps = None
+            for name in ("ar", "chain", "tree", "ngram"):
+                if self.report.left() < 20:
+                    rows.append({"workload": workload, "pipeline": name, "skipped": "time budget"})
+                    continue
+                engine = engines[name]
+                tokens, seconds, steps, outs = 0, 0.0, 0, []
+                for p in plist:
+                    r = engine.generate([p], self.z.max_new)[0]
+                    tokens += len(r.tokens)
+                    seconds += engine.graph.timings["decode_s"] if engine.last_path == "device" else r.seconds
+                    steps += len(r.accept_lengths)
+                    outs.append(r.tokens)
+                rep = force(reference, plist, outs)
+                tps = tokens / seconds if seconds else 0.0
+                ar_tps = tps if name == "ar" else ar_tps
+                rows.append({"workload": workload, "pipeline": name, "path": engine.last_path, "prompts": len(plist),
+                             "tokens": tokens, "tokens_per_s": tps, "tau": tokens / max(steps, 1),
+                             "speedup": tps / ar_tps if ar_tps else None, "forcing_checked": rep.checked,
+                             "mismatches": rep.mismatches, "near_ties": rep.near_ties})
+        return {"batch_size": 1, "max_new_tokens": self.z.max_new, "rows": rows,
+                "timing": "decode only (prefill excluded), same engine and weights for every pipeline",
+                "all_lossless": all(r.get("mismatches", 0) == 0 for r in rows)}
+
+    def peers(self):
+        self._reference()
+        hf = self.state["hf"]
+        prompts = self._prompts()
+        p = next(iter(prompts.values()))[0]
+        n = self.z.peer_tokens
+        ids = torch.tensor([p], device=self.device)
+        rows = {}
+        kw = dict(max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)
+        outputs = {}
+        for label, extra in (("generate", {}), ("assisted", {"assistant_model": hf["drafter"]})):
+            with torch.no_grad():
+                hf["target"].generate(ids, **dict(kw, max_new_tokens=2, min_new_tokens=2), **extra)
+                if self.device.startswith("cuda"):
+                    torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                out = hf["target"].generate(ids, **kw, **extra)
+                if self.device.startswith("cuda"):
+                    torch.cuda.synchronize()
+                dt = time.perf_counter() - t0
+            made = out.shape[1] - ids.shape[1]
+            outputs[label] = out[0, ids.shape[1]:].tolist()
+            rows[label] = {"tokens": made, "ms_per_token": dt * 1e3 / max(made, 1), "tokens_per_s": made / dt}
+        engine = self._engines()["ar"]
+        ours = engine.generate([p], n)[0]
+        rows["specir_ar"] = {"tokens": len(ours.tokens), "tokens_per_s": len(ours.tokens) / ours.seconds,
+                             "same_tokens_as_generate": ours.tokens == outputs["generate"][: len(ours.tokens)],
+                             "assisted_same_as_generate": outputs["assisted"] == outputs["generate"]}
+        return rows
+
+
+# ---------------------------------------------------------------------- output
+def _f(x, nd=2):
+    return "-" if x is None else (f"{x:.{nd}f}" if isinstance(x, float) else str(x))
+
+
+def markdown(data: dict) -> str:
+    s = data["sections"]
+    env = s.get("env", {})
+    lines = [f"# specir GPU bench ({data['date']})", "", f"Command: `{data['command']}`", "",
+             f"GPU: {env.get('gpu', '?')}; torch {env.get('torch', '?')}, triton {env.get('triton', '?')}, "
+             f"transformers {env.get('transformers', '?')}", ""]
+    if "copy" in s:
+        lines += [f"Copy bandwidth: {s['copy']['copy_bandwidth_TBps']:.2f} TB/s", ""]
+    if "models" in s:
+        m = s["models"]
+        lines += [f"Weights: {m['source']} ({m['target']}, drafter {m['drafter']}). {m.get('note', '')}", ""]
+    if "ar_step" in s:
+        lines += ["## AR step (batch 1)", "", "| context | Triton step ms | roofline ms | x roofline |",
+                  "|---:|---:|---:|---:|"]
+        for r in s["ar_step"]["triton"]:
+            lines.append(f"| {r['context']} | {_f(r['triton_step_ms'], 3)} | {_f(r['roofline_ms'], 3)} | "
+                         f"{_f(r['x_roofline'])} |")
+        for r in s["ar_step"]["torch"]:
+            lines.append(f"| {r['context']} (torch+cuBLAS+graph) | {_f(r['torch_cublas_graph_ms'], 3)} | | "
+                         f"{_f(r['x_roofline'])} |")
+        lines.append("")
+    if "breakdown" in s:
+        b = s["breakdown"]
+        lines += [f"## AR forward by launch group (context {b['context']}; each group timed alone)", "",
+                  f"forward {b['forward_ms']:.3f} ms, step {b['step_ms']:.3f} ms, groups alone sum "
+                  f"{b['sum_of_groups_alone_ms']:.3f} ms, roofline {b['roofline_ms']:.3f} ms, "
+                  f"{b['launches_per_forward']} launches per forward", "",
+                  "| group | launches | ms | byte floor ms | floor / ms |", "|---|---:|---:|---:|---:|"]
+        for r in b["groups"]:
+            lines.append(f"| {r['group']} | {r['launches']} | {_f(r['ms'], 3)} | {_f(r['byte_floor_ms'], 3)} | "
+                         f"{_f(r['share_of_copy_bw'])} |")
+        lines.append("")
+    if "verify" in s:
+        lines += ["## Verify cost (target forward + argmax over a random tree)", "",
+                  "| context | nodes | ms | x 1 node | x AR step |", "|---:|---:|---:|---:|---:|"]
+        for r in s["verify"]["rows"]:
+            lines.append(f"| {r['context']} | {r['nodes']} | {_f(r['ms'], 3)} | {_f(r['x_one_node'])} | "
+                         f"{_f(r['x_ar_step'])} |")
+        lines.append("")
+    if "draft" in s:
+        lines += [f"## Step cost (context {s['draft']['context']})", "",
+                  "| pipeline | step ms | verify nodes | verify forward ms | draft + accept ms |",
+                  "|---|---:|---:|---:|---:|"]
+        for name, r in s["draft"]["steps"].items():
+            if isinstance(r, dict):
+                lines.append(f"| {name} | {_f(r['step_ms'], 3)} | {r['verify_nodes']} | "
+                             f"{_f(r['verify_forward_ms'], 3)} | {_f(r['draft_and_accept_ms'], 3)} |")
+        lines.append("")
+    if "e2e" in s:
+        lines += ["## End to end (batch 1, token forcing on every output)", "",
+                  "| workload | pipeline | tok/s | tau | speedup | mismatches | near-ties |",
+                  "|---|---|---:|---:|---:|---:|---:|"]
+        for r in s["e2e"]["rows"]:
+            if "skipped" in r:
+                lines.append(f"| {r['workload']} | {r['pipeline']} | skipped | | | | |")
+                continue
+            lines.append(f"| {r['workload']} | {r['pipeline']} | {_f(r['tokens_per_s'], 1)} | {_f(r['tau'])} | "
+                         f"{_f(r['speedup'])} | {r['mismatches']} | {r['near_ties']} |")
+        lines.append("")
+    if "peers" in s:
+        lines += ["## Peers (same weights)", "", "| engine | tok/s |", "|---|---:|"]
+        for name, r in s["peers"].items():
+            lines.append(f"| {name} | {_f(r['tokens_per_s'], 1)} |")
+        lines.append("")
+    for name, why in data.get("skipped", {}).items():
+        lines.append(f"- skipped {name}: {why}")
+    for name, err in data.get("errors", {}).items():
+        lines.append(f"- FAILED {name}: {err.splitlines()[0]}")
+    return "\n".join(lines) + "\n"
+
+
+def summary(data: dict) -> str:
+    s = data["sections"]
+    out = [f"GPU: {s.get('env', {}).get('gpu', '?')}   weights: {s.get('models', {}).get('source', '?')}"]
+    if "copy" in s:
+        out.append(f"copy bandwidth          {s['copy']['copy_bandwidth_TBps']:.2f} TB/s")
+    for r in s.get("ar_step", {}).get("triton", []):
+        out.append(f"AR step ctx {r['context']:<5}      {r['triton_step_ms']:.3f} ms = {r['x_roofline']:.2f}x roofline "
+                   f"({r['roofline_ms']:.3f} ms)")
+    for r in s.get("ar_step", {}).get("torch", []):
+        out.append(f"torch+cuBLAS+graph {r['context']:<5} {r['torch_cublas_graph_ms']:.3f} ms = "
+                   f"{r['x_roofline']:.2f}x roofline")
+    for r in s.get("verify", {}).get("rows", []):
+        if r["nodes"] in (64, 128):
+            out.append(f"verify {r['nodes']:>3} nodes ctx {r['context']:<5} {r['ms']:.3f} ms = {r['x_ar_step']:.2f}x AR step")
+    for r in s.get("e2e", {}).get("rows", []):
+        if "skipped" not in r:
+            out.append(f"{r['workload']:16s} {r['pipeline']:6s} {r['tokens_per_s']:8.1f} tok/s  tau {r['tau']:.2f}  "
+                       f"speedup {_f(r['speedup'])}  mismatches {r['mismatches']}")
+    for name, r in s.get("peers", {}).items():
+        out.append(f"peer {name:18s} {r['tokens_per_s']:8.1f} tok/s")
+    for name in data.get("errors", {}):
+        out.append(f"FAILED section: {name}")
+    for name in data.get("skipped", {}):
+        out.append(f"skipped section: {name}")
+    return "\n".join(out)
+
+
+def run(z: Sizes, args, out: str, budget_s: float, argv, fake_timer: bool = False) -> dict:
+    report = Report(out, budget_s, argv)
+    bench = Bench(z, args, report, Clock(z.device, z.reps, fake=fake_timer))
+    report.run("env", bench.env)
+    report.run("copy", bench.copy)
+    if report.run("models", bench.models) is None:
+        return report.data
+    report.run("ar_step", bench.ar_step, need_s=20)
+    report.run("breakdown", bench.breakdown, need_s=20)
+    report.run("verify", bench.verify, need_s=30)
+    report.run("draft", bench.draft, need_s=30)
+    report.run("e2e", bench.e2e, need_s=40)
+    report.run("peers", bench.peers, need_s=30)
+    report.data["total_s"] = round(time.time() - report.start, 1)
+    report.write()
+    return report.data
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="folder for gpu_bench.json / gpu_bench.md")
+    parser.add_argument("--quick", action="store_true", help="fewer sizes and prompts (about half the time)")
+    parser.add_argument("--random-8b", action="store_true",
+                        help="random weights of the 8B / 1B shapes instead of the inflated zoo pair")
+    parser.add_argument("--budget-s", type=float, default=480.0,
+                        help="wall-time budget; sections that would not fit are skipped (default 480)")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("error: no CUDA GPU (the CPU smoke test runs this script at tiny shapes)", file=sys.stderr)
+        return 2
+    z = Sizes(**(QUICK if args.quick else {}))
+    data = run(z, args, args.out, args.budget_s, ["bench/gpu_bench.py"] + argv)
+    print(summary(data), flush=True)
+    return 0 if not data["errors"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
