@@ -66,6 +66,7 @@ class KernelCache:
         self.host = host if host is not None else host_cpu()
         self._loaded: dict[str, object] = {}  # file name -> function
         self._memo: dict[tuple, object] = {}  # frozen (kernel, params) -> function: the hot path
+        self.plans: dict[tuple, object] = {}  # wrappers' memo: call signature -> what they resolved
         self._lock = threading.Lock()
 
     def key(self, kernel: str, params: dict) -> tuple[str, dict]:

@@ -11,6 +11,17 @@
 Every method follows docs/KERNEL_CONTRACTS.md and its twin in `reference.py`. Inputs are read
 in place (DLPack, no copies) when contiguous; outputs are new tensors unless `out=` is given.
 The first call with a new static shape compiles (or loads from `cache_dir`); later calls reuse it.
+
+What is static (one compiled kernel each) and what is a runtime size:
+| kernel    | static                                         | symbolic                    |
+| linear    | N, K, weight format, act dtype, bias, tile     | M (in blocks of the tile)   |
+| rms_norm  | hidden, dtypes, fused residual                 | rows                        |
+| silu_mul  | width, dtype, fused [gate|up]                  | rows                        |
+| rotary    | heads, kv heads, head_dim, dtype               | tokens, q/k strides         |
+| attention | heads, kv heads, head_dim, dtype, masked, variant | batch, T, slots, max_seq  |
+Each also has a serial and a parallel variant where small calls exist (decode rows). A model
+therefore needs a few dozen kernels, whatever its batch sizes, tree sizes and context lengths.
+kv_write / kv_compact are torch (pure data movement; see kv_cache.py).
 """
 
 from __future__ import annotations

@@ -46,8 +46,9 @@ def _largest_divisor(n: int, candidates) -> int:
 def choose_tile(m: int, n: int, k: int, fp32_lanes: int, k_multiple: int = 1) -> LinearTile:
     """Register tile for one call: (1, 8, lanes) for a GEMV (8 accumulators, one x vector,
     decoded w vectors), (2, 4, lanes) for M > 1 (8 accumulators, 2 x vectors, 4 w vectors: fits
-    the 16 ymm registers of AVX2). Chosen by a sweep on Zen 3 (bench/cpu_kernels.py --sweep);
-    wider tiles spill."""
+    the 16 ymm registers of AVX2). Chosen on Zen 3 by single-thread CPU-time comparisons (the
+    shared machine makes wall-clock sweeps noisy: bench/results/cpu_kernels_sweep.md); tiles with
+    more than 8 accumulators spill."""
     vl = _largest_divisor(k, [fp32_lanes, 8, 4, 2])
     if k_multiple > 1 and k_multiple % vl:
         vl = _largest_divisor(k_multiple, [vl, 8, 4, 2])
@@ -61,26 +62,38 @@ PARALLEL_MIN_MACS = 1 << 19  # below ~1 MB of bf16 weights a parallel launch cos
 
 def build_linear(n: int, k: int, fmt: WeightFormat, act_dtype: str, bias_dtype: str | None,
                  tile: LinearTile, schedule: str = "tiled", parallel: bool = True):
-    """The PrimFunc `(x[mb, mr, K], *weights, [bias[N]], y[mb, mr, N])`, mb symbolic."""
+    """The PrimFunc `(x[mb, mr, K], *weights, [bias[N]], y[mb, mr, N])`, mb symbolic; with
+    mr = 1 plain `x[M, K]` and `y[M, N]` (no views to make: the GEMV call stays cheap)."""
     from tvm import s_tir, te, tirx
 
     mb = tirx.Var("mb", "int64")
-    x = te.placeholder((mb, tile.mr, k), act_dtype, name="x")
+    flat = tile.mr == 1
+    x = te.placeholder((mb, k) if flat else (mb, tile.mr, k), act_dtype, name="x")
     weights = fmt.placeholders(n, k)
     w_dec = te.compute((n, k), lambda j, kk: fmt.decode(weights, j, kk), name="w_decode")
     r = te.reduce_axis((0, k), name="k")
+
+    def x_at(mo, mi, kk):
+        return (x[mo, kk] if flat else x[mo, mi, kk]).astype("float32")
+
     acc = te.compute(
         (mb, tile.mr, n),
-        lambda mo, mi, j: te.sum(x[mo, mi, r].astype("float32") * w_dec[j, r], axis=r),
+        lambda mo, mi, j: te.sum(x_at(mo, mi, r) * w_dec[j, r], axis=r),
         name="acc",
     )
     inputs = [x, *weights]
     if bias_dtype is not None:
         bias = te.placeholder((n,), bias_dtype, name="bias")
         inputs.append(bias)
-        y = te.compute(acc.shape, lambda mo, mi, j: (acc[mo, mi, j] + bias[j].astype("float32")).astype(act_dtype), name="y")
+
+    def store(mo, mi, j):
+        value = acc[mo, mi, j] if bias_dtype is None else acc[mo, mi, j] + bias[j].astype("float32")
+        return value.astype(act_dtype)
+
+    if flat:
+        y = te.compute((mb, n), lambda mo, j: store(mo, 0, j), name="y")
     else:
-        y = te.compute(acc.shape, lambda mo, mi, j: acc[mo, mi, j].astype(act_dtype), name="y")
+        y = te.compute(acc.shape, store, name="y")
     func = te.create_prim_func([*inputs, y])
     if schedule == "naive":
         return func
@@ -117,21 +130,16 @@ def build_linear(n: int, k: int, fmt: WeightFormat, act_dtype: str, bias_dtype: 
     return sch.mod["main"]
 
 
-def linear(cache, x: torch.Tensor, weight, bias: torch.Tensor | None = None, *,
-           out: torch.Tensor | None = None, schedule: str = "tiled", tile: LinearTile | None = None) -> torch.Tensor:
-    """y = x @ w^T (+ bias) on the CPU; x [..., K] in fp32 or bf16, w a bf16/fp32 `[N, K]` tensor
-    (or a packed weight object with a TVM format). Returns y [..., N] in x's dtype."""
+def _plan(cache, x, weight, bias, schedule, tile, m):
+    """(function, format, N, tile) for one call signature; validates the shapes."""
     fmt = weight_format_for(weight)
     n, k = fmt.shape(weight)
     if x.shape[-1] != k:
         raise ValueError(f"linear: x has K={x.shape[-1]}, weight has K={k}")
     if x.dtype not in _ACT_DTYPES:
         raise ValueError(f"linear: activations must be fp32 or bf16, got {x.dtype}")
-    lead = x.shape[:-1]
-    x2 = x.reshape(-1, k)
-    if not x2.is_contiguous():
-        x2 = x2.contiguous()
-    m = x2.shape[0]
+    if bias is not None and bias.shape != (n,):
+        raise ValueError(f"linear: bias shape {tuple(bias.shape)} != ({n},)")
     tile = tile or choose_tile(min(m, 2), n, k, cache.host.fp32_lanes, fmt.k_multiple)
     act = _ACT_DTYPES[x.dtype]
     bias_dtype = None if bias is None else _ACT_DTYPES[bias.dtype]
@@ -139,20 +147,47 @@ def linear(cache, x: torch.Tensor, weight, bias: torch.Tensor | None = None, *,
     params = {"n": n, "k": k, "weights": fmt.cache_key(), "act": act, "bias": bias_dtype,
               "tile": (tile.mr, tile.nr, tile.vl), "schedule": schedule, "parallel": parallel}
     fn = cache.get("linear", params, lambda: build_linear(n, k, fmt, act, bias_dtype, tile, schedule, parallel))
+    return fn, fmt, n, tile
 
-    m_pad = -(-m // tile.mr) * tile.mr
-    if m_pad != m:
-        x_pad = x2.new_zeros(m_pad, k)
-        x_pad[:m] = x2
-        x2 = x_pad
-    direct = out is not None and m_pad == m and out.is_contiguous() and out.dtype == x.dtype
-    y = out.view(m, n) if direct else torch.empty(m_pad, n, dtype=x.dtype)
-    args = [x2.view(m_pad // tile.mr, tile.mr, k), *fmt.kernel_args(weight)]
+
+def linear(cache, x: torch.Tensor, weight, bias: torch.Tensor | None = None, *,
+           out: torch.Tensor | None = None, schedule: str = "tiled", tile: LinearTile | None = None) -> torch.Tensor:
+    """y = x @ w^T (+ bias) on the CPU; x [..., K] in fp32 or bf16, w a bf16/fp32 `[N, K]` tensor
+    (or a packed weight object with a TVM format). Returns y [..., N] in x's dtype."""
+    k = x.shape[-1]
+    x2 = x if x.dim() == 2 else x.reshape(-1, k)  # torch ops cost microseconds: do few
+    if not x2.is_contiguous():
+        x2 = x2.contiguous()
+    m = x2.shape[0]
+    dense = isinstance(weight, torch.Tensor)
+    plan_key = ("linear", x.dtype, m, k, weight.dtype, weight.shape[0], None if bias is None else bias.dtype,
+                schedule, tile) if dense else None
+    plan = cache.plans.get(plan_key) if dense else None
+    if plan is None:
+        plan = _plan(cache, x, weight, bias, schedule, tile, m)
+        if dense:
+            cache.plans[plan_key] = plan
+    fn, fmt, n, tile = plan
+
+    args = [*fmt.kernel_args(weight)]
     if bias is not None:
         args.append(bias if bias.is_contiguous() else bias.contiguous())
-    fn(*args, y.view(m_pad // tile.mr, tile.mr, n))
-    y = y[:m].view(*lead, n)
-    if out is not None and not direct:
-        out.copy_(y)
+    if tile.mr == 1:  # the GEMV path: no padding, no views
+        y = out if out is not None and out.is_contiguous() and out.dtype == x.dtype else torch.empty(m, n, dtype=x.dtype)
+        fn(x2, *args, y if y.dim() == 2 else y.view(m, n))
+    else:
+        m_pad = -(-m // tile.mr) * tile.mr
+        if m_pad != m:
+            x_pad = x2.new_zeros(m_pad, k)
+            x_pad[:m] = x2
+            x2 = x_pad
+        direct = out is not None and m_pad == m and out.is_contiguous() and out.dtype == x.dtype
+        y = out if direct else torch.empty(m_pad, n, dtype=x.dtype)
+        fn(x2.view(m_pad // tile.mr, tile.mr, k), *args, y.view(m_pad // tile.mr, tile.mr, n))
+        if m_pad != m:
+            y = y[:m]
+    if out is not None:
+        if y is not out:
+            out.copy_(y.view(out.shape))
         return out
-    return out if direct else y
+    return y if x.dim() == 2 else y.view(*x.shape[:-1], n)

@@ -107,16 +107,23 @@ def rms_norm(cache, x: torch.Tensor, weight: torch.Tensor, eps: float, residual:
     act, w_dtype = _DTYPES[x.dtype], _DTYPES[weight.dtype]
     lanes = _lanes(hidden, cache.host.fp32_lanes)
     fused = residual is not None
-    x2 = x.reshape(-1, hidden).contiguous()
+    x2 = _rows(x, hidden)
     parallel = parallel_rows(x2.shape[0], hidden)
     params = {"hidden": hidden, "act": act, "w": w_dtype, "fused_residual": fused, "lanes": lanes,
               "parallel": parallel}
     fn = cache.get("rms_norm", params, lambda: build_rms_norm(hidden, act, w_dtype, fused, lanes, parallel))
     y = out if out is not None else torch.empty(x.shape, dtype=x.dtype)
-    w = weight.contiguous()
+    w = weight if weight.is_contiguous() else weight.contiguous()
     if not fused:
-        fn(x2, w, y.view(-1, hidden), float(eps))
+        fn(x2, w, _rows(y, hidden), float(eps))
         return y
     h = torch.empty(x.shape, dtype=x.dtype)
-    fn(x2, residual.reshape(-1, hidden).contiguous(), w, y.view(-1, hidden), h.view(-1, hidden), float(eps))
+    fn(x2, _rows(residual, hidden), w, _rows(y, hidden), _rows(h, hidden), float(eps))
     return y, h
+
+
+def _rows(t: torch.Tensor, width: int) -> torch.Tensor:
+    """t [..., width] as a contiguous [rows, width] (no torch op when it already is one)."""
+    if t.dim() != 2:
+        t = t.reshape(-1, width)
+    return t if t.is_contiguous() else t.contiguous()
