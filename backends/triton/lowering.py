@@ -7,8 +7,8 @@ into the build folder:
 - `launch_configs.json`: per model and per forward shape of the device schedule (verify width,
   drafter catch-up / draft / tree-level widths, batch 1) the launch parameters of every launch
   (block sizes, warps, stages, split-K and split-KV counts) for the target's SM count;
-- `ptx/<kernel>.ptx` when Triton's compiler is available here (not under TRITON_INTERPRET=1):
-  each kernel compiled for the target's architecture at the model's shapes (ptx.py).
+- `ptx/<module>.<kernel>.<n>.ptx` with SPECIR_TRITON_PTX=1: every launched kernel compiled
+  offline for the target's architecture, specialised as the runtime's JIT does (ptx.py).
 It returns a Lowering whose `kernels` list one entry per kernel with the IR ops it implements,
 its source, its configurations and its PTX, and notes on what runs on the host path.
 
@@ -113,12 +113,15 @@ def lower(pipeline: Pipeline, target: Target, folder: Path) -> Lowering:
         {"target": target.name, "arch": target.arch, "sm_count": target.sm_count,
          "schedule": schedule.__dict__ if isinstance(schedule, Schedule) else {"host_path": schedule},
          "models": configs}, indent=1, default=str) + "\n")
+    from specir.ir.printer import print_pipeline
+
     from .ptx import emit_ptx
-    ptx, note = emit_ptx(programs, target, folder / "ptx")
+    ptx, note = emit_ptx(print_pipeline(pipeline), target, folder / "ptx")
     if note:
         notes.append(note)
     for row in rows:
-        files = ptx.get(row["kernel"].rsplit("kernels.", 1)[1])
+        stems = {Path(source).stem for source in row["sources"]}
+        files = [f for name, fs in sorted(ptx.items()) if name.split(".")[0] in stems for f in fs]
         if files:
             row["ptx"] = files
     return Lowering("triton", pipeline, rows, notes)

@@ -70,3 +70,24 @@ def test_dynamic_trees_take_the_host_path(text, tiny_pair):
         pipeline("chain", target, drafter))
     reason = match_schedule(p)
     assert isinstance(reason, str) and "dynamic" in reason
+
+
+def test_ptx_for_sm90_without_a_gpu(tiny_pair, tmp_path, specir_cli, monkeypatch):
+    import os
+
+    import triton
+    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+    if not os.path.exists(ptxas):
+        pytest.skip("Triton's bundled ptxas is missing")
+    from specir.ir.printer import print_pipeline
+    target, drafter = tiny_pair
+    spec = tmp_path / "ar.spec"
+    spec.write_text(print_pipeline(pipeline("ar", target, drafter, dtype="bf16")))
+    monkeypatch.setenv("SPECIR_TRITON_PTX", "1")
+    code, _, err = specir_cli("compile", spec, "--target", "h100", "-o", tmp_path / "build")
+    assert code == 0, err
+    manifest = json.loads((tmp_path / "build" / "manifest.json").read_text())
+    with_ptx = {k["kernel"].rsplit(".", 1)[-1]: k["ptx"] for k in manifest["kernels"] if k.get("ptx")}
+    assert {"linear_bf16", "attention", "rope_kv_write", "argmax", "greedy_accept_tree"} <= set(with_ptx), manifest["notes"]
+    text = (tmp_path / "build" / with_ptx["linear_bf16"][0]).read_text()
+    assert ".target sm_90" in text and ".entry gemv_kernel" in text
