@@ -89,3 +89,16 @@ def test_context_overflow_is_an_error(kernels):
     lens[0] = 5
     with pytest.raises(ValueError, match="max_seq"):
         kernels.attention(q, k_cache, v_cache, lens)
+
+
+def test_kv_write_valid_tokens_only(kernels):
+    """With n_new, token t of request b is written only when t < n_new[b]; slots past max_seq
+    are dropped."""
+    k_cache, v_cache = torch.zeros(3, 2, 8, 4), torch.zeros(3, 2, 8, 4)
+    k_new, v_new = torch.randn(3, 4, 2, 4), torch.randn(3, 4, 2, 4)
+    lens = torch.tensor([0, 2, 6], dtype=torch.int32)
+    n_new = torch.tensor([2, 4, 4], dtype=torch.int32)
+    kernels.kv_write(k_cache, v_cache, k_new, v_new, lens, n_new)
+    assert torch.equal(k_cache[0, :, :2], k_new[0, :2].transpose(0, 1)) and not k_cache[0, :, 2:].any()
+    assert torch.equal(v_cache[1, :, 2:6], v_new[1].transpose(0, 1))
+    assert torch.equal(k_cache[2, :, 6:8], k_new[2, :2].transpose(0, 1))  # tokens 2, 3 fall off
