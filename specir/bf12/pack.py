@@ -1,12 +1,13 @@
-"""Pack a bf16 matrix into BF12 (lossless for every bit pattern).
+"""Pack a bf16 matrix into BF12 (lossless for every bit pattern; layout in `layout.py`).
 
-Per group of 128 weights the packer picks a base exponent B and an escape exponent E so that
-every exponent in the group is in the window ``B-14 .. B`` (code ``B - e``) or equals E (code 15).
-Such a pair exists iff the group's distinct exponents, less at most one (the smallest or the
-largest), span at most 15 binades. Candidates, tried in order:
+Per group of 128 weights the packer picks ``base`` and ``esc`` (values of the high exponent
+``h = e >> 1``, 0..127) so that every ``h`` in the group is in the window ``base-6 .. base``
+(code ``base - h``) or equals ``esc`` (code 7); ``base >= 6``. Such a pair exists iff the group's
+distinct ``h`` values, less at most one (the smallest or the largest), span at most 7 values.
+Candidates, tried in order:
 
-1. B = max exponent, E = the one exponent below the window (or ``B - 15`` when none is), then
-2. B = second-largest exponent, E = the largest (a lone high outlier).
+1. base = max h, esc = the one value below the window (or ``base - 7`` when none is), then
+2. base = second-largest h, esc = the largest (a lone high outlier).
 
 A row with a group that fits neither is kept as raw bf16 (`BF12Matrix.raw`).
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from .layout import ESCAPE_CODE, GROUP, MANT_POS, NIBBLE_POS, WINDOW, padded_k
+from .layout import CODE_SHIFT, ESCAPE_CODE, GROUP, MANT_POS, MIN_BASE, SIGN_SHIFT, UNIT_OF, UNITS, WINDOW, padded_k
 from .matrix import BF12Matrix
 
 _CHUNK_ELEMENTS = 1 << 23  # rows are packed in chunks of about this many weights
@@ -25,21 +26,23 @@ def bf16_bits(w: torch.Tensor) -> torch.Tensor:
     return w.contiguous().view(torch.int16).to(torch.int32) & 0xFFFF
 
 
-def group_windows(exp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Choose (base, esc, ok) per group from exponents `exp` int32 `[..., 128]`.
+def group_windows(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Choose (base, esc, ok) per group from high exponents `h` (``e >> 1``) int32 `[..., 128]`.
 
     `ok` is False where no (base, esc) pair covers the group."""
-    emax, emin = exp.amax(-1), exp.amin(-1)
-    below_max = torch.where(exp < emax[..., None], exp, torch.full_like(exp, -1)).amax(-1)
-    above_min = torch.where(exp > emin[..., None], exp, torch.full_like(exp, 256)).amin(-1)
-    low_edge = emax - (WINDOW - 1)
-    fits_top = (emin >= low_edge) | (above_min >= low_edge)          # candidate 1
-    fits_outlier = (below_max >= 0) & (emin >= below_max - (WINDOW - 1))  # candidate 2
-    base = torch.where(fits_top, emax, below_max)
-    natural = (emax - WINDOW).clamp(min=0)
-    esc = torch.where(fits_top, torch.where(emin >= low_edge, natural, emin), emax)
+    hmax, hmin = h.amax(-1), h.amin(-1)
+    below_max = torch.where(h < hmax[..., None], h, torch.full_like(h, -1)).amax(-1)
+    above_min = torch.where(h > hmin[..., None], h, torch.full_like(h, 256)).amin(-1)
+    top = hmax.clamp(min=MIN_BASE)
+    low_edge = top - (WINDOW - 1)
+    fits_top = (hmin >= low_edge) | (above_min >= low_edge)                       # candidate 1
+    second = below_max.clamp(min=MIN_BASE)
+    fits_outlier = (below_max >= 0) & (hmin >= second - (WINDOW - 1))              # candidate 2
+    base = torch.where(fits_top, top, second)
+    natural = (top - WINDOW).clamp(min=0)
+    esc = torch.where(fits_top, torch.where(hmin >= low_edge, natural, hmin), hmax)
     ok = fits_top | fits_outlier
-    base = torch.where(ok, base, torch.zeros_like(base))
+    base = torch.where(ok, base, torch.full_like(base, MIN_BASE))
     esc = torch.where(ok, esc, torch.zeros_like(esc))
     return base, esc, ok
 
@@ -53,22 +56,25 @@ def _pack_rows(bits: torch.Tensor, k: int):
         pad = bits[:, (groups - 1) * GROUP: (groups - 1) * GROUP + 1].expand(n, kp - k)
         bits = torch.cat([bits, pad], dim=1)
     bits = bits.view(n, groups, GROUP)
-    exp = (bits >> 7) & 0xFF
-    sign_mant = ((bits >> 8) & 0x80) | (bits & 0x7F)
-    base, esc, ok = group_windows(exp)
-    offset = base[..., None] - exp
+    high = (bits >> 8) & 0x7F
+    sign = (bits >> 15) & 1
+    low = bits & 0xFF
+    base, esc, ok = group_windows(high)
+    offset = base[..., None] - high
     code = torch.where((offset >= 0) & (offset < WINDOW), offset, torch.full_like(offset, ESCAPE_CODE))
     dev = bits.device
-    if kp != k:  # padding decodes to a finite positive value (base - code, mantissa 0)
+    if kp != k:  # padding decodes to a finite positive value (high byte base, low byte 0)
         tail = torch.arange(GROUP, device=dev) >= GROUP - (kp - k)
-        pad_code = (base[:, -1] == 255).to(torch.int32)[:, None].expand(n, int(tail.sum()))
-        code[:, -1, tail] = pad_code
-        sign_mant[:, -1, tail] = 0
-    mant = torch.empty_like(sign_mant)
-    mant[..., MANT_POS.to(dev)] = sign_mant
-    nibbles = torch.empty_like(code)
-    nibbles[..., NIBBLE_POS.to(dev)] = code
-    code_bytes = nibbles[..., 0::2] | (nibbles[..., 1::2] << 4)
+        code[:, -1, tail] = 0
+        sign[:, -1, tail] = 0
+        low[:, -1, tail] = 0
+    mant = torch.empty_like(low)
+    mant[..., MANT_POS.to(dev)] = low
+    fields = (code.to(torch.int64) << CODE_SHIFT.to(dev)) | (sign.to(torch.int64) << SIGN_SHIFT.to(dev))
+    words = torch.zeros(n, groups, UNITS, dtype=torch.int64, device=dev)
+    words.index_add_(2, UNIT_OF.to(dev), fields)          # disjoint bit fields: sum == or
+    shifts = torch.arange(0, 32, 8, device=dev)
+    code_bytes = (words[..., None] >> shifts) & 0xFF      # little-endian bytes of each 32-bit word
     return (mant.reshape(n, kp).to(torch.uint8), code_bytes.reshape(n, kp // 2).to(torch.uint8),
             base.to(torch.uint8), esc.to(torch.uint8), ok.all(-1))
 

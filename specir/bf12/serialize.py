@@ -12,7 +12,10 @@ Naming scheme for a matrix stored under `<name>` (e.g. `model.layers.0.mlp.up_pr
 | `<name>.bf12.raw_rows`    | I32   | `[R]`         | R > 0         |
 
 and one header (`__metadata__`) entry `<name>.bf12` = JSON
-`{"format": "bf12", "version": 1, "shape": [N, K], "group": 128}`.
+`{"format": "bf12", "version": 2, "shape": [N, K], "group": 128}`.
+
+Version 1 files (the first layout: sign+mantissa bytes, 4-bit exponent codes) are still read:
+`from_tensors` decodes them and packs the matrix again in the current layout.
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from .layout import GROUP
 from .matrix import BF12Matrix
 
 SUFFIX = ".bf12"
-VERSION = 1
+VERSION = 2
 _PARTS = ("mant", "code", "base", "esc", "raw", "raw_rows")
 
 
@@ -54,7 +57,7 @@ def from_tensors(name: str, tensors: dict[str, torch.Tensor], metadata: dict[str
     key = f"{name}{SUFFIX}"
     try:
         info = json.loads(metadata[key])
-        if info.get("format") != "bf12" or info.get("version") != VERSION or info.get("group") != GROUP:
+        if info.get("format") != "bf12" or info.get("version") not in (1, VERSION) or info.get("group") != GROUP:
             raise ValueError(f"unsupported header {info}")
         shape = tuple(int(d) for d in info["shape"])
         parts = {p: tensors.get(f"{key}.{p}") for p in _PARTS}
@@ -65,10 +68,36 @@ def from_tensors(name: str, tensors: dict[str, torch.Tensor], metadata: dict[str
         if parts["raw"] is None:
             parts["raw"] = torch.empty(0, shape[1], dtype=torch.bfloat16, device=dev)
             parts["raw_rows"] = torch.empty(0, dtype=torch.int32, device=dev)
-        return BF12Matrix(shape, **parts)
+        packed = BF12Matrix(shape, **parts)
+        return _from_version_1(packed) if info["version"] == 1 else packed
     except (KeyError, ValueError, TypeError, json.JSONDecodeError) as exc:
         raise SpecirError(f"corrupt BF12 matrix {name!r}: {exc}", path=source,
                           hint="re-run pack-weights on the original checkpoint") from None
+
+
+def _from_version_1(old: BF12Matrix) -> BF12Matrix:
+    """Decode a version-1 matrix (bytes: sign + 7 mantissa bits; 4-bit codes, exponent = base -
+    code or esc for code 15; the pair-slot byte order of version 1) and pack it again."""
+    from .pack import pack
+
+    n, k = old.shape
+    p, kp = old.mant.shape
+    kk = torch.arange(GROUP, device=old.device)
+    r, t, par = kk // 32, (kk % 32) // 2, kk % 2
+    mant_pos = 8 * t + 4 * (r // 2) + (r % 2) + 2 * par
+    nibble_pos = 8 * t + r + 4 * par
+    sm = old.mant.view(p, kp // GROUP, GROUP).to(torch.int32)[..., mant_pos]
+    pair = old.code.view(p, kp // GROUP, GROUP // 2).to(torch.int32)
+    c = torch.stack([pair & 0xF, pair >> 4], dim=-1).view(p, kp // GROUP, GROUP)[..., nibble_pos]
+    e = torch.where(c == 15, old.esc.to(torch.int32)[..., None], old.base.to(torch.int32)[..., None] - c)
+    bits = (((sm & 0x80) << 8) | (e << 7) | (sm & 0x7F)).view(p, kp)[:, :k]
+    w = torch.empty(n, k, dtype=torch.bfloat16, device=old.device)
+    if old.raw_row_count:
+        w[old.raw_rows.long()] = old.raw
+        w[old.rows.long()] = bits.to(torch.int16).view(torch.bfloat16)
+    else:
+        w.copy_(bits.to(torch.int16).view(torch.bfloat16))
+    return pack(w)
 
 
 def save(path: str | Path, matrices: dict[str, BF12Matrix],

@@ -28,7 +28,7 @@ class MatrixStats:
     shape: tuple[int, int]
     bits_per_weight: float     # BF12 bytes * 8 / weights, all metadata counted
     raw_rows: int              # rows kept as bf16
-    escapes: int               # packed weights that take the escape exponent (code 15, not base - 15)
+    escapes: int               # packed weights that take the escape value (code 7, not base - 7)
     zeros: int                 # weights equal to +-0
     distinct_exponents: int    # distinct exponent fields in the matrix
     exponent_entropy: float    # bits, over all weights
@@ -73,12 +73,13 @@ def analyze(w: torch.Tensor) -> MatrixStats:
         if kp != k:
             first = exp[:, (kp // GROUP - 1) * GROUP][:, None].expand(rows, kp - k)
             exp = torch.cat([exp, first], dim=1)
-        exp = exp.view(rows, kp // GROUP, GROUP)
-        base, esc, ok = group_windows(exp)
+        high = exp.view(rows, kp // GROUP, GROUP) >> 1
+        base, esc, ok = group_windows(high)
         row_ok = ok.all(-1)
         raw_rows += int((~row_ok).sum())
         natural = base - WINDOW
-        escaped = (exp == esc[..., None]) & ((base[..., None] - exp) >= WINDOW) & (esc != natural)[..., None]
+        off = base[..., None] - high
+        escaped = (high == esc[..., None]) & ((off >= WINDOW) | (off < 0)) & (esc != natural)[..., None]
         valid = torch.arange(kp) < k
         escapes += int((escaped.view(rows, kp) & valid & row_ok[:, None]).sum())
     p = hist.double() / hist.sum()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .layout import ESCAPE_CODE, GROUP, MANT_POS, NIBBLE_POS
+from .layout import CODE_SHIFT, ESCAPE_CODE, GROUP, MANT_POS, SIGN_SHIFT, UNIT_OF, UNITS
 from .matrix import BF12Matrix
 
 
@@ -13,13 +13,15 @@ def decode_rows(mant: torch.Tensor, code: torch.Tensor, base: torch.Tensor, esc:
     n, kp = mant.shape
     groups = kp // GROUP
     dev = mant.device
-    sign_mant = mant.view(n, groups, GROUP).to(torch.int32)[..., MANT_POS.to(dev)]
-    pair = code.view(n, groups, GROUP // 2).to(torch.int32)
-    nibbles = torch.stack([pair & 0xF, pair >> 4], dim=-1).view(n, groups, GROUP)
-    c = nibbles[..., NIBBLE_POS.to(dev)]
-    b = base.to(torch.int32)[..., None]
-    e = torch.where(c == ESCAPE_CODE, esc.to(torch.int32)[..., None], b - c)
-    bits = ((sign_mant & 0x80) << 8) | (e << 7) | (sign_mant & 0x7F)
+    low = mant.view(n, groups, GROUP).to(torch.int32)[..., MANT_POS.to(dev)]
+    b = code.view(n, groups, UNITS, 4).to(torch.int64)
+    words = b[..., 0] | (b[..., 1] << 8) | (b[..., 2] << 16) | (b[..., 3] << 24)
+    per_weight = words[..., UNIT_OF.to(dev)]
+    c = ((per_weight >> CODE_SHIFT.to(dev)) & 7).to(torch.int32)
+    s = ((per_weight >> SIGN_SHIFT.to(dev)) & 1).to(torch.int32)
+    base_ = base.to(torch.int32)[..., None]
+    high = torch.where(c == ESCAPE_CODE, esc.to(torch.int32)[..., None], base_ - c)
+    bits = (s << 15) | (high << 8) | low
     bits = bits.view(n, kp)[:, :k]
     return bits.to(torch.int16).view(torch.bfloat16)
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from specir.bf12 import GROUP, pack, unpack
-from specir.bf12.layout import ESCAPE_CODE
+from specir.bf12.layout import CODE_SHIFT, ESCAPE_CODE, UNIT_OF
 
 
 def bits(t):
@@ -71,8 +71,10 @@ def test_row_spanning_many_binades(seed):
 
 
 def _codes(p):
-    b = p.code.to(torch.int32)
-    return torch.stack([b & 0xF, b >> 4], -1).flatten(1)
+    """Per-weight 3-bit codes [P, Kp] (in the layout's weight order)."""
+    b = p.code.to(torch.int64).view(p.code.shape[0], -1, 4)
+    words = (b[..., 0] | (b[..., 1] << 8) | (b[..., 2] << 16) | (b[..., 3] << 24)).view(p.code.shape[0], -1, 16)
+    return ((words[..., UNIT_OF] >> CODE_SHIFT) & 7).flatten(1)
 
 
 def test_escape_below_window_stays_packed(seed):
@@ -90,7 +92,16 @@ def test_lone_high_outlier_stays_packed(seed):
     w[0, 0] = 3e20  # above the others by ~80 binades: base = second-largest exponent
     p = assert_roundtrip(w)
     assert p.raw_row_count == 0
-    assert int(p.esc[0, 0]) == (int(bits(w)[0, 0]) >> 7) & 0xFF
+    high = (int(bits(w)[0, 0]) >> 8) & 0x7F  # the outlier's high exponent e >> 1
+    assert high in (int(p.esc[0, 0]), int(p.base[0, 0]))  # the window's top or the escape value
+
+
+def test_lowest_exponent_bit_lives_in_the_low_byte(seed):
+    w = tame(1, GROUP)
+    w[0, 5] = 2.0 ** -20      # exponent 107: the high-exponent window is pair-aligned
+    w[0, 6] = -(2.0 ** -21)   # exponent 106: same high exponent 53, so still one escape value
+    p = assert_roundtrip(w)
+    assert p.raw_row_count == 0
 
 
 def test_two_far_exponents_make_a_raw_row(seed):

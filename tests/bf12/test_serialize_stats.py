@@ -102,3 +102,35 @@ def test_linear_reference_bits(seed, dtype):
     want = torch.nn.functional.linear(x, unpack(p).to(dtype), b)
     assert torch.equal(linear_reference(x, p, b).view(torch.int16 if dtype == torch.bfloat16 else torch.int32),
                        want.view(torch.int16 if dtype == torch.bfloat16 else torch.int32))
+
+
+def _pack_version_1(w):
+    """The first BF12 layout (version 1), for files written before version 2: bytes sign + mantissa,
+    4-bit codes (exponent = base - code), no escapes needed for these test weights."""
+    n, k = w.shape
+    b = w.view(torch.int16).to(torch.int32) & 0xFFFF
+    g = b.view(n, k // 128, 128)
+    e = (g >> 7) & 0xFF
+    base = e.amax(-1)
+    code = base[..., None] - e
+    assert int(code.max()) < 15
+    kk = torch.arange(128)
+    r, t, par = kk // 32, (kk % 32) // 2, kk % 2
+    mant = torch.empty_like(g)
+    mant[..., 8 * t + 4 * (r // 2) + (r % 2) + 2 * par] = ((g >> 8) & 0x80) | (g & 0x7F)
+    nib = torch.empty_like(g)
+    nib[..., 8 * t + r + 4 * par] = code
+    code_bytes = nib[..., 0::2] | (nib[..., 1::2] << 4)
+    u8 = lambda x: x.reshape(n, -1).to(torch.uint8)
+    return {"w.bf12.mant": u8(mant), "w.bf12.code": u8(code_bytes), "w.bf12.base": u8(base),
+            "w.bf12.esc": u8(torch.zeros_like(base))}
+
+
+def test_version_1_files_are_read_and_repacked(tmp_path, seed):
+    w = ((torch.rand(6, 256) + 0.5) * 0.02 * torch.where(torch.rand(6, 256) < 0.5, -1, 1)).to(torch.bfloat16)
+    path = tmp_path / "v1.safetensors"
+    save_file(_pack_version_1(w), str(path),
+              metadata={"w.bf12": json.dumps({"format": "bf12", "version": 1, "shape": [6, 256], "group": 128})})
+    got = load(path)["w"]
+    assert torch.equal(bits(unpack(got)), bits(w))
+    assert torch.equal(got.code, pack(w).code)  # now in the current layout

@@ -238,15 +238,24 @@ def gemv_kernel(x_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc
     end_full = tl.minimum(last, n_full)
     if PREFETCH:
         if end_full > first:
-            ws, xs = _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, first,
+            # two register buffers, unrolled by two: each load lands in the buffer the previous
+            # compute just freed, so the loop carries no register copies
+            wa, xa = _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, first,
                                      stride_w, n_groups, FORMAT, G)
-            for it in range(first + 1, end_full):
-                ws_next, xs_next = _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it,
-                                                   stride_w, n_groups, FORMAT, G)
-                acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, ws, xs, FORMAT, PRMT)
-                ws = ws_next
-                xs = xs_next
-            acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, ws, xs, FORMAT, PRMT)
+            for it in range(first + 1, end_full - 1, 2):
+                wb, xb = _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it,
+                                         stride_w, n_groups, FORMAT, G)
+                acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, FORMAT, PRMT)
+                wa, xa = _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it + 1,
+                                         stride_w, n_groups, FORMAT, G)
+                acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, FORMAT, PRMT)
+            if (end_full - first) % 2 == 0:
+                wb, xb = _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, end_full - 1,
+                                         stride_w, n_groups, FORMAT, G)
+                acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, FORMAT, PRMT)
+                acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, FORMAT, PRMT)
+            else:
+                acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, FORMAT, PRMT)
     else:
         for it in range(first, end_full):
             acc_lo, acc_hi = _gemv_iteration(acc_lo, acc_hi, x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr,
