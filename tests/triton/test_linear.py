@@ -43,6 +43,7 @@ CASES = [  # m, n, k, config (None: the heuristic table), bias
     (1, 33, 128, GEMV(64, 1), True),        # N < block, one group
     (1, 64, 640, GEMV(32, 2, prefetch=False), False),  # the GEMV loop without prefetch
     (3, 40, 300, None, True),               # skinny GEMM (table: y^T = w x^T), ragged
+    (70, 40, 300, None, False),             # M > 64 (table: block_m 128, y^T = w x^T)
     (5, 64, 640, GEMM(16, 64, 1, 2), False),
     (2, 24, 384, GEMM(16, 32, 2, 2), True),  # 3 groups, BK = 256: masked tail iteration, missing group
     (6, 40, 300, GEMM(16, 32, 1, 2, swap_ab=True), False),

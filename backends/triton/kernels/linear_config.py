@@ -75,12 +75,13 @@ def choose(m: int, n: int, k: int, fmt: str = "bf16") -> LinearConfig:
             cfg = replace(cfg, **over)
         return cfg
     block_m = min(128, max(16, 1 << (m - 1).bit_length()))
-    if block_m <= 64:
-        # y^T = w x^T: the decoded weights feed wgmma's A operand straight from registers
-        # (block_n 64 x one group keeps Triton 3.6 from staging them through shared memory).
-        block_n, groups, num_warps, swap = 64, 1, 4, True
-    else:
-        block_n, groups, num_warps, swap = 32, 2 if groups_total >= 8 else 1, 8, False
+    # y^T = w x^T for every M: the decoded weights feed wgmma's A operand straight from registers
+    # (block_n 64 x one group x 4 warps keeps Triton 3.6 from staging them through shared memory:
+    # block_n 128 or 8 warps add a shared-memory round trip per weight, see bench/sass_count.py).
+    # M > 64 used x w^T with block_n 32 and 8 warps until 2026-11-30: x was re-read from L2 four
+    # times per weight byte and BF12's B operand went through shared memory (H200: lm_head M=128
+    # bf16 934 us, cuBLAS 275 us); now wgmma N = block_m = 128.
+    block_n, groups, num_warps, swap = 64, 1, 4, True
     iters = -(-groups_total // groups)
     split = _split_for(-(-n // block_n) * -(-m // block_m), iters)
     return LinearConfig("gemm", block_n, groups, split, block_m, num_warps, num_stages=2, swap_ab=swap)
