@@ -10,7 +10,8 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+os.environ.setdefault("SPECIR_THREADS", "1")  # tests run two workers on two cores
+torch.set_num_threads(1)
 
 from tests.helpers.checkpoints import FAMILIES, make_checkpoint, write_tokenizer  # noqa: E402
 

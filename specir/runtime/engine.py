@@ -17,6 +17,7 @@ from ..ir.nodes import Pipeline
 from . import acceptance
 from .drafting import draft_chain, draft_ngram, draft_tree
 from .model_runner import ModelRunner
+from .threads import apply_threads
 from .tree_mask import ancestor_mask
 from .values import Accepted, ChainDraft, TreeDraft, Verified
 from .weights import load_weights
@@ -67,6 +68,8 @@ class Engine:
         used = {s.lstrip("@") for op in pipeline.step.ops for s in op.symbols}
         self.models = {m.name: m for m in pipeline.models if m.name in used}
         self.weights = weights or {name: load_weights(m, device) for name, m in self.models.items()}
+        if str(device) == "cpu":
+            apply_threads(self.weights)
         verify_ops = [op for op in pipeline.step.ops if op.name.startswith("verify.")]
         if not verify_ops:
             raise SpecirError("the step verifies nothing", hint="a step needs a verify op on the target")
