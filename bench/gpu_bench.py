@@ -71,6 +71,7 @@ class Sizes:
     max_new: int = 96
     peer_tokens: int = 32
     warm_tokens: int = 4            # tokens of the untimed first generate per engine (captures graphs)
+    activations: str = "bf16"       # the pipelines' activation dtype (the smoke test runs f32: faster interpreter)
     device: str = "cuda"
     tiny: dict | None = None        # smoke test: explicit shapes instead of the named ones
 
@@ -83,8 +84,8 @@ TINY_TARGET = dict(name="tiny-target", hidden_size=64, num_hidden_layers=1, num_
                    tie_word_embeddings=False)
 TINY_DRAFTER = dict(TINY_TARGET, name="tiny-drafter", tie_word_embeddings=True)
 SMOKE = dict(contexts=(16,), tree_sizes=(1, 3), reps=1, chain_k=2, tree=(2, 2, 3), ngram_k=2,
-             workloads=("code-completion",), prompts_per_workload=1, max_new=2, peer_tokens=2, warm_tokens=1,
-             device="cpu",
+             workloads=("code-completion",), prompts_per_workload=1, max_new=2, peer_tokens=2, warm_tokens=0,
+             activations="f32", device="cpu",
              tiny={"target": TINY_TARGET, "drafter": TINY_DRAFTER})
 ROPE_8B = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
            "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
@@ -289,9 +290,12 @@ def hf_model(config: dict, weights: dict):
     if cfg.tie_word_embeddings:
         model.tie_weights()
     device = next(iter(weights.values())).device
-    with torch.device(device):
+    with torch.device(device):  # inv_freq in fp32, as from_pretrained leaves it
         model.model.rotary_emb = type(model.model.rotary_emb)(config=cfg)
-    return model.to(torch.bfloat16).eval()
+    missing = [n for n, t in list(model.named_parameters()) + list(model.named_buffers()) if t.is_meta]
+    if missing:
+        raise RuntimeError(f"transformers model has tensors without weights: {missing[:5]}")
+    return model.eval()
 
 
 def weight_bytes(weights: dict, skip=("model.embed_tokens.weight",)) -> int:
@@ -451,6 +455,8 @@ class Bench:
             note = (note + "; " if note else "") + ("random weights: speed numbers are valid, acceptance (tau, "
                                                     "speedup) is not that of a trained pair")
         ir = {role: ir_model(role, configs[role], weights[role]) for role in ("target", "drafter")}
+        if z.activations != "bf16":
+            ir = {role: dataclasses.replace(m, attrs=m.attrs.set(dtype=z.activations)) for role, m in ir.items()}
         t0 = time.time()
         compiled = {role: CompiledModel(ir[role], weights[role], dev) for role in ("target", "drafter")}
         self.state.update(configs=configs, weights=weights, ir=ir, compiled=compiled, source=source,
@@ -614,12 +620,15 @@ class Bench:
 
     def _reference(self):
         if "reference" not in self.state:
-            self.state["hf"] = {role: hf_model(self.state["configs"][role], self.state["weights"][role])
+            f32 = self.z.activations == "f32"
+            self.state["hf"] = {role: hf_model(self.state["configs"][role],
+                                               {n: t.float() if f32 else t for n, t in self.state["weights"][role].items()})
                                 for role in ("target", "drafter")}
             model = self.state["hf"]["target"]
+            dtype = self.z.activations
 
             class HFReference:
-                dtype_name, kind = "bf16", "transformers"
+                dtype_name, kind = dtype, "transformers"
 
                 @torch.no_grad()
                 def logits(self, ids):
@@ -634,7 +643,8 @@ class Bench:
         reference = self._reference()
         prompts = self._prompts()
         for name, engine in engines.items():  # capture outside the timed runs
-            engine.generate([next(iter(prompts.values()))[0]], self.z.warm_tokens)
+            if self.z.warm_tokens:
+                engine.generate([next(iter(prompts.values()))[0]], self.z.warm_tokens)
         rows = []
         for workload, plist in prompts.items():
             ar_tps = None

@@ -26,8 +26,8 @@ from .device_step import DeviceStep, StepState
 from .forward import ForwardInputs
 from .schedule import Schedule
 
-ROW_QUANTUM = 256
-COUNTER_SLOTS = 1 << 20  # cache rows are rounded up to this so that later calls reuse captured steps
+ROW_QUANTUM = 256  # cache rows are rounded up to this so that later calls reuse captured steps
+COUNTER_SLOTS = 1 << 20  # split-K counters reserved before any capture (see GraphEngine.__init__)
 
 
 class _Session:
