@@ -252,6 +252,7 @@ def headroom(rows: dict[str, RoleTotal], target: float = 12.35) -> str:
 def report(rows: int = 256, exact: bool = False, device: str = "cpu", shape: str = "llama-3.1-8b",
            log=print) -> str:
     from specir.zoo.paths import zoo_model_dir
+    from .serialize import VERSION
     from .stats import gaussian_report
     start = time.perf_counter()
     command = "python -m specir.bf12.report" + (f" --rows {rows}" if rows != 256 else "") + \
@@ -264,7 +265,7 @@ def report(rows: int = 256, exact: bool = False, device: str = "cpu", shape: str
              "safetensors header entry and per-tensor offsets of each matrix (`specir.bf12.stats.stored_bytes`). "
              "Matrices: those `pack-weights` packs (every linear weight; an lm_head tied to the embedding "
              "stays bf16 and is not counted; the embedding table is read by `embed` and stays bf16). "
-             "Target: <= 12.35 bits/weight.", ""]
+             f"Target: <= 12.35 bits/weight. BF12 format version {VERSION}.", ""]
     log("shipped pair ...")
     for name, rows_of in shipped_pair().items():
         parts += [f"## Shipped pair: zoo `{name}` (every matrix, exact)", "", table(rows_of), ""]
@@ -276,9 +277,9 @@ def report(rows: int = 256, exact: bool = False, device: str = "cpu", shape: str
     bf16_b, bf12_b = step_bytes(infl)
     parts += [f"## Zoo target inflated to {shape} (`specir zoo inflate --shape {shape}`)", "",
               f"Construction of `specir/zoo/inflate.py` (seed 0); {how}.", "", table(infl), "",
-              headroom(infl), "",
               f"Linear weights read per AR step: bf16 {bf16_b / 1e9:.3f} GB, BF12 {bf12_b / 1e9:.3f} GB "
-              f"({bf16_b / bf12_b:.3f}x fewer bytes; the embedding row and the KV cache come on top).", ""]
+              f"({bf16_b / bf12_b:.3f}x fewer bytes; the embedding row and the KV cache come on top).", "",
+              headroom(infl), ""]
     if not exact:
         log("sampling check at the test-target shape ...")
         small = {kind: add_total(inflated(zoo_model_dir("code-target"), "test-target", rows=rows, exact=kind == "exact",
@@ -293,10 +294,10 @@ def report(rows: int = 256, exact: bool = False, device: str = "cpu", shape: str
     parts += ["## Gaussian N(0, 0.02) weights at the Llama-3.1-8B linear shapes", "",
               f"Rows are i.i.d., so a sample of {rows} rows of each shape estimates its raw rows "
               f"(Gaussian 4096 x 4096 matrices have a few raw rows, docs/BF12.md).", "", table(gauss), "",
+              f"Per AR step: bf16 {bf16_b / 1e9:.3f} GB, BF12 {bf12_b / 1e9:.3f} GB ({bf16_b / bf12_b:.3f}x).", "",
               headroom(gauss), "",
               f"Check of the sampling: one whole Gaussian 4096 x 4096 matrix (`stats.gaussian_report()`): "
-              f"{whole['bits_per_weight']:.4f} bits/weight, {whole['raw_rows']} raw rows.", "",
-              f"Per AR step: bf16 {bf16_b / 1e9:.3f} GB, BF12 {bf12_b / 1e9:.3f} GB ({bf16_b / bf12_b:.3f}x).", ""]
+              f"{whole['bits_per_weight']:.4f} bits/weight, {whole['raw_rows']} raw rows.", ""]
     parts.append(f"Report built in {time.perf_counter() - start:.0f} s on {device} (torch {torch.__version__}).")
     return "\n".join(parts) + "\n"
 
