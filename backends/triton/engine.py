@@ -20,6 +20,7 @@ from specir.runtime.engine import Engine
 from specir.runtime.weights import load_weights
 
 from .compiled_model import CompiledModel, concrete_device
+from .kernels._interpreter_compat import interpreting
 from .graph_engine import GraphEngine
 from .host_engine import HostPathEngine
 from .schedule import Schedule, match_schedule
@@ -48,6 +49,10 @@ class TritonEngine:
         if pipeline.step is None:
             raise SpecirError("the pipeline has no step", hint="add step(%ctx: context) { ... }")
         self.pipeline, self.device = pipeline, concrete_device(device)
+        if self.device.type != "cuda" and not interpreting():
+            raise SpecirError(f"the triton backend runs on CUDA devices, not {self.device.type!r}",
+                              hint="use a GPU target, or set TRITON_INTERPRET=1 to run its kernels in Triton's "
+                                   "CPU interpreter (slow; for tests)")
         models = used_models(pipeline)
         self.models: dict[str, CompiledModel] = {}
         for name, model in models.items():

@@ -18,7 +18,7 @@ class HostPathEngine(Engine):
         self.compiled = models
         used = {s.lstrip("@") for op in pipeline.step.ops for s in op.symbols}
         placeholders = {name: {} for name in used}  # weights live in the compiled models
-        super().__init__(pipeline, device=str(device), backend="triton", weights=placeholders or {"": {}})
+        super().__init__(pipeline, device=str(device), backend="triton", weights=placeholders)
 
     def _make_runners(self, slots: int, max_seq: int) -> None:
         self.runners = {name: TritonModelRunner(self.compiled[name], slots=slots, max_seq=max_seq)
