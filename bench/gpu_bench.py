@@ -95,8 +95,8 @@ ROPE_8B = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_fr
 class Report:
     """Sections of results, rewritten to DIR after each one; errors are recorded, not raised."""
 
-    def __init__(self, out: str, budget_s: float, argv):
-        self.out, self.start, self.budget = out, time.time(), budget_s
+    def __init__(self, out: str, budget_s: float, argv, skip=()):
+        self.out, self.start, self.budget, self.skip = out, time.time(), budget_s, set(skip)
         os.makedirs(out, exist_ok=True)
         self.data = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                      "command": " ".join(["python"] + list(argv)), "sections": {}, "errors": {},
@@ -106,6 +106,9 @@ class Report:
         return self.budget - (time.time() - self.start)
 
     def run(self, name: str, fn, need_s: float = 0.0):
+        if name in self.skip:
+            self.data["skipped"][name] = "--skip"
+            return None
         if self.left() < need_s:
             self.data["skipped"][name] = f"time budget: {self.left():.0f} s left, about {need_s:.0f} s needed"
             print(f"[{name}] skipped (time budget)", flush=True)
@@ -507,11 +510,15 @@ class Bench:
         self.state["ar_ms"] = {r["context"]: r["triton_step_ms"] for r in rows}
         torch_rows = []
         for ctx in self.z.contexts[:1]:
-            ref = TorchDecode(self.state["weights"]["target"], self.state["configs"]["target"], ctx, self.device)
-            replay = self.clock.graph(ref.step)
-            ms = self.clock.ms(replay)
-            torch_rows.append({"context": ctx, "torch_cublas_graph_ms": ms, "x_roofline": ms / self._roofline_ms(ctx)})
-            del ref, replay
+            try:
+                ref = TorchDecode(self.state["weights"]["target"], self.state["configs"]["target"], ctx, self.device)
+                replay = self.clock.graph(ref.step)
+                ms = self.clock.ms(replay)
+                torch_rows.append({"context": ctx, "torch_cublas_graph_ms": ms,
+                                   "x_roofline": ms / self._roofline_ms(ctx)})
+                del ref, replay
+            except Exception as exc:  # the reference point is optional; keep the Triton rows
+                torch_rows.append({"context": ctx, "error": f"{type(exc).__name__}: {exc}"})
         return {"triton": rows, "torch": torch_rows, "target_x_roofline": 1.10}
 
     def breakdown(self):
@@ -671,6 +678,20 @@ class Bench:
                 "timing": "decode only (prefill excluded), same engine and weights for every pipeline",
                 "all_lossless": all(r.get("mismatches", 0) == 0 for r in rows)}
 
+    def _hf_generate(self, model, ids, kw, extra, outputs, label):
+        with torch.no_grad():
+            model.generate(ids, **dict(kw, max_new_tokens=2, min_new_tokens=2), **extra)
+            if self.device.startswith("cuda"):
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            out = model.generate(ids, **kw, **extra)
+            if self.device.startswith("cuda"):
+                torch.cuda.synchronize()
+            dt = time.perf_counter() - t0
+        made = out.shape[1] - ids.shape[1]
+        outputs[label] = out[0, ids.shape[1]:].tolist()
+        return {"tokens": made, "ms_per_token": dt * 1e3 / max(made, 1), "tokens_per_s": made / dt}
+
     def peers(self):
         self._reference()
         hf = self.state["hf"]
@@ -682,23 +703,15 @@ class Bench:
         kw = dict(max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)
         outputs = {}
         for label, extra in (("generate", {}), ("assisted", {"assistant_model": hf["drafter"]})):
-            with torch.no_grad():
-                hf["target"].generate(ids, **dict(kw, max_new_tokens=2, min_new_tokens=2), **extra)
-                if self.device.startswith("cuda"):
-                    torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                out = hf["target"].generate(ids, **kw, **extra)
-                if self.device.startswith("cuda"):
-                    torch.cuda.synchronize()
-                dt = time.perf_counter() - t0
-            made = out.shape[1] - ids.shape[1]
-            outputs[label] = out[0, ids.shape[1]:].tolist()
-            rows[label] = {"tokens": made, "ms_per_token": dt * 1e3 / max(made, 1), "tokens_per_s": made / dt}
+            try:
+                rows[label] = self._hf_generate(hf["target"], ids, kw, extra, outputs, label)
+            except Exception as exc:  # one peer failing keeps the other
+                rows[label] = {"error": f"{type(exc).__name__}: {exc}", "tokens_per_s": None}
         engine = self._engines()["ar"]
         ours = engine.generate([p], n)[0]
         rows["specir_ar"] = {"tokens": len(ours.tokens), "tokens_per_s": len(ours.tokens) / ours.seconds,
-                             "same_tokens_as_generate": ours.tokens == outputs["generate"][: len(ours.tokens)],
-                             "assisted_same_as_generate": outputs["assisted"] == outputs["generate"]}
+                             "same_tokens_as_generate": ours.tokens == outputs.get("generate", [])[: len(ours.tokens)],
+                             "assisted_same_as_generate": outputs.get("assisted") == outputs.get("generate")}
         return rows
 
 
@@ -725,8 +738,8 @@ def markdown(data: dict) -> str:
             lines.append(f"| {r['context']} | {_f(r['triton_step_ms'], 3)} | {_f(r['roofline_ms'], 3)} | "
                          f"{_f(r['x_roofline'])} |")
         for r in s["ar_step"]["torch"]:
-            lines.append(f"| {r['context']} (torch+cuBLAS+graph) | {_f(r['torch_cublas_graph_ms'], 3)} | | "
-                         f"{_f(r['x_roofline'])} |")
+            lines.append(f"| {r['context']} (torch+cuBLAS+graph) | {_f(r.get('torch_cublas_graph_ms'), 3)} | | "
+                         f"{_f(r.get('x_roofline'))} | {r.get('error', '')}")
         lines.append("")
     if "breakdown" in s:
         b = s["breakdown"]
@@ -769,7 +782,7 @@ def markdown(data: dict) -> str:
     if "peers" in s:
         lines += ["## Peers (same weights)", "", "| engine | tok/s |", "|---|---:|"]
         for name, r in s["peers"].items():
-            lines.append(f"| {name} | {_f(r['tokens_per_s'], 1)} |")
+            lines.append(f"| {name} | {_f(r.get('tokens_per_s'), 1)} | {r.get('error', '')}")
         lines.append("")
     for name, why in data.get("skipped", {}).items():
         lines.append(f"- skipped {name}: {why}")
@@ -787,6 +800,9 @@ def summary(data: dict) -> str:
         out.append(f"AR step ctx {r['context']:<5}      {r['triton_step_ms']:.3f} ms = {r['x_roofline']:.2f}x roofline "
                    f"({r['roofline_ms']:.3f} ms)")
     for r in s.get("ar_step", {}).get("torch", []):
+        if "error" in r:
+            out.append(f"torch+cuBLAS+graph failed: {r['error'][:80]}")
+            continue
         out.append(f"torch+cuBLAS+graph {r['context']:<5} {r['torch_cublas_graph_ms']:.3f} ms = "
                    f"{r['x_roofline']:.2f}x roofline")
     for r in s.get("verify", {}).get("rows", []):
@@ -797,7 +813,7 @@ def summary(data: dict) -> str:
             out.append(f"{r['workload']:16s} {r['pipeline']:6s} {r['tokens_per_s']:8.1f} tok/s  tau {r['tau']:.2f}  "
                        f"speedup {_f(r['speedup'])}  mismatches {r['mismatches']}")
     for name, r in s.get("peers", {}).items():
-        out.append(f"peer {name:18s} {r['tokens_per_s']:8.1f} tok/s")
+        out.append(f"peer {name:18s} {_f(r.get('tokens_per_s'), 1):>8} tok/s {r.get('error', '')[:60]}")
     for name in data.get("errors", {}):
         out.append(f"FAILED section: {name}")
     for name in data.get("skipped", {}):
@@ -806,7 +822,7 @@ def summary(data: dict) -> str:
 
 
 def run(z: Sizes, args, out: str, budget_s: float, argv, fake_timer: bool = False) -> dict:
-    report = Report(out, budget_s, argv)
+    report = Report(out, budget_s, argv, getattr(args, "skip", None) or ())
     bench = Bench(z, args, report, Clock(z.device, z.reps, fake=fake_timer))
     report.run("env", bench.env)
     report.run("copy", bench.copy)
@@ -832,6 +848,8 @@ def main(argv=None) -> int:
                         help="random weights of the 8B / 1B shapes instead of the inflated zoo pair")
     parser.add_argument("--budget-s", type=float, default=480.0,
                         help="wall-time budget; sections that would not fit are skipped (default 480)")
+    parser.add_argument("--skip", nargs="*", default=[], metavar="SECTION",
+                        help="sections to leave out (ar_step breakdown verify draft e2e peers)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("error: no CUDA GPU (the CPU smoke test runs this script at tiny shapes)", file=sys.stderr)

@@ -33,5 +33,7 @@ def test_gpu_bench_runs_every_section(tmp_path, capsys):
     e2e = sections["e2e"]
     assert e2e["all_lossless"] and {r["pipeline"] for r in e2e["rows"]} == {"ar", "chain", "tree", "ngram"}
     assert all(r["path"] == "device" for r in e2e["rows"]), e2e["rows"]
+    assert all("error" not in r for r in sections["ar_step"]["torch"]), sections["ar_step"]["torch"]
+    assert all("error" not in r for r in sections["peers"].values()), sections["peers"]
     assert json.loads((tmp_path / "gpu_bench.json").read_text())["sections"]
     assert "AR step" in (tmp_path / "gpu_bench.md").read_text()
