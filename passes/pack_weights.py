@@ -135,7 +135,7 @@ class PackWeights(Pass):
         wanted = {n.lstrip("@") for n in split_list(self.models)} or names
         unknown = sorted(wanted - names)
         if unknown:
-            raise SpecirError(f"pack-weights: no model @{unknown[0]} in this pipeline",
+            raise SpecirError(f"no model @{unknown[0]} in this pipeline",
                               hint="models: " + ", ".join("@" + n for n in sorted(names)))
         return wanted
 
