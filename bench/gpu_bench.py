@@ -446,11 +446,19 @@ class Bench:
                     note = f"zoo pair unavailable ({exc}); random weights instead"
         t0 = time.time()
         configs, weights = {}, {}
-        for role in ("target", "drafter"):
-            if small:
-                shape_name = z.target_shape if role == "target" else z.drafter_shape
-                configs[role], weights[role] = inflate_in_memory(small[role], shape_name, dev, seed=1 + (role == "drafter"))
-            else:
+        if small:
+            try:
+                for role in ("target", "drafter"):
+                    shape_name = z.target_shape if role == "target" else z.drafter_shape
+                    configs[role], weights[role] = inflate_in_memory(small[role], shape_name, dev,
+                                                                     seed=1 + (role == "drafter"))
+            except Exception as exc:  # speed numbers still come out of random weights
+                note = f"in-memory inflation failed ({type(exc).__name__}: {exc}); random weights instead"
+                source, small, configs, weights = "random", None, {}, {}
+                if dev.startswith("cuda"):
+                    torch.cuda.empty_cache()
+        if not small:
+            for role in ("target", "drafter"):
                 configs[role] = hf_config(shapes[role])
                 weights[role] = random_weights(shapes[role], dev, seed=1 + (role == "drafter"))
         build_s = time.time() - t0
