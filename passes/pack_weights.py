@@ -43,14 +43,15 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from specir.bf12 import decide
-from specir.bf12.decision import MAX_BITS_PER_WEIGHT, MAX_ZERO_FRACTION, MIN_ELEMENTS
 from specir.errors import SpecirError
 from specir.ir.nodes import Model, Pipeline, Weight
 from specir.ir.types import TensorType
 from specir.pass_base import Option, Pass
 
 NOTE = "bf12"  # weight attribute that says why a weight stays bf16
+# specir.bf12.decide's thresholds, literal so that loading the pass registry does not import torch
+# (tests/bf12_pipeline checks that they agree)
+MAX_BITS_PER_WEIGHT, MAX_ZERO_FRACTION, MIN_ELEMENTS = 13.0, 0.25, 8192
 LINEAR_OPS = ("linear", "packed_linear")
 
 
@@ -166,6 +167,7 @@ class PackWeights(Pass):
             elif len(w.type.shape) == 2 and count < self.min_weights:
                 note = f"too small ({count} < {self.min_weights} weights)"
             else:
+                from specir.bf12 import decide
                 reader = reader or CheckpointReader(model, base)
                 d = decide(reader.read(name), max_bits=self.max_bits, max_zero_fraction=self.max_zeros,
                            min_elements=self.min_weights)

@@ -77,6 +77,14 @@ def test_pass_packs_every_paying_matrix_and_says_why_it_keeps_the_rest(wide_pair
     assert biased and all(op.name == "packed_linear" for op in biased)
 
 
+def test_pass_defaults_are_decide_defaults():
+    from specir.bf12 import decision
+    from specir.passes.pack_weights import PackWeights
+    opts = PackWeights.options
+    assert (opts["max_bits"].default, opts["max_zeros"].default, opts["min_weights"].default) == \
+        (decision.MAX_BITS_PER_WEIGHT, decision.MAX_ZERO_FRACTION, decision.MIN_ELEMENTS)
+
+
 def test_pass_is_idempotent(wide_pair):
     target, drafter = wide_pair
     _, once = plain_and_packed(target, drafter)
