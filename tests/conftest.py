@@ -12,6 +12,12 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("SPECIR_THREADS", "1")  # tests run two workers on two cores
 torch.set_num_threads(1)
+if "SPECIR_CACHE" not in os.environ:  # one compiled-kernel cache (TVM) per test run, shared by xdist workers
+    import atexit
+    import shutil
+    import tempfile
+    os.environ["SPECIR_CACHE"] = tempfile.mkdtemp(prefix="specir-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["SPECIR_CACHE"], True)
 
 from tests.helpers.checkpoints import FAMILIES, make_checkpoint, write_tokenizer  # noqa: E402
 

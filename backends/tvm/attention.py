@@ -6,6 +6,11 @@ the T new tokens at positions lens[b] + u. Query t of request b attends to cache
 0 .. lens[b]-1 and to new position lens[b] + u when tree_mask[b, t, u] (u <= t without a mask;
 u == t always). Query head h reads kv head h // (H // KH). Scores are fp32 dots times `scale`,
 softmax in fp32, P @ V in fp32, one rounding to the activation dtype on store.
+With the contract's optional cache slots and scratch rows: request b reads cache slot
+`slots[b]` (default b); its new token t sits at row lens[b] + offsets[b] + t (offsets default 0);
+the mask is [B, T, U] with column u = row lens[b] + u (U >= offsets[b] + T, columns past
+offsets[b] + T ignored); without a mask the rule is u <= offsets[b] + t; a query's own row is
+u = offsets[b] + t.
 
 Kernel shape: one parallel task per (request, kv head, chunk of `tq` query tokens). A task
 handles the chunk's `tq * G` query rows that share its kv head (G = H / KH), so each K and V
@@ -23,13 +28,16 @@ fills them; a runtime that pads requests (n_new < T) must not leave NaN/inf in t
 slots (allocate the cache with zeros). Exact softmax, not online: the per-task fp32 scratch
 (rows x max_seq) stays in L2 and the result follows the reference.
 
-Symbolic: batch, T, slots, max_seq. A kernel is compiled per (H, KH, D, dtype, masked?) and
-per variant (decode, or blocked with 64 / G query tokens per task).
+Symbolic: batch, T, slots, max_seq, mask columns. A kernel is compiled per (H, KH, D, dtype,
+masked?), per variant (decode, or blocked with 64 / G query tokens per task) and serial or
+parallel (serial for one task, or when `host_target.set_threads(1)`).
 """
 
 from __future__ import annotations
 
 import torch
+
+from .host_target import parallel_allowed
 
 _DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
 
@@ -40,15 +48,16 @@ ROWS_PER_TASK = 64  # query rows per task (blocked scores): amortises the K tran
 
 
 def build_attention(heads: int, kv_heads: int, head_dim: int, act: str, masked: bool, tq: int, lanes: int,
-                    blocked: bool):
-    """PrimFunc `(q[B, T, H, D], k_cache, v_cache [S, KH, MS, D], lens[B] int32,
-    [mask[B, T, T] uint8], out[B, T, H, D], scale)`."""
+                    blocked: bool, parallel: bool = True):
+    """PrimFunc `(q[B, T, H, D], k_cache, v_cache [S, KH, MS, D], lens[B], slots[B], offsets[B]
+    (int32), [mask[B, T, U] uint8], out[B, T, H, D], scale)`."""
     from tvm.script import tirx as T
 
     from .numerics import exp_f32
 
     group = heads // kv_heads
     rows = tq * group
+    tasks_loop = T.parallel if parallel else T.serial
     pad = BLOCK_POS if blocked else lanes
     if blocked and rows % BLOCK_ROWS:
         raise ValueError(f"attention: blocked scores need rows ({rows}) divisible by {BLOCK_ROWS}")
@@ -58,34 +67,40 @@ def build_attention(heads: int, kv_heads: int, head_dim: int, act: str, masked: 
     def f32(e):
         return T.Cast("float32", e)
 
-    def visible_new(mask, b, t, u):
-        """May query t see new token u (both within the request's T new tokens)?"""
+    def visible_new(mask, b, off, t, u):
+        """May query t see scratch row lens[b] + u (u < offsets[b] + T)?"""
         if masked:
-            return T.Or(mask[b, t, u] != T.uint8(0), u == t)
-        return u <= t
+            return T.Or(mask[b, t, u] != T.uint8(0), u == off + t)
+        return u <= off + t
 
     @T.prim_func
     def attention(var_q: T.handle, var_k: T.handle, var_v: T.handle, var_lens: T.handle,
-                  var_mask: T.handle, var_out: T.handle, scale: T.float32):
+                  var_slots: T.handle, var_offsets: T.handle, var_mask: T.handle, var_out: T.handle,
+                  scale: T.float32):
         T.func_attr({"tirx.noalias": True})
         batch = T.int64()
         n_new = T.int64()
         slots = T.int64()
         max_seq = T.int64()
+        n_cols = T.int64()
         q = T.match_buffer(var_q, (batch, n_new, heads, head_dim), act)
         k_cache = T.match_buffer(var_k, (slots, kv_heads, max_seq, head_dim), act)
         v_cache = T.match_buffer(var_v, (slots, kv_heads, max_seq, head_dim), act)
         lens = T.match_buffer(var_lens, (batch,), "int32")
-        mask = T.match_buffer(var_mask, (batch, n_new, n_new) if masked else (1,), "uint8")
+        slot_of = T.match_buffer(var_slots, (batch,), "int32")
+        offsets = T.match_buffer(var_offsets, (batch,), "int32")
+        mask = T.match_buffer(var_mask, (batch, n_new, n_cols) if masked else (1,), "uint8")
         out = T.match_buffer(var_out, (batch, n_new, heads, head_dim), act)
         n_chunks = (n_new + tq - 1) // tq
-        for task in T.parallel(batch * kv_heads * n_chunks):
+        for task in tasks_loop(batch * kv_heads * n_chunks):
             b = task // (kv_heads * n_chunks)
             kvh = task // n_chunks % kv_heads
             t0 = task % n_chunks * tq
+            s = T.Cast("int64", slot_of[b])
             ctx_len = T.Cast("int64", lens[b])
+            off = T.Cast("int64", offsets[b])
             # the last position any query of this chunk may see (masks: any new token)
-            n_pos = ctx_len + (n_new if masked else T.min(n_new, t0 + tq))
+            n_pos = ctx_len + off + (n_new if masked else T.min(n_new, t0 + tq))
             scores = T.alloc_buffer((rows, max_seq + pad), "float32")
             acc = T.alloc_buffer((rows, lanes), "float32", scope="local")
             stat = T.alloc_buffer((rows, 2), "float32", scope="local")  # row max, row sum
@@ -103,7 +118,7 @@ def build_attention(heads: int, kv_heads: int, head_dim: int, act: str, masked: 
                         for d in range(head_dim):
                             k_t[d, j] = T.if_then_else(
                                 pb * BLOCK_POS + j < n_pos,
-                                f32(k_cache[b, kvh, T.min(pb * BLOCK_POS + j, max_seq - 1), d]), T.float32(0))
+                                f32(k_cache[s, kvh, T.min(pb * BLOCK_POS + j, max_seq - 1), d]), T.float32(0))
                     for rb in range(rows // BLOCK_ROWS):
                         for i in T.unroll(BLOCK_ROWS):
                             for j in T.vectorized(BLOCK_POS):
@@ -119,7 +134,7 @@ def build_attention(heads: int, kv_heads: int, head_dim: int, act: str, masked: 
                                 scores[rb * BLOCK_ROWS + i, pb * BLOCK_POS + j] = acc_blk[i, j] * scale
                 for r in range(rows):
                     for u in range(n_pos - ctx_len):
-                        if not visible_new(mask, b, T.min(t0 + r // group, n_new - 1), u):
+                        if not visible_new(mask, b, off, T.min(t0 + r // group, n_new - 1), u):
                             scores[r, ctx_len + u] = T.float32(neg_inf)
             else:
                 # pass 1 (few rows): scores[r, p] = scale * q_r . k_p, or -inf where masked
@@ -131,7 +146,7 @@ def build_attention(heads: int, kv_heads: int, head_dim: int, act: str, masked: 
                             for lane in T.vectorized(lanes):
                                 acc[r, lane] = acc[r, lane] + f32(
                                     q[b, T.min(t0 + r // group, n_new - 1), kvh * group + r % group, db * lanes + lane]
-                                ) * f32(k_cache[b, kvh, p, db * lanes + lane])
+                                ) * f32(k_cache[s, kvh, p, db * lanes + lane])
                         # lane sum as a tree of vector halves (a serial sum is 3x slower)
                         for lane in T.vectorized(lanes // 2):
                             half4[lane] = acc[r, lane] + acc[r, lanes // 2 + lane]
@@ -140,7 +155,8 @@ def build_attention(heads: int, kv_heads: int, head_dim: int, act: str, masked: 
                         scores[r, p] = T.float32(0)
                         for lane in range(lanes // 4):
                             scores[r, p] = scores[r, p] + half2[lane]
-                        if p >= ctx_len and not visible_new(mask, b, T.min(t0 + r // group, n_new - 1), p - ctx_len):
+                        if p >= ctx_len and not visible_new(mask, b, off, T.min(t0 + r // group, n_new - 1),
+                                                            p - ctx_len):
                             scores[r, p] = T.float32(neg_inf)
                         else:
                             scores[r, p] = scores[r, p] * scale
@@ -172,7 +188,7 @@ def build_attention(heads: int, kv_heads: int, head_dim: int, act: str, masked: 
                         o[d] = T.float32(0)
                     for p in range(n_pos):  # no branch or select here: either costs 2-3x
                         for d in T.vectorized(head_dim):
-                            o[d] = o[d] + scores[r, p] * f32(v_cache[b, kvh, p, d])
+                            o[d] = o[d] + scores[r, p] * f32(v_cache[s, kvh, p, d])
                     for d in T.vectorized(head_dim):
                         out[b, t0 + r // group, kvh * group + r % group, d] = T.Cast(act, o[d] / stat[r, 1])
 
@@ -181,12 +197,18 @@ def build_attention(heads: int, kv_heads: int, head_dim: int, act: str, masked: 
 
 def attention(cache, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, lens: torch.Tensor,
               tree_mask: torch.Tensor | None = None, scale: float | None = None, *,
-              out: torch.Tensor | None = None) -> torch.Tensor:
+              out: torch.Tensor | None = None, slots: torch.Tensor | None = None,
+              offsets: torch.Tensor | None = None) -> torch.Tensor:
     """Attention per the contract (see the module docstring). Returns out [B, T, H, D] in q's dtype.
-    Requires lens[b] + T <= max_seq."""
+    `slots` / `offsets` ([B] ints) default to b / 0; `tree_mask` is [B, T, U] with
+    U >= max(offsets) + T. Requires lens[b] + offsets[b] + T <= max_seq."""
     batch, n_new, heads, head_dim = q.shape
-    if int(lens.max()) + n_new > k_cache.shape[2]:
-        raise ValueError(f"attention: lens + T = {int(lens.max()) + n_new} > max_seq {k_cache.shape[2]}")
+    lens32 = lens.to(torch.int32).contiguous()
+    offs32 = _zeros(batch) if offsets is None else offsets.to(torch.int32).contiguous()
+    slots32 = _arange(batch) if slots is None else slots.to(torch.int32).contiguous()
+    widest = int((lens32 + offs32).max()) + n_new if offsets is not None else int(lens32.max()) + n_new
+    if widest > k_cache.shape[2]:
+        raise ValueError(f"attention: lens + offsets + T = {widest} > max_seq {k_cache.shape[2]}")
     kv_heads = k_cache.shape[1]
     if heads % kv_heads or k_cache.shape[-1] != head_dim or v_cache.shape != k_cache.shape:
         raise ValueError(f"attention: q {tuple(q.shape)}, k_cache {tuple(k_cache.shape)}, v_cache {tuple(v_cache.shape)}")
@@ -199,21 +221,31 @@ def attention(cache, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     if lanes is None:
         raise ValueError(f"attention: head_dim {head_dim} must be a multiple of 4")
     masked = tree_mask is not None
+    parallel = parallel_allowed() and batch * kv_heads * -(-n_new // tq) > 1
     params = {"heads": heads, "kv_heads": kv_heads, "head_dim": head_dim, "act": act, "masked": masked,
-              "tq": tq, "lanes": lanes, "blocked": blocked}
+              "tq": tq, "lanes": lanes, "blocked": blocked, "parallel": parallel}
     fn = cache.get("attention", params,
-                   lambda: build_attention(heads, kv_heads, head_dim, act, masked, tq, lanes, blocked))
+                   lambda: build_attention(heads, kv_heads, head_dim, act, masked, tq, lanes, blocked, parallel))
     if masked:
-        if tree_mask.shape != (batch, n_new, n_new):
-            raise ValueError(f"attention: tree_mask {tuple(tree_mask.shape)} != {(batch, n_new, n_new)}")
+        width = n_new + (0 if offsets is None else int(offs32.max()))
+        if tree_mask.dim() != 3 or tree_mask.shape[:2] != (batch, n_new) or tree_mask.shape[2] < width:
+            raise ValueError(f"attention: tree_mask {tuple(tree_mask.shape)} is not [{batch}, {n_new}, >= {width}]")
         mask = tree_mask.view(torch.uint8) if tree_mask.dtype == torch.bool else tree_mask.to(torch.uint8)
         mask = mask.contiguous()
     else:
         mask = _NO_MASK  # the causal kernel takes a 1-element placeholder it never reads
     y = out if out is not None else torch.empty(q.shape, dtype=q.dtype)
     scale = head_dim ** -0.5 if scale is None else scale
-    fn(q.contiguous(), k_cache, v_cache, lens.to(torch.int32).contiguous(), mask, y, float(scale))
+    fn(q.contiguous(), k_cache, v_cache, lens32, slots32, offs32, mask, y, float(scale))
     return y
+
+
+def _zeros(batch: int) -> torch.Tensor:
+    return torch.zeros(batch, dtype=torch.int32)
+
+
+def _arange(batch: int) -> torch.Tensor:
+    return torch.arange(batch, dtype=torch.int32)
 
 
 _NO_MASK = torch.zeros(1, dtype=torch.uint8)

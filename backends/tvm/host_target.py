@@ -67,11 +67,31 @@ class HostCPU:
 
 PARALLEL_MIN_ELEMENTS = 1 << 16
 
+_threads: int | None = None  # set_threads(); None: TVM's default pool, parallel variants allowed
+
+
+def set_threads(threads: int | None) -> None:
+    """Run kernels on `threads` threads (TVM's pool is resized to match). With one thread every
+    call uses the serial variant of its kernel, so parallel variants are never compiled; None
+    restores the default (TVM's pool size, parallel variants for big calls)."""
+    global _threads
+    if threads == _threads:
+        return
+    import tvm
+
+    tvm.get_global_func("runtime.config_threadpool")(1, int(threads or 0))
+    _threads = threads
+
+
+def parallel_allowed() -> bool:
+    """False when set_threads(1) made every kernel call serial."""
+    return _threads is None or _threads > 1
+
 
 def parallel_rows(rows: int, width: int) -> bool:
     """Whether a row-wise kernel call is worth a parallel launch (a few microseconds, and much
     more on a busy machine): only with two rows or more and >= 64K elements in all."""
-    return rows > 1 and rows * width >= PARALLEL_MIN_ELEMENTS
+    return parallel_allowed() and rows > 1 and rows * width >= PARALLEL_MIN_ELEMENTS
 
 
 def _cpuinfo_flags() -> set[str]:

@@ -6,7 +6,8 @@ file (or upgrading TVM, or moving to another CPU) never loads a stale library. D
 (rows, tokens, batch, context) are symbolic inside the kernels and are not part of the key.
 
 On disk: `<cache_dir>/<kernel>-<digest>.so` (a shared library made by `export_library`) and a
-`.json` next to it naming what it holds. A library is written to a temporary name and renamed
+`.json` next to it naming what it holds. `read_dirs` are searched first (e.g. a build folder's
+`tvm/`); misses compile into `cache_dir`. A library is written to a temporary name and renamed
 into place, so processes sharing a folder never see half a file. A second process with the same
 folder loads the library and compiles nothing; `compile_count()` and `on_compile()` let tests
 prove it.
@@ -41,16 +42,25 @@ def on_compile(listener: Callable[[str, dict], None]) -> Callable[[], None]:
 
 
 def default_cache_dir() -> Path:
-    """$SPECIR_TVM_CACHE, else ~/.cache/specir/tvm."""
+    """$SPECIR_TVM_CACHE, else $SPECIR_CACHE/tvm, else ~/.cache/specir/tvm."""
     env = os.environ.get("SPECIR_TVM_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "specir" / "tvm"
+    if env:
+        return Path(env)
+    root = os.environ.get("SPECIR_CACHE")
+    return (Path(root) if root else Path.home() / ".cache" / "specir") / "tvm"
+
+
+# Files of this package that generate no kernel code (the runtime glue): editing them keeps keys.
+NOT_KERNEL_SOURCES = frozenset({"__init__.py", "lowering.py", "op_table.py", "kernel_plan.py", "progress.py"})
 
 
 @functools.cache
 def source_digest() -> str:
-    """Digest of every .py file of this package: any kernel edit changes every key."""
+    """Digest of every kernel .py file of this package: any kernel edit changes every key."""
     h = hashlib.sha256()
     for path in sorted(Path(__file__).parent.glob("*.py")):
+        if path.name in NOT_KERNEL_SOURCES:
+            continue
         h.update(path.name.encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
@@ -59,10 +69,11 @@ def source_digest() -> str:
 class KernelCache:
     """Compiled kernels for one target, in memory and in `cache_dir`."""
 
-    def __init__(self, cache_dir: str | os.PathLike | None = None, host=None):
+    def __init__(self, cache_dir: str | os.PathLike | None = None, host=None, read_dirs=()):
         from .host_target import host_cpu
 
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        self.read_dirs = [Path(d) for d in read_dirs]
         self.host = host if host is not None else host_cpu()
         self._loaded: dict[str, object] = {}  # file name -> function
         self._memo: dict[tuple, object] = {}  # frozen (kernel, params) -> function: the hot path
@@ -100,11 +111,20 @@ class KernelCache:
             self._memo[memo_key] = fn
         return fn
 
+    def find(self, kernel: str, params: dict) -> Path | None:
+        """The compiled library of (kernel, params) on disk, or None."""
+        name, _ = self.key(kernel, params)
+        for folder in (*self.read_dirs, self.cache_dir):
+            if (folder / f"{name}.so").exists():
+                return folder / f"{name}.so"
+        return None
+
     def _load_or_compile(self, name: str, material: dict, build: Callable[[], object]):
         import tvm
 
-        path = self.cache_dir / f"{name}.so"
         symbol = re.sub(r"\W", "_", name)
+        path = next((d / f"{name}.so" for d in self.read_dirs if (d / f"{name}.so").exists()),
+                    self.cache_dir / f"{name}.so")
         if not path.exists():
             self._compile(path, symbol, material, build)
         return tvm.runtime.load_module(str(path))[symbol]

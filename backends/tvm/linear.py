@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .host_target import parallel_allowed
 from .weight_formats import WeightFormat, weight_format_for
 
 _ACT_DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
@@ -143,7 +144,7 @@ def _plan(cache, x, weight, bias, schedule, tile, m):
     tile = tile or choose_tile(min(m, 2), n, k, cache.host.fp32_lanes, fmt.k_multiple)
     act = _ACT_DTYPES[x.dtype]
     bias_dtype = None if bias is None else _ACT_DTYPES[bias.dtype]
-    parallel = m * n * k >= PARALLEL_MIN_MACS
+    parallel = parallel_allowed() and m * n * k >= PARALLEL_MIN_MACS
     params = {"n": n, "k": k, "weights": fmt.cache_key(), "act": act, "bias": bias_dtype,
               "tile": (tile.mr, tile.nr, tile.vl), "schedule": schedule, "parallel": parallel}
     fn = cache.get("linear", params, lambda: build_linear(n, k, fmt, act, bias_dtype, tile, schedule, parallel))
@@ -161,7 +162,7 @@ def linear(cache, x: torch.Tensor, weight, bias: torch.Tensor | None = None, *,
     m = x2.shape[0]
     dense = isinstance(weight, torch.Tensor)
     plan_key = ("linear", x.dtype, m, k, weight.dtype, weight.shape[0], None if bias is None else bias.dtype,
-                schedule, tile) if dense else None
+                schedule, tile, parallel_allowed()) if dense else None
     plan = cache.plans.get(plan_key) if dense else None
     if plan is None:
         plan = _plan(cache, x, weight, bias, schedule, tile, m)

@@ -106,15 +106,17 @@ def _rows(x: torch.Tensor, output: bool = False) -> torch.Tensor:
     return x.reshape(-1, x.shape[-2], x.shape[-1]).contiguous()
 
 
-def rotary(cache, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor,
+def rotary(cache, q: torch.Tensor, k: torch.Tensor | None, pos: torch.Tensor, inv_freq: torch.Tensor,
            attention_scaling: float = 1.0, *, q_out: torch.Tensor | None = None,
-           k_out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+           k_out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Rotate q [..., H, D] and k [..., KH, D] at positions pos [...] (int64, absolute).
-    Returns (q_rot, k_rot) with the shapes of q and k."""
+    Returns (q_rot, k_rot) with the shapes of q and k. `k = None` rotates q alone (a kernel
+    with no kv heads; returns (q_rot, None))."""
     heads, head_dim = q.shape[-2:]
-    kv_heads = k.shape[-2]
-    if head_dim % 2 or k.shape[-1] != head_dim or inv_freq.shape != (head_dim // 2,):
-        raise ValueError(f"rotary: q {tuple(q.shape)}, k {tuple(k.shape)}, inv_freq {tuple(inv_freq.shape)}")
+    kv_heads = 0 if k is None else k.shape[-2]
+    if head_dim % 2 or (k is not None and k.shape[-1] != head_dim) or inv_freq.shape != (head_dim // 2,):
+        raise ValueError(f"rotary: q {tuple(q.shape)}, k {None if k is None else tuple(k.shape)}, "
+                         f"inv_freq {tuple(inv_freq.shape)}")
     act = _DTYPES[q.dtype]
     half = head_dim // 2
     lanes = next(v for v in (cache.host.fp32_lanes, 8, 4, 2, 1) if half % v == 0)
@@ -123,7 +125,12 @@ def rotary(cache, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor, inv_freq:
               "parallel": parallel}
     fn = cache.get("rotary", params, lambda: build_rotary(heads, kv_heads, head_dim, act, lanes, parallel))
     q_out = q_out if q_out is not None else torch.empty(q.shape, dtype=q.dtype)
-    k_out = k_out if k_out is not None else torch.empty(k.shape, dtype=k.dtype)
-    fn(_rows(q), _rows(k), pos.reshape(-1).to(torch.int64).contiguous(), inv_freq.float().contiguous(),
-       _rows(q_out, output=True), _rows(k_out, output=True), float(attention_scaling))
+    q_rows = _rows(q)
+    if k is None:
+        k_rows = k_out_rows = q.new_empty(q_rows.shape[0], 0, head_dim)
+    else:
+        k_out = k_out if k_out is not None else torch.empty(k.shape, dtype=k.dtype)
+        k_rows, k_out_rows = _rows(k), _rows(k_out, output=True)
+    fn(q_rows, k_rows, pos.reshape(-1).to(torch.int64).contiguous(), inv_freq.float().contiguous(),
+       _rows(q_out, output=True), k_out_rows, float(attention_scaling))
     return q_out, k_out

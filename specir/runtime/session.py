@@ -2,6 +2,7 @@
 fly for a target; and building the engine of the backend it was lowered for."""
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,6 +86,11 @@ def _backend_for(target: Target) -> str:
     except SpecirError:
         return "reference"
     if not (hasattr(module, "make_engine") or hasattr(module, "kernels_for")):
+        return "reference"
+    missing = getattr(module, "unavailable_reason", lambda: None)()
+    if missing:  # e.g. tvm not installed: say so in one line and run on torch
+        print(f"note: {target.backend} backend unavailable ({missing}); running on the reference backend",
+              file=sys.stderr)
         return "reference"
     if target.kind == "gpu":
         import torch

@@ -1,0 +1,153 @@
+"""TVM lowering for CPU targets: what `specir compile --target cpu` writes, and the kernel table
+that `run`, `check` and `bench` execute with.
+
+`lower(pipeline, target, folder)` plans the kernels the pipeline's model graphs need on this CPU
+(kernel_plan.py: a dry run of the op table), compiles the ones the user cache lacks (stderr
+progress), and copies every library into `folder/tvm/` (`<kernel>-<key>.so` + `.json`). The
+Lowering lists one row per kernel (op, kernel, shape key, file) plus the ops that stay torch,
+and notes what falls back (BF12, sliding windows, f16).
+
+`kernels_for(pipeline, build)` returns the op table (op_table.py) over kernels read from
+`build/tvm/` when there is a build, else from the user cache (`$SPECIR_TVM_CACHE`, else
+`$SPECIR_CACHE/tvm`, else `~/.cache/specir/tvm`); kernels neither holds are compiled into the
+user cache first, with the same progress line. A second run compiles nothing.
+
+Without an importable apache-tvm, `lower` returns the reference lowering with a note and
+`unavailable_reason()` tells the session to run on the reference backend.
+"""
+from __future__ import annotations
+
+import functools
+import shutil
+from pathlib import Path
+
+from specir.backends_api import Lowering
+from specir.ir.nodes import Pipeline
+from specir.targets import Target
+
+BUILD_SUBDIR = "tvm"
+
+TORCH_OPS = {
+    "embed": "torch.nn.functional.embedding",
+    "add": "torch.add",
+}
+
+
+@functools.cache
+def unavailable_reason() -> str | None:
+    """None when apache-tvm imports; else a one-line reason."""
+    try:
+        import tvm  # noqa: F401
+    except Exception as exc:  # ImportError, or a broken install failing at load
+        return f"apache-tvm is not importable ({type(exc).__name__}: {exc}); pip install 'apache-tvm==0.27.*'"
+    return None
+
+
+def _cache(read_dirs=(), cache_dir=None):
+    from .kernel_cache import KernelCache
+    return KernelCache(cache_dir, read_dirs=read_dirs)
+
+
+def lower(pipeline: Pipeline, target: Target, folder: Path) -> Lowering:
+    reason = unavailable_reason()
+    if reason:
+        from specir.backends.reference.lowering import lower as reference_lower
+        lowering = reference_lower(pipeline, target, folder)
+        lowering.notes.append(f"tvm backend unavailable: {reason}; lowered to the reference backend (torch)")
+        return lowering
+    from .kernel_plan import ensure_compiled, plan_kernels, planned_threads
+
+    cache = _cache()
+    threads = planned_threads(pipeline)
+    plan = plan_kernels(pipeline, cache.host, threads)
+    ensure_compiled(plan, cache)
+    out = Path(folder) / BUILD_SUBDIR
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for k in plan:
+        library = cache.find(k.kernel, k.params)
+        shutil.copy2(library, out / library.name)
+        if library.with_suffix(".json").exists():
+            shutil.copy2(library.with_suffix(".json"), out / library.with_suffix(".json").name)
+        rows.append({"op": _op_of(k.kernel, pipeline), "kernel": f"specir.backends.tvm.{k.kernel}", "backend": "tvm",
+                     "shape": k.describe(), "models": sorted(k.models), "file": f"{BUILD_SUBDIR}/{library.name}",
+                     "params": k.params})
+    rows += _torch_rows(pipeline)
+    notes = [f"tvm: {len(plan)} kernels for {cache.host.mcpu} ({', '.join(cache.host.features) or 'no SIMD flags'}), "
+             f"{threads} thread{'s' if threads > 1 else ''} (SPECIR_THREADS overrides at run time; other "
+             f"thread counts compile their variants on first use)"]
+    notes += _fallback_notes(pipeline)
+    return Lowering("tvm", pipeline, rows, notes)
+
+
+def _op_of(kernel: str, pipeline: Pipeline) -> str:
+    from .kernel_plan import KERNEL_OPS
+    op = KERNEL_OPS.get(kernel, kernel)
+    if kernel == "linear" and _uses(pipeline, "packed_linear"):
+        return "linear,packed_linear"
+    return op
+
+
+def _uses(pipeline: Pipeline, op_name: str) -> bool:
+    from .kernel_plan import used_models
+    return any(op.name == op_name for m in used_models(pipeline) for op in m.graph.ops)
+
+
+def _torch_rows(pipeline: Pipeline) -> list[dict]:
+    rows = [{"op": op, "kernel": kernel, "backend": "torch"} for op, kernel in TORCH_OPS.items() if _uses(pipeline, op)]
+    rows.append({"op": "attention", "kernel": "specir.backends.tvm.op_table._write_kv (KV-cache write)",
+                 "backend": "torch"})
+    if _window_layers(pipeline):
+        rows.append({"op": "attention {window}", "kernel": "specir.backends.reference.ops.attention",
+                     "backend": "reference"})
+    return rows
+
+
+def _window_layers(pipeline: Pipeline) -> list[str]:
+    from .kernel_plan import used_models
+    return [f"@{m.name} layer {op.attrs['layer']}" for m in used_models(pipeline) for op in m.graph.ops
+            if op.name == "attention" and op.attrs.get("window")]
+
+
+def _fallback_notes(pipeline: Pipeline) -> list[str]:
+    from .kernel_plan import used_models
+    notes = []
+    if _uses(pipeline, "packed_linear"):
+        notes.append("packed_linear (bf12): no in-kernel BF12 decode on the CPU yet; each matrix is decoded once to "
+                     "bf16 at load and runs on the TVM linear kernel (same bits as linear on the unpacked weights; "
+                     "memory traffic is that of bf16)")
+    windows = _window_layers(pipeline)
+    if windows:
+        notes.append(f"sliding-window attention runs on the torch reference kernel ({len(windows)} layers: "
+                     f"{', '.join(windows[:4])}{' ...' if len(windows) > 4 else ''})")
+    other = sorted({str(m.attrs.get('dtype')) for m in used_models(pipeline)} - {"bf16", "f32"})
+    if other:
+        notes.append(f"activations in {', '.join(other)} have no TVM kernels; those models run the reference kernels")
+    return notes
+
+
+@functools.cache
+def _kernels(read_dirs: tuple[str, ...], cache_dir: str):
+    """One CPUKernels per set of folders, shared by every engine of this process."""
+    from .kernels import CPUKernels
+    return CPUKernels(cache=_cache(read_dirs, cache_dir))
+
+
+def kernels_for(pipeline: Pipeline, build: Path | None) -> dict:
+    """The op table for the ModelRunner; compiles (with progress) what no folder holds yet.
+    Without apache-tvm: the reference kernels, with a one-line note on stderr."""
+    reason = unavailable_reason()
+    if reason:
+        import sys
+
+        from specir.backends.reference.ops import KERNELS
+        print(f"note: tvm backend unavailable ({reason}); running on the reference backend", file=sys.stderr)
+        return dict(KERNELS)
+    from .kernel_cache import default_cache_dir
+    from .kernel_plan import ensure_compiled, plan_kernels
+    from .op_table import kernel_table
+
+    read_dirs = (str(Path(build) / BUILD_SUBDIR),) if build is not None and (Path(build) / BUILD_SUBDIR).is_dir() else ()
+    cpu = _kernels(read_dirs, str(default_cache_dir()))
+    ensure_compiled(plan_kernels(pipeline, cpu.cache.host), cpu.cache)
+    return kernel_table(cpu)
