@@ -42,6 +42,12 @@ CASES = [  # m, n, k, config (None: the heuristic table), bias
     (1, 40, 257, GEMV(32, 2), False),       # odd K: bf16 read element by element
     (1, 33, 128, GEMV(64, 1), True),        # N < block, one group
     (1, 64, 640, GEMV(32, 2, prefetch=False), False),  # the GEMV loop without prefetch
+    (1, 64, 512, GEMV(64, 1, x_late=True), True),       # x loaded at compute time
+    (1, 64, 512, GEMV(64, 1, fuse_raw=False), False),   # raw rows in a second launch
+    (1, 40, 128 * 5 + 44, GEMV(32, 1, depth=2, x_late=True), True),  # depth 2: one pass, 2 left, tail
+    (1, 40, 128 * 7, GEMV(32, 2, depth=2), False),      # depth 2: splits of 4 and 3 iterations
+    (1, 40, 128 * 9 + 6, GEMV(32, 3, depth=2, x_late=True, maxnreg=128), False),  # 4, 4, 1 + tail
+    (1, 40, 128 * 8, GEMV(32, 1, depth=2, fuse_raw=False), False),  # depth 2: two passes, 2 left
     (3, 40, 300, None, True),               # skinny GEMM (table: y^T = w x^T), ragged
     (70, 40, 300, None, False),             # M > 64 (table: block_m 128, y^T = w x^T)
     (5, 64, 640, GEMM(16, 64, 1, 2), False),

@@ -50,8 +50,9 @@ def _output(x: torch.Tensor, n: int, out: torch.Tensor | None) -> torch.Tensor:
 
 
 def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, w=None, packed_planes=None,
-            rows=None):
-    """Run one kernel over `rows_in` weight rows (bf16 `w` or BF12 planes), writing y2[:, rows]."""
+            rows=None, raw=None, raw_rows=None):
+    """Run one kernel over `rows_in` weight rows (bf16 `w` or BF12 planes), writing y2[:, rows].
+    With `raw`/`raw_rows` (BF12 GEMV, cfg.fuse_raw) the same launch also computes the raw bf16 rows."""
     m = x2.shape[0]
     groups_total = -(-k // 128)
     n_iters = -(-groups_total // cfg.groups)
@@ -59,6 +60,8 @@ def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, 
     per_split = -(-n_iters // cfg.split)
     blocks_n = triton.cdiv(rows_in, cfg.block_n)
     blocks_m = triton.cdiv(m, cfg.block_m) if cfg.kind == "gemm" else 1
+    r_raw = raw.shape[0] if raw is not None else 0
+    blocks_raw = triton.cdiv(r_raw, cfg.block_n)
     dummy = y2
     if fmt == "bf12":
         mant, code, base, esc = packed_planes
@@ -73,26 +76,39 @@ def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, 
             w_arg, stride_w = w.view(torch.int32), k // 2
         else:
             w_arg, stride_w = w.view(torch.int16), w.stride(0)
-    ws = torch.empty(cfg.split * m * rows_in if cfg.split > 1 else 1, dtype=torch.float32, device=x2.device)
-    cnt = _counter_buffer(x2.device, blocks_n * blocks_m)
+    ws_rows = rows_in + r_raw
+    ws = torch.empty(cfg.split * m * ws_rows if cfg.split > 1 else 1, dtype=torch.float32, device=x2.device)
+    cnt = _counter_buffer(x2.device, (blocks_n + blocks_raw) * blocks_m)
     common = dict(FORMAT=_FORMATS[fmt], BN=cfg.block_n, G=cfg.groups, SPLIT=cfg.split,
                   HAS_BIAS=bias is not None, HAS_ROWS=rows is not None,
                   PRMT=cfg.prmt and not interpreting(),
                   num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    if cfg.maxnreg and not interpreting():
+        common["maxnreg"] = cfg.maxnreg
     bias_arg = bias if bias is not None else dummy
     rows_arg = rows if rows is not None else dummy
     if cfg.kind == "gemv":
         x_pairs = x2.dtype == torch.bfloat16 and k % 2 == 0 and x2.data_ptr() % 4 == 0
-        gemv_kernel[(blocks_n, cfg.split)](
+        prefetch = cfg.prefetch and x_pairs
+        gemv_kernel[(blocks_n + blocks_raw, cfg.split)](
             x2.view(torch.int32) if x_pairs else x2, y2, bias_arg, w_arg, *planes, rows_arg, ws, cnt,
-            rows_in, k, stride_w, groups_total, n_iters, n_full, per_split, WORDS=words, X_PAIRS=x_pairs,
-            PREFETCH=cfg.prefetch and x_pairs and (words or fmt == "bf12"), **common)
+            raw.view(torch.int32) if r_raw else dummy, raw_rows if r_raw else dummy,
+            rows_in, k, stride_w, groups_total, n_iters, n_full, per_split, r_raw, blocks_n,
+            WORDS=words, X_PAIRS=x_pairs, PREFETCH=prefetch and (words or fmt == "bf12"),
+            X_LATE=cfg.x_late, DEPTH=cfg.depth, FUSE_RAW=r_raw > 0, RAW_PREFETCH=prefetch, **common)
     else:
         dot_bf16 = x2.dtype == torch.bfloat16 and not interpreting()
         gemm_kernel[(blocks_n, cfg.split, blocks_m)](
             x2, y2, bias_arg, w_arg, *planes, rows_arg, ws, cnt,
             m, rows_in, k, x2.stride(0), y2.stride(0), stride_w, groups_total, n_iters, n_full, per_split,
             BM=cfg.block_m, DOT_BF16=dot_bf16, SWAP=cfg.swap_ab, **common)
+
+
+def _fusable_raw(cfg: LinearConfig, packed: BF12Matrix, k: int) -> bool:
+    """Raw rows can ride in the BF12 GEMV launch when they are read as pair words (even K, 4-byte
+    aligned) and both formats use the same GEMV configuration's order fields (always: `choose`)."""
+    return (cfg.kind == "gemv" and cfg.fuse_raw and packed.raw_row_count > 0 and packed.packed_rows > 0
+            and k % 2 == 0 and packed.raw.data_ptr() % 4 == 0)
 
 
 def _check_bias(bias, n, device):
@@ -131,10 +147,15 @@ def linear_bf12(x: torch.Tensor, packed: BF12Matrix, bias: torch.Tensor | None =
         return y
     cfg = config or choose(x2.shape[0], n, k, "bf12")
     y2 = y.view(-1, n)
+    raw_cfg = config or choose(x2.shape[0], n, k, "bf16")
+    if _fusable_raw(cfg, packed, k) and raw_cfg.order_key() == cfg.order_key():
+        _launch("bf12", cfg, x2, y2, bias, k, packed.packed_rows,
+                packed_planes=(packed.mant, packed.code, packed.base, packed.esc), rows=packed.rows,
+                raw=packed.raw, raw_rows=packed.raw_rows)
+        return y
     if packed.packed_rows:
         _launch("bf12", cfg, x2, y2, bias, k, packed.packed_rows,
                 packed_planes=(packed.mant, packed.code, packed.base, packed.esc), rows=packed.rows)
     if packed.raw_row_count:
-        raw_cfg = config or choose(x2.shape[0], n, k, "bf16")
         _launch("bf16", raw_cfg, x2, y2, bias, k, packed.raw_row_count, w=packed.raw, rows=packed.raw_rows)
     return y

@@ -28,6 +28,11 @@ class LinearConfig:
     prmt: bool = True    # BF12 sign/mantissa via one `prmt` per pair (GPU; exact either way)
     prefetch: bool = True  # GEMV: load iteration i+1 while computing iteration i
     swap_ab: bool = False  # GEMM: compute y^T = w x^T (weights as the MMA's A operand)
+    # GEMV only, none of these changes the order of the arithmetic:
+    depth: int = 1         # iterations of loads in flight ahead of the compute (1 or 2 register buffers)
+    x_late: bool = False   # load x at compute time (L1 hits) instead of carrying it in the prefetch buffers
+    fuse_raw: bool = True  # BF12: raw rows in the same launch (extra programs) instead of a second launch
+    maxnreg: int | None = None  # register cap per thread (ptxas .maxnreg): more programs per SM
 
     def order_key(self) -> tuple:
         """The fields that define the reduction order (must match between formats)."""
@@ -39,6 +44,10 @@ class LinearConfig:
 # M = 1 on tensor cores (y^T = w x^T, x padded to 16 columns) instead of the fma GEMV; both are
 # exact and format-consistent; which is faster is measured by bench/gemv.py (column "M=1 on MMA").
 GEMV_ON_MMA = False
+
+# GEMV fields that do not change the order of the arithmetic (may differ between formats)
+GEMV_ORDER_NEUTRAL = frozenset({"block_n", "num_warps", "num_stages", "prmt", "prefetch", "depth", "x_late",
+                                "fuse_raw", "maxnreg"})
 
 # (format, N, K) -> fields replacing the table's GEMV choice; only order-neutral fields allowed.
 GEMV_FORMAT_OVERRIDES: dict[tuple[str, int, int], dict] = {}
@@ -69,9 +78,13 @@ def choose(m: int, n: int, k: int, fmt: str = "bf16") -> LinearConfig:
         iters = groups_total
         cfg = LinearConfig("gemv", block_n, groups, _split_for(-(-n // block_n), iters),
                            num_warps=4, num_stages=2)
+        if fmt == "bf12":
+            # x loaded at compute time (L1 hits): 168 -> 128 registers, 3 -> 4 programs per SM,
+            # 36 -> 48 KB of weight loads in flight per SM (docs/BF12.md, "Performance notes")
+            cfg = replace(cfg, x_late=True)
         over = GEMV_FORMAT_OVERRIDES.get((fmt, n, k))
         if over:
-            assert set(over) <= {"block_n", "num_warps", "num_stages", "prmt", "prefetch"}, over
+            assert set(over) <= GEMV_ORDER_NEUTRAL, over
             cfg = replace(cfg, **over)
         return cfg
     block_m = min(128, max(16, 1 << (m - 1).bit_length()))

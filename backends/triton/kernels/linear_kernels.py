@@ -80,15 +80,29 @@ def _pair_words(w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it, K, stride_
 
 
 @triton.jit
+def _x_loads(x_ptr, it, G: tl.constexpr):
+    """x pair words of one full GEMV iteration, one tensor [1, G, 16] per pair slot r."""
+    gg = tl.arange(0, G)[None, :, None]
+    tt = tl.arange(0, 16)[None, None, :]
+    kw = (it * G + gg) * 64 + tt
+    return tl.load(x_ptr + kw), tl.load(x_ptr + kw + 16), tl.load(x_ptr + kw + 32), tl.load(x_ptr + kw + 48)
+
+
+@triton.jit
 def _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it, stride_w, n_groups,
-                    FORMAT: tl.constexpr, G: tl.constexpr):
+                    FORMAT: tl.constexpr, G: tl.constexpr, X_LATE: tl.constexpr):
     """Raw loads of one full GEMV iteration (BF12 planes or bf16 pair words, and x pair words),
-    as a tuple that the prefetching loop carries one iteration ahead."""
+    as a tuple that the prefetching loop carries ahead. With X_LATE the x words (the same for
+    every row, L1 hits) are not carried: `xs` is the iteration index and x is loaded at compute
+    time, which frees 16 registers per buffer for weight bytes in flight."""
     gg = tl.arange(0, G)[None, :, None]
     tt = tl.arange(0, 16)[None, None, :]
     g = it * G + gg
     kw = g * 64 + tt
-    xs = (tl.load(x_ptr + kw), tl.load(x_ptr + kw + 16), tl.load(x_ptr + kw + 32), tl.load(x_ptr + kw + 48))
+    if X_LATE:
+        xs = it
+    else:
+        xs = _x_loads(x_ptr, it, G)
     if FORMAT == FORMAT_BF12:
         unit = nn * (n_groups * 16) + g * 16 + tt
         ws = (tl.load(mant_ptr + unit), tl.load(code_ptr + unit),
@@ -100,7 +114,10 @@ def _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it,
 
 
 @triton.jit
-def _gemv_from_loads(acc_lo, acc_hi, ws, xs, FORMAT: tl.constexpr, PRMT: tl.constexpr):
+def _gemv_from_loads(acc_lo, acc_hi, ws, xs, x_ptr, FORMAT: tl.constexpr, PRMT: tl.constexpr,
+                     G: tl.constexpr, X_LATE: tl.constexpr):
+    if X_LATE:
+        xs = _x_loads(x_ptr, xs, G)
     if FORMAT == FORMAT_BF12:
         h0, h1, h2, h3 = bf12_pair_words(ws[0].to(tl.uint64, bitcast=True), ws[1].to(tl.uint32, bitcast=True),
                                          ws[2], ws[3], PRMT)
@@ -219,17 +236,13 @@ def _finish(part, y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, m, n, M, R, stride
 
 
 @triton.jit
-def gemv_kernel(x_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, rows_ptr,
-                ws_ptr, cnt_ptr,
-                R, K, stride_w, n_groups, n_iters, n_full, iters_per_split,
-                FORMAT: tl.constexpr, WORDS: tl.constexpr, X_PAIRS: tl.constexpr, BN: tl.constexpr,
-                G: tl.constexpr, SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr,
-                PRMT: tl.constexpr, PREFETCH: tl.constexpr):
-    """y[0, rows[n]] = x[0] . w[n] (+ bias) for the R rows of this launch; grid (cdiv(R, BN), SPLIT).
-    PREFETCH (needs bf16 pair words for w and x) issues iteration i+1's loads before computing
-    iteration i; the order of the arithmetic is unchanged."""
-    pid_n = tl.program_id(0)
-    n = pid_n * BN + tl.arange(0, BN)
+def _gemv_rows(x_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, rows_ptr, ws_ptr, cnt_ptr,
+               blk, tile, R, K, stride_w, n_groups, n_iters, n_full, iters_per_split,
+               FORMAT: tl.constexpr, WORDS: tl.constexpr, X_PAIRS: tl.constexpr, BN: tl.constexpr,
+               G: tl.constexpr, SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr,
+               PRMT: tl.constexpr, PREFETCH: tl.constexpr, X_LATE: tl.constexpr, DEPTH: tl.constexpr):
+    """One GEMV program: rows blk*BN .. of the R rows of one format, K range of this split."""
+    n = blk * BN + tl.arange(0, BN)
     nn = tl.minimum(n, R - 1).to(tl.int64)[:, None, None]  # clamped: loads need no row mask
     acc_lo = tl.zeros((BN, G, 16), dtype=tl.float32)
     acc_hi = tl.zeros((BN, G, 16), dtype=tl.float32)
@@ -237,25 +250,69 @@ def gemv_kernel(x_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc
     last = tl.minimum(first + iters_per_split, n_iters)
     end_full = tl.minimum(last, n_full)
     if PREFETCH:
-        if end_full > first:
-            # two register buffers, unrolled by two: each load lands in the buffer the previous
-            # compute just freed, so the loop carries no register copies
-            wa, xa = _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, first,
-                                     stride_w, n_groups, FORMAT, G)
-            for it in range(first + 1, end_full - 1, 2):
-                wb, xb = _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it,
-                                         stride_w, n_groups, FORMAT, G)
-                acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, FORMAT, PRMT)
-                wa, xa = _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it + 1,
-                                         stride_w, n_groups, FORMAT, G)
-                acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, FORMAT, PRMT)
-            if (end_full - first) % 2 == 0:
-                wb, xb = _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, end_full - 1,
-                                         stride_w, n_groups, FORMAT, G)
-                acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, FORMAT, PRMT)
-                acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, FORMAT, PRMT)
-            else:
-                acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, FORMAT, PRMT)
+        if DEPTH == 1:
+            if end_full > first:
+                # two register buffers, unrolled by two: each load lands in the buffer the previous
+                # compute just freed, so the loop carries no register copies
+                wa, xa = _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, first,
+                                         stride_w, n_groups, FORMAT, G, X_LATE)
+                for it in range(first + 1, end_full - 1, 2):
+                    wb, xb = _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it,
+                                             stride_w, n_groups, FORMAT, G, X_LATE)
+                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, FORMAT, PRMT, G, X_LATE)
+                    wa, xa = _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it + 1,
+                                             stride_w, n_groups, FORMAT, G, X_LATE)
+                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, x_ptr, FORMAT, PRMT, G, X_LATE)
+                if (end_full - first) % 2 == 0:
+                    wb, xb = _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, end_full - 1,
+                                             stride_w, n_groups, FORMAT, G, X_LATE)
+                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, FORMAT, PRMT, G, X_LATE)
+                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, x_ptr, FORMAT, PRMT, G, X_LATE)
+                else:
+                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, FORMAT, PRMT, G, X_LATE)
+        else:
+            # DEPTH 2: three register buffers, two iterations in flight while one is computed;
+            # unrolled by three so that the loop carries no register copies
+            n_it = end_full - first
+            if n_it == 1:
+                wa, xa = _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, first,
+                                         stride_w, n_groups, FORMAT, G, X_LATE)
+                acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, FORMAT, PRMT, G, X_LATE)
+            elif n_it >= 2:
+                wa, xa = _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, first,
+                                         stride_w, n_groups, FORMAT, G, X_LATE)
+                wb, xb = _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, first + 1,
+                                         stride_w, n_groups, FORMAT, G, X_LATE)
+                # a, b hold iterations i, i + 1 at the top of each pass
+                for i in range(first, end_full - 4, 3):
+                    wc, xc = _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, i + 2,
+                                             stride_w, n_groups, FORMAT, G, X_LATE)
+                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, FORMAT, PRMT, G, X_LATE)
+                    wa, xa = _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, i + 3,
+                                             stride_w, n_groups, FORMAT, G, X_LATE)
+                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, x_ptr, FORMAT, PRMT, G, X_LATE)
+                    wb, xb = _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, i + 4,
+                                             stride_w, n_groups, FORMAT, G, X_LATE)
+                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wc, xc, x_ptr, FORMAT, PRMT, G, X_LATE)
+                passes = tl.maximum(n_it - 2, 0) // 3   # = ceil((n_it - 4) / 3) passes when n_it > 4
+                nxt = first + 3 * passes
+                rem = end_full - nxt  # 2, 3 or 4 iterations left; a, b hold nxt, nxt + 1
+                if rem == 2:
+                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, FORMAT, PRMT, G, X_LATE)
+                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, x_ptr, FORMAT, PRMT, G, X_LATE)
+                else:
+                    wc, xc = _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, nxt + 2,
+                                             stride_w, n_groups, FORMAT, G, X_LATE)
+                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, FORMAT, PRMT, G, X_LATE)
+                    if rem == 4:
+                        wa, xa = _unmasked_loads(x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, nxt + 3,
+                                                 stride_w, n_groups, FORMAT, G, X_LATE)
+                        acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, x_ptr, FORMAT, PRMT, G, X_LATE)
+                        acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wc, xc, x_ptr, FORMAT, PRMT, G, X_LATE)
+                        acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, FORMAT, PRMT, G, X_LATE)
+                    else:
+                        acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, x_ptr, FORMAT, PRMT, G, X_LATE)
+                        acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wc, xc, x_ptr, FORMAT, PRMT, G, X_LATE)
     else:
         for it in range(first, end_full):
             acc_lo, acc_hi = _gemv_iteration(acc_lo, acc_hi, x_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr,
@@ -265,7 +322,41 @@ def gemv_kernel(x_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc
                                          esc_ptr, nn, n_full, K, stride_w, n_groups, FORMAT, WORDS, X_PAIRS, G, True, PRMT)
     part = _tree_sum_rows(tl.reshape(acc_lo + acc_hi, (BN, G * 16)), BN, G * 16)
     _finish(part[None, :], y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, tl.zeros((1, 1), tl.int32),
-            n[None, :], 1, R, 0, pid_n, SPLIT, HAS_BIAS, HAS_ROWS)
+            n[None, :], 1, R, 0, tile, SPLIT, HAS_BIAS, HAS_ROWS)
+
+
+@triton.jit
+def gemv_kernel(x_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, rows_ptr,
+                ws_ptr, cnt_ptr, raw_ptr, raw_rows_ptr,
+                R, K, stride_w, n_groups, n_iters, n_full, iters_per_split, R_raw, blocks_main,
+                FORMAT: tl.constexpr, WORDS: tl.constexpr, X_PAIRS: tl.constexpr, BN: tl.constexpr,
+                G: tl.constexpr, SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr,
+                PRMT: tl.constexpr, PREFETCH: tl.constexpr, X_LATE: tl.constexpr, DEPTH: tl.constexpr,
+                FUSE_RAW: tl.constexpr, RAW_PREFETCH: tl.constexpr):
+    """y[0, rows[n]] = x[0] . w[n] (+ bias) for the R rows of this launch; grid (cdiv(R, BN), SPLIT).
+    PREFETCH (needs bf16 pair words for w and x) issues the loads DEPTH iterations ahead of the
+    compute; the order of the arithmetic is unchanged.
+
+    FUSE_RAW (BF12): programs blocks_main.. of axis 0 compute the R_raw rows kept as raw bf16
+    (`raw_ptr` int32 pair words, row stride K // 2, output rows `raw_rows_ptr`) with the bf16 code
+    path, in the same launch instead of a second one; a row's result does not depend on which
+    program computes it. Their split-K workspace follows the packed rows' (SPLIT * R floats)."""
+    pid_n = tl.program_id(0)
+    if FUSE_RAW:
+        if pid_n < blocks_main:
+            _gemv_rows(x_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, rows_ptr, ws_ptr,
+                       cnt_ptr, pid_n, pid_n, R, K, stride_w, n_groups, n_iters, n_full, iters_per_split,
+                       FORMAT, WORDS, X_PAIRS, BN, G, SPLIT, HAS_BIAS, HAS_ROWS, PRMT, PREFETCH, X_LATE, DEPTH)
+        else:
+            _gemv_rows(x_ptr, y_ptr, bias_ptr, raw_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, raw_rows_ptr,
+                       ws_ptr + SPLIT * R, cnt_ptr, pid_n - blocks_main, pid_n, R_raw, K, K // 2, n_groups,
+                       n_iters, n_full, iters_per_split,
+                       FORMAT_BF16, True, X_PAIRS, BN, G, SPLIT, HAS_BIAS, True, PRMT, RAW_PREFETCH, X_LATE,
+                       DEPTH)
+    else:
+        _gemv_rows(x_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, rows_ptr, ws_ptr,
+                   cnt_ptr, pid_n, pid_n, R, K, stride_w, n_groups, n_iters, n_full, iters_per_split,
+                   FORMAT, WORDS, X_PAIRS, BN, G, SPLIT, HAS_BIAS, HAS_ROWS, PRMT, PREFETCH, X_LATE, DEPTH)
 
 
 @triton.jit
