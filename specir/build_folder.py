@@ -27,6 +27,10 @@ def check_output(out: Path) -> None:
         raise SpecirError(f"output folder {str(out)!r} is not empty and is not a specir build", path=str(out),
                           hint="choose another -o, or empty the folder yourself")
     parent = out.parent if str(out.parent) else Path(".")
+    blocking = next((p for p in [parent, *parent.parents] if p.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        raise SpecirError(f"cannot create {str(out)!r}: {str(blocking)!r} is a file, not a folder", path=str(out),
+                          hint="choose an -o whose parent folders are folders")
     if parent.exists() and not os.access(parent, os.W_OK | os.X_OK):
         raise SpecirError(f"cannot write into {str(parent)!r} (permission denied)", path=str(parent),
                           hint="choose an -o in a folder you can write")

@@ -162,6 +162,15 @@ def test_unreadable_output_folder(tmp_path, specir_cli, family_checkpoints):
         locked.chmod(0o755)
 
 
+def test_output_folder_that_cannot_be_created(tmp_path, specir_cli, family_checkpoints):
+    """Works as root too (where permission bits are ignored): a parent that is a file."""
+    p = spec(tmp_path, f'pipeline p {{\n  model @target = import("{family_checkpoints["llama"]}")\n{GOOD_STEP}}}\n')
+    afile = tmp_path / "plain.txt"
+    afile.write_text("x")
+    assert_error(specir_cli("compile", p, "--target", "cpu", "-o", afile / "sub" / "build"),
+                 f"cannot create '{afile}/sub/build': '{afile}' is a file, not a folder")
+
+
 def test_output_folder_that_is_a_file_or_foreign(tmp_path, specir_cli, family_checkpoints):
     p = spec(tmp_path, f'pipeline p {{\n  model @target = import("{family_checkpoints["llama"]}")\n{GOOD_STEP}}}\n')
     afile = tmp_path / "afile"
