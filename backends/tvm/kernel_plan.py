@@ -96,7 +96,8 @@ def planned_threads(pipeline: Pipeline) -> int:
     return choose_threads(total)
 
 
-def plan_kernels(pipeline: Pipeline, host, threads: int | None = None) -> list[PlannedKernel]:
+def plan_kernels(pipeline: Pipeline, host, threads: int | None = None,
+                 linear_schedule: str = "tiled") -> list[PlannedKernel]:
     """Every kernel the pipeline's forwards will call on `host` (see the module docstring)."""
     from specir.runtime.model_runner import ModelRunner
 
@@ -105,7 +106,7 @@ def plan_kernels(pipeline: Pipeline, host, threads: int | None = None) -> list[P
     from .op_table import kernel_table
 
     recording = _RecordingCache(host)
-    table = kernel_table(CPUKernels(cache=recording))
+    table = kernel_table(CPUKernels(cache=recording), linear_schedule)
     trees = tree_models(pipeline)
     threads = threads or planned_threads(pipeline)
     previous_torch, previous_tvm = torch.get_num_threads(), _threads

@@ -72,10 +72,12 @@ def _is_causal(info: _ForwardInfo, mask: torch.Tensor) -> bool:
 
 
 class TVMOps:
-    """The kernel functions over one CPUKernels instance (see the module docstring)."""
+    """The kernel functions over one CPUKernels instance (see the module docstring).
+    `linear_schedule="naive"` runs linear layers unscheduled (benchmarks' baseline)."""
 
-    def __init__(self, cpu):
+    def __init__(self, cpu, linear_schedule: str = "tiled"):
         self.cpu = cpu
+        self.schedule = linear_schedule
 
     def table(self) -> dict:
         table = dict(ref.KERNELS)
@@ -87,7 +89,7 @@ class TVMOps:
         if x.dtype not in _TVM_DTYPES:
             return ref.linear(params, state, x)
         _forward_info(state)
-        return self.cpu.linear(x, params["weight"], params.get("bias"))
+        return self.cpu.linear(x, params["weight"], params.get("bias"), schedule=self.schedule)
 
     def packed_linear(self, params, state, x):
         if x.dtype not in _TVM_DTYPES:
@@ -100,7 +102,7 @@ class TVMOps:
                 from specir.bf12 import unpack
                 weight = unpack(weight.to("cpu") if weight.device.type != "cpu" else weight)
             decoded = params["decoded"] = weight.to(x.dtype).contiguous()
-        return self.cpu.linear(x, decoded, params.get("bias"))
+        return self.cpu.linear(x, decoded, params.get("bias"), schedule=self.schedule)
 
     def rms_norm(self, params, state, x):
         if x.dtype not in _TVM_DTYPES:
@@ -169,6 +171,6 @@ def _write_kv(cache_k, cache_v, k, v, info: _ForwardInfo, state) -> None:
     cache_v[slots, :, index] = v.to(cache_v.dtype)
 
 
-def kernel_table(cpu) -> dict:
+def kernel_table(cpu, linear_schedule: str = "tiled") -> dict:
     """op name -> fn(params, state, *inputs) for the ModelRunner, over `cpu` (a CPUKernels)."""
-    return TVMOps(cpu).table()
+    return TVMOps(cpu, linear_schedule).table()
