@@ -24,7 +24,8 @@ from specir.errors import SpecirError
 from .add_kernel import add as add_kernel
 from .kernels._interpreter_compat import interpreting
 from .kernels.activation import silu_mul
-from .kernels.attention import attention, attention_config
+from .gemm_route import CUBLAS_CALL, CUBLAS_KERNEL, uses_cublas
+from .kernels.attention import attention, attention_config, counter_buffer
 from .kernels.embedding import embedding
 from .kernels.kv_cache import kv_write
 from .kernels.linear import linear_bf12, linear_bf16
@@ -162,10 +163,13 @@ class StaticForward:
             x = view(launch.ins[0])
             n, k = weight.shape
             out = self._group_output(launch)
-            if not use_triton:
-                self.configs.append({"launch": index, "kernel": "torch.nn.functional.linear", "m": B * T, "n": n, "k": k})
-                return lambda: torch.nn.functional.linear(x, weight, bias, out=out) if out.is_contiguous() \
-                    else out.copy_(torch.nn.functional.linear(x, weight, bias))
+            if not use_triton or uses_cublas(m.program, launch, B * T):
+                kernel = CUBLAS_KERNEL if use_triton else CUBLAS_CALL
+                self.configs.append({"launch": index, "kernel": kernel, "call": CUBLAS_CALL, "m": B * T, "n": n,
+                                     "k": k})
+                if out.is_contiguous():
+                    return lambda: torch.nn.functional.linear(x, weight, bias, out=out)
+                return lambda: out.copy_(torch.nn.functional.linear(x, weight, bias))
             cfg = linear_config(B * T, n, k)
             self.configs.append({"launch": index, "kernel": launch.kernel, "m": B * T, "n": n, "k": k,
                                  "config": cfg.__dict__})
@@ -215,16 +219,21 @@ class StaticForward:
             q = view(launch.ins[0]).unflatten(-1, (H, D))
             out = view(launch.outs[0]).unflatten(-1, (H, D))
             cfg = attention_config(B, T, H, KH, D, max_seq, self.device)
-            workspace = torch.empty(B * T * H * cfg["num_splits"] * (D + 1), dtype=torch.float32, device=self.device) \
-                if cfg["num_splits"] > 1 else None
+            workspace = None
+            if cfg["num_splits"] > 1:
+                workspace = torch.empty(B * T * H * cfg["num_splits"] * (D + 1), dtype=torch.float32,
+                                        device=self.device)
+                counter_buffer(self.device, cfg["m_blocks"] * B * KH)  # allocated now, never inside a capture
             mask = inp.mask if launch.ins[1] == params.get("mask") else None
             if mask is not None and mask.shape[2] < T:
                 raise ValueError(f"mask width {mask.shape[2]} < T = {T}")
             lens, slots, offsets, scale = inp.lens, inp.slots, inp.offsets, a["scale"] or None
             self.configs.append({"launch": index, "kernel": launch.kernel, "B": B, "T": T, "max_seq": max_seq,
-                                 "config": {k2: v2 for k2, v2 in cfg.items()}, "tree_mask": mask is not None})
+                                 "config": dict(cfg), "tree_mask": mask is not None})
+            over = {key: cfg[key] for key in ("num_splits", "block_m", "block_n", "min_chunk", "num_warps",
+                                              "num_stages", "merge_rows", "merge_splits")}
             return lambda: attention(q, k_cache, v_cache, lens, mask, scale, out=out, workspace=workspace, slots=slots,
-                                     offsets=offsets, num_splits=cfg["num_splits"])
+                                     offsets=offsets, **over)
         if kind == "swiglu":
             gate, up, out = view(launch.ins[0]), view(launch.ins[1]), view(launch.outs[0])
             self.configs.append({"launch": index, "kernel": launch.kernel, "rows": B * T})

@@ -3,9 +3,10 @@
 Contract: `launch_configs(program, target, B, T, max_seq)` lists, per launch of one forward of
 B requests x T new tokens over a `max_seq`-row cache, the kernel and the parameters the runtime
 will use on `target`: grid, block sizes, warps, stages, split-K / split-KV counts. They are the
-same functions the runtime calls (linear_config.choose, attention_config, argmax_config's rule),
-evaluated with the target's SM count; the only runtime input they lack is the cache length of a
-real call (`max_seq`, here a representative value).
+same functions the runtime calls (gemm_route.uses_cublas, linear_config.choose, attention_config,
+argmax_config's rule), evaluated with the target's SM count; the only runtime input they lack is
+the cache length of a real call (`max_seq`, here a representative value). A linear group that
+runs cuBLAS at this row count is listed with kernel "cublas.linear" (see gemm_route.py).
 """
 from __future__ import annotations
 
@@ -13,25 +14,16 @@ from dataclasses import asdict
 
 import triton
 
+from .gemm_route import CUBLAS_CALL, CUBLAS_KERNEL, cublas_min_rows, uses_cublas
 from .kernels import argmax as argmax_mod
-from .kernels.attention import MAX_SPLITS
+from .kernels.attention import attention_config
 from .kernels.linear_config import choose
 from .program import Program
 
 
 def _attention(B, T, H, KH, D, max_seq, sm_count):
     """attention_config with the target's SM count (the runtime reads the device's)."""
-    G = H // KH
-    rows = T * G
-    block_m = 16 if rows <= 16 else (32 if rows <= 32 else 64)
-    block_n = 64
-    m_blocks = triton.cdiv(rows, block_m)
-    min_chunk = triton.cdiv(max(4 * rows, block_n), block_n) * block_n
-    wanted = triton.cdiv(4 * sm_count, B * KH * m_blocks)
-    splits = max(1, min(wanted, triton.cdiv(max_seq, min_chunk), MAX_SPLITS))
-    return {"block_m": block_m, "block_n": block_n, "num_splits": splits, "m_blocks": m_blocks,
-            "min_chunk": min_chunk, "num_warps": 8 if block_m >= 64 else 4, "num_stages": 2,
-            "grid": [m_blocks, B * KH, splits], "combine": splits > 1}
+    return attention_config(B, T, H, KH, D, max_seq, sm=sm_count)
 
 
 def _argmax(rows, vocab, sm_count):
@@ -49,7 +41,11 @@ def launch_configs(program: Program, target, B: int, T: int, max_seq: int) -> li
         row = {"launch": i, "kernel": launch.kernel, "implements": list(launch.ops)}
         if kind == "linear":
             n, k = sum(a["widths"]), program.values[launch.ins[0]]
-            row.update(m=rows, n=n, k=k, config=asdict(choose(rows, n, k, "bf16")))
+            if uses_cublas(program, launch, rows):
+                row.update(kernel=CUBLAS_KERNEL, m=rows, n=n, k=k,
+                           config={"library": "cuBLAS", "call": CUBLAS_CALL, "min_rows": cublas_min_rows(program)})
+            else:
+                row.update(m=rows, n=n, k=k, config=asdict(choose(rows, n, k, "bf16")))
         elif kind == "packed_linear":
             n, k = program.values[launch.outs[0]], program.values[launch.ins[0]]
             row.update(m=rows, n=n, k=k, config=asdict(choose(rows, n, k, "bf12")))

@@ -6,7 +6,9 @@ into the build folder:
 - `kernels/*.py`: copies of the Triton kernel sources the plan launches (plus their helpers);
 - `launch_configs.json`: per model and per forward shape of the device schedule (verify width,
   drafter catch-up / draft / tree-level widths, batch 1) the launch parameters of every launch
-  (block sizes, warps, stages, split-K and split-KV counts) for the target's SM count;
+  (block sizes, warps, stages, split-K and split-KV counts) for the target's SM count; linear
+  groups that run cuBLAS at that width (gemm_route.py) say kernel "cublas.linear", and the
+  manifest lists torch.nn.functional.linear (backend cublas) with the forwards that use it;
 - `ptx/<module>.<kernel>.<n>.ptx` with SPECIR_TRITON_PTX=1: every launched kernel compiled
   offline for the target's architecture, specialised as the runtime's JIT does (ptx.py).
 It returns a Lowering whose `kernels` list one entry per kernel with the IR ops it implements,
@@ -24,6 +26,8 @@ from specir.backends_api import Lowering
 from specir.ir.nodes import Pipeline
 from specir.targets import Target
 
+from . import gemm_route
+from .gemm_route import CUBLAS_CALL, CUBLAS_KERNEL
 from .program import plan_program
 from .schedule import Schedule, match_schedule
 
@@ -82,6 +86,14 @@ def lower(pipeline: Pipeline, target: Target, folder: Path) -> Lowering:
             entry["ops"].add(launch.kind)
             count = entry["launches_per_forward"]
             count[name] = count.get(name, 0) + 1
+    cublas: dict[str, list[str]] = {}
+    for name, shapes in configs.items():
+        for shape, entry in shapes.items():
+            routed = [r for r in entry["launches"] if r["kernel"] == CUBLAS_KERNEL]
+            if routed:
+                cublas.setdefault(name, []).append(f"{shape} (T={entry['T']}: {len(routed)} linear groups)")
+    for name, program in programs.items():
+        notes.append(f"@{name}: {gemm_route.reason(program)}")
     step_kernels = {"argmax.argmax": "verify.* (the target's greedy choice)"}
     if isinstance(schedule, Schedule):
         step_kernels["accept.greedy_accept_tree"] = "accept.*"
@@ -109,6 +121,9 @@ def lower(pipeline: Pipeline, target: Target, folder: Path) -> Lowering:
         rows.append({"op": ",".join(sorted(info["ops"])), "kernel": f"specir.backends.triton.kernels.{kernel}",
                      "backend": "triton", "source": sources[0], "sources": sources,
                      "launches_per_forward": info["launches_per_forward"], "config": "launch_configs.json"})
+    if cublas:
+        rows.append({"op": "linear", "kernel": CUBLAS_CALL, "backend": "cublas", "sources": [],
+                     "forwards": cublas, "config": "launch_configs.json (kernel cublas.linear)"})
     (folder / "launch_configs.json").write_text(json.dumps(
         {"target": target.name, "arch": target.arch, "sm_count": target.sm_count,
          "schedule": schedule.__dict__ if isinstance(schedule, Schedule) else {"host_path": schedule},

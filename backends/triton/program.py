@@ -5,7 +5,8 @@ launches compute exactly the values the IR defines; only these fusions are made,
 the IR's own op pattern (nothing outside the IR is read):
 - linear group: `linear` ops reading the same input with plain (non-packed) weights of one dtype
   and the same bias presence become one GEMV/GEMM over the concatenated weight rows (QKV,
-  gate|up); each IR value is a column slice of the group's output;
+  gate|up); each IR value is a column slice of the group's output (which library runs a group
+  at a given row count: gemm_route.py);
 - add + rms_norm: an `rms_norm` (no `group`) that directly follows the `add` producing its input
   becomes one add_rms_norm launch writing both values;
 - rope + kv_write: an `attention` whose q and k are `rope` results with the same rope
@@ -64,6 +65,7 @@ class Program:
     result: str
     layers: dict[int, tuple[int, int]]  # attention layer -> (kv_heads, head_dim)
     notes: list[str] = field(default_factory=list)
+    dtype: str = "bf16"  # the model's activation dtype (IR name)
 
 
 def _uses(ops) -> dict[str, list[int]]:
@@ -150,7 +152,7 @@ def plan_program(model: Model) -> Program:
             done.update(group)
             members = [ops[j] for j in group]
             launches.append(Launch("linear", tuple(m.result for m in members), op.values,
-                                   {"weights": tuple(m.attrs["weight"] for m in members),
+                                   {"weights": tuple(m.attrs["weight"] for m in members), "dtype": dtype,
                                     "biases": tuple(m.attrs.get("bias") or "" for m in members),
                                     "widths": tuple(values[m.result] for m in members)},
                                    tuple(m.result for m in members)))
@@ -180,7 +182,8 @@ def plan_program(model: Model) -> Program:
                                     "window": int(a.get("window") or 0)}, (op.result,)))
         elif name == "swiglu":
             launches.append(Launch("swiglu", (op.result,), op.values, {}, (op.result,)))
-    return Program(model.name, launches, values, params, model.graph.result, layers)
+    return Program(model.name, launches, values, params, model.graph.result, layers,
+                   dtype=str(model.attrs.get("dtype", "bf16")))
 
 
 def describe(program: Program) -> list[dict]:

@@ -6,7 +6,9 @@ in the checkpoint dtype, or a `BF12Matrix`) and returns `PreparedWeights`:
   concatenated along the output rows (one tensor, no copy for a single member) and biases
   likewise. bf16 weights stay bf16 for bf16 and fp32 activations (the Triton GEMV computes
   x . w in fp32 either way, as the reference does after casting w); other combinations are cast
-  to the activation dtype and run through torch (`use_triton` False).
+  to the activation dtype and run through torch (`use_triton` False). Which library runs a
+  `use_triton` group at a given row count is decided per forward by gemm_route.py (cuBLAS for
+  bf16 models from M = 8 rows, except in models with packed weights).
 - `packed[i]`: per `packed_linear` launch, a BF12Matrix (packed here when given a bf16 tensor).
 - `table[name]`: norm / embedding weights in the activation dtype.
 Callers drop `raw` afterwards so that concatenated copies do not double the device memory.

@@ -93,3 +93,29 @@ def test_slots_and_scratch_offsets(seed, device, kt, use_tree):
     out = kt.poisoned(q.shape, torch.bfloat16, device)
     attention(q, k_cache, v_cache, lens, tree, out=out, slots=slots, offsets=offsets, num_splits=2, block_n=16, min_chunk=16)
     kt.close(out, ref.attention_reference(q, k_cache, v_cache, lens, tree, slots=slots, offsets=offsets))
+
+
+@pytest.mark.parametrize("use_tree", [False, True])
+def test_many_splits_merged_in_blocks_leave_counters_zeroed(seed, device, kt, use_tree):
+    """Up to 16 active splits merged by the last one to arrive, in tiles smaller than its rows
+    and splits (several merge steps); idle splits (past a request's length) do nothing; the
+    arrival counters are zero again afterwards, so the next launch (another layer) can reuse them."""
+    from specir.backends.triton.kernels.attention import counter_buffer
+    B, T, H, KH, D, S = 3, 3, 8, 2, 32, 300
+    q, k_cache, v_cache, lens = _inputs(B, T, H, KH, D, S, [250, 5, 120], torch.bfloat16, device)
+    tree = random_tree_mask(B, T).to(device) if use_tree else None
+    expected = ref.attention_reference(q, k_cache, v_cache, lens, tree)
+    for merge in ({}, {"merge_rows": 2, "merge_splits": 4}):
+        out = kt.poisoned(q.shape, torch.bfloat16, device)
+        attention(q, k_cache, v_cache, lens, tree, out=out, num_splits=16, block_n=16, min_chunk=16, **merge)
+        kt.close(out, expected)
+        assert int(counter_buffer(device, 1)[:64].abs().sum()) == 0
+
+
+def test_single_pass_when_one_chunk_covers_the_context(seed, device, kt):
+    """A grid with many splits but a context shorter than one chunk: split 0 writes the output."""
+    B, T, H, KH, D, S = 2, 1, 4, 1, 16, 512
+    q, k_cache, v_cache, lens = _inputs(B, T, H, KH, D, S, [10, 40], torch.float32, device)
+    out = kt.poisoned(q.shape, torch.float32, device)
+    attention(q, k_cache, v_cache, lens, out=out, num_splits=8, block_n=64, min_chunk=64)
+    kt.close(out, ref.attention_reference(q, k_cache, v_cache, lens))

@@ -6,12 +6,18 @@ lens[b] + u where tree_mask[b, t, u] (u <= t without a mask; u == t always). GQA
 reads kv head h // (H // KH). fp32 scores, online softmax and P@V accumulation; P is rounded to
 the cache dtype for the P@V tensor-core product (as FlashAttention does).
 
-Parallelism (flash-decoding): the rows of one program are the T x G queries that share a kv
-head (G = H // KH), so each K/V tile is loaded once for all of them. The KV range of each
-request is cut into num_splits chunks (a multiple of BLOCK_N long, sized from lens on the
-device); grid = (row blocks, B * KH, num_splits). With more than one split, a second kernel
-merges the per-split (output, log-sum-exp) pairs. The grid depends only on shapes, never on
-lens, so the pair is CUDA-graph safe; chunks that fall past a request's length do nothing.
+Parallelism (flash-decoding, one launch): the rows of one program are the T x G queries that
+share a kv head (G = H // KH), so each K/V tile is loaded once for all of them. The KV range of
+each request is cut into at most num_splits chunks, each a multiple of BLOCK_N long and sized on
+the device from the request's actual length (lens), not from the cache capacity: at context 512
+with 64-key chunks 9 splits work and the rest of the grid only reads lens and exits.
+grid = (row blocks, B * KH, num_splits) depends only on shapes, never on lens, so the launch is
+CUDA-graph safe. When one chunk covers the whole range its program writes the output directly.
+Otherwise every active split stores its fp32 (output, log-sum-exp) partial, bumps a per-(row
+block, request, kv head) arrival counter, and the last split to arrive merges the partials of
+all active splits (a vectorised [rows, splits, D] reduction) and writes the output; it then
+resets the counter to 0 (the counters start zeroed and are left zeroed: the same pattern as the
+split-K linear kernels). There is no second (merge) launch.
 """
 
 from __future__ import annotations
@@ -25,6 +31,24 @@ from ._numerics import dot_f32acc, round_to
 
 LOG2E = 1.4426950408889634
 MAX_SPLITS = 64
+MERGE_ELEMENTS = 8192   # fp32 values per merge tile ([rows, splits, D]): 64 registers a thread at 4 warps
+
+_counters: dict[torch.device, torch.Tensor] = {}
+_retired: list[torch.Tensor] = []  # outgrown counter buffers stay alive: captured graphs may point at them
+
+
+def counter_buffer(device, size: int) -> torch.Tensor:
+    """Zeroed int32 arrival counters shared by every attention launch on `device` (each launch
+    leaves them zeroed; launches on one stream never overlap). Allocated with room for 65536
+    tiles on the first (eager) call, so calls inside CUDA-graph capture do not allocate."""
+    device = torch.device(device)
+    buf = _counters.get(device)
+    if buf is None or buf.numel() < size:
+        if buf is not None:
+            _retired.append(buf)
+        buf = torch.zeros(max(size, 65536), dtype=torch.int32, device=device)
+        _counters[device] = buf
+    return buf
 
 
 @triton.jit
@@ -44,8 +68,45 @@ def _split_bounds(lens_ptr, offsets_ptr, b, T, max_seq, split, num_splits, min_c
 
 
 @triton.jit
-def _attention_partial_kernel(
-    q_ptr, k_cache_ptr, v_cache_ptr, lens_ptr, mask_ptr, out_ptr, o_part_ptr, lse_part_ptr,
+def _merge_splits(o_part_ptr, lse_part_ptr, out_ptr, b, kh, row0, rows_end, T, n_active, num_splits,
+                  stride_ob, stride_ot, stride_oh,
+                  KH: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
+                  MR: tl.constexpr, SB: tl.constexpr, S_P2: tl.constexpr):
+    """Merge the partials of splits 0 .. n_active-1 for rows row0 .. rows_end-1 (row = t * G + g)
+    and store the output rows. Partials are read with .cg (L2: other programs wrote them)."""
+    d = tl.arange(0, BLOCK_D)
+    d_ok = d < D
+    s_all = tl.arange(0, S_P2)
+    for r0 in range(row0, rows_end, MR):
+        r = r0 + tl.arange(0, MR)
+        r_ok = r < rows_end
+        t = r // G
+        head = kh * G + r % G
+        base = ((b.to(tl.int64) * T + t) * (KH * G) + head) * num_splits               # [MR]
+        lse_all = tl.load(lse_part_ptr + base[:, None] + s_all[None, :],
+                          mask=r_ok[:, None] & (s_all < n_active)[None, :], other=float("-inf"),
+                          cache_modifier=".cg")
+        m = tl.max(lse_all, 1)
+        m_safe = tl.where(m == float("-inf"), 0.0, m)
+        l_sum = tl.sum(tl.exp2(lse_all - m_safe[:, None]), 1)
+        acc = tl.zeros([MR, BLOCK_D], tl.float32)
+        for s0 in range(0, n_active, SB):
+            s = s0 + tl.arange(0, SB)
+            ok = r_ok[:, None] & (s < n_active)[None, :]                                   # [MR, SB]
+            idx = base[:, None] + s[None, :]
+            lse = tl.load(lse_part_ptr + idx, mask=ok, other=float("-inf"), cache_modifier=".cg")
+            w = tl.exp2(lse - m_safe[:, None])
+            o = tl.load(o_part_ptr + idx[:, :, None] * D + d[None, None, :],
+                        mask=ok[:, :, None] & d_ok[None, None, :], other=0.0, cache_modifier=".cg")
+            acc += tl.sum(w[:, :, None] * o, 1)
+        result = acc / tl.where(l_sum > 0.0, l_sum, 1.0)[:, None]
+        o_ptrs = out_ptr + b.to(tl.int64) * stride_ob + t[:, None] * stride_ot + head[:, None] * stride_oh + d[None, :]
+        tl.store(o_ptrs, round_to(result, out_ptr.dtype.element_ty), mask=r_ok[:, None] & d_ok[None, :])
+
+
+@triton.jit
+def _attention_kernel(
+    q_ptr, k_cache_ptr, v_cache_ptr, lens_ptr, mask_ptr, out_ptr, o_part_ptr, lse_part_ptr, cnt_ptr,
     slots_ptr, offsets_ptr,
     stride_qb, stride_qt, stride_qh,
     stride_cb, stride_ch, stride_cs,
@@ -55,6 +116,7 @@ def _attention_partial_kernel(
     KH: tl.constexpr, G: tl.constexpr, D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
     SPLIT: tl.constexpr, HAS_TREE_MASK: tl.constexpr, HAS_SLOTS: tl.constexpr, HAS_OFFSETS: tl.constexpr,
+    MR: tl.constexpr, SB: tl.constexpr, S_P2: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     b = tl.program_id(1) // KH
@@ -83,17 +145,18 @@ def _attention_partial_kernel(
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
     cols = tl.arange(0, BLOCK_N)
 
-    # 1) blocks wholly inside the committed prefix: every key visible to every query, no masks
+    # 1) blocks wholly inside the committed prefix: every key visible to every query, no masks.
+    #    K and V of a block are requested together (a one-block chunk waits for memory once).
     prefix_end = tl.minimum(end, (prefix // BLOCK_N) * BLOCK_N)
     for n0 in range(start, prefix_end, BLOCK_N):
         kpos = n0 + cols
         k_t = tl.load(k_base + kpos[None, :] * stride_cs + d[:, None], mask=d_ok[:, None], other=0.0)
+        v = tl.load(v_base + kpos[:, None] * stride_cs + d[None, :], mask=d_ok[None, :], other=0.0)
         s = dot_f32acc(q, k_t) * qk_scale_log2
         m_new = tl.maximum(m_i, tl.max(s, 1))
         alpha = tl.exp2(m_i - m_new)
         p = tl.exp2(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(v_base + kpos[:, None] * stride_cs + d[None, :], mask=d_ok[None, :], other=0.0)
         acc = acc * alpha[:, None] + dot_f32acc(p.to(v.dtype), v)
         m_i = m_new
 
@@ -103,6 +166,8 @@ def _attention_partial_kernel(
         key_ok = kpos < end
         u = kpos - prefix                      # column of the new / scratch rows
         diagonal = offset + t                  # the query's own row
+        k_t = tl.load(k_base + kpos[None, :] * stride_cs + d[:, None], mask=key_ok[None, :] & d_ok[:, None], other=0.0)
+        v = tl.load(v_base + kpos[:, None] * stride_cs + d[None, :], mask=key_ok[:, None] & d_ok[None, :], other=0.0)
         if HAS_TREE_MASK:
             new_ok = tl.load(mask_ptr + b.to(tl.int64) * stride_mb + t[:, None] * stride_mt + u[None, :] * stride_mu,
                              mask=row_ok[:, None] & ((u >= 0) & (u < U))[None, :], other=0) != 0
@@ -110,75 +175,52 @@ def _attention_partial_kernel(
         else:
             new_ok = u[None, :] <= diagonal[:, None]
         visible = key_ok[None, :] & ((u < 0)[None, :] | new_ok)
-        k_t = tl.load(k_base + kpos[None, :] * stride_cs + d[:, None], mask=key_ok[None, :] & d_ok[:, None], other=0.0)
         s = tl.where(visible, dot_f32acc(q, k_t) * qk_scale_log2, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
         alpha = tl.exp2(m_i - m_safe)
         p = tl.exp2(s - m_safe[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(v_base + kpos[:, None] * stride_cs + d[None, :], mask=key_ok[:, None] & d_ok[None, :], other=0.0)
         acc = acc * alpha[:, None] + dot_f32acc(p.to(v.dtype), v)
         m_i = m_new
 
     has_keys = l_i > 0.0
     result = acc / tl.where(has_keys, l_i, 1.0)[:, None]
+    o_ptrs = out_ptr + b.to(tl.int64) * stride_ob + t[:, None] * stride_ot + head[:, None] * stride_oh + d[None, :]
     if not SPLIT:
-        o_ptrs = out_ptr + b.to(tl.int64) * stride_ob + t[:, None] * stride_ot + head[:, None] * stride_oh + d[None, :]
         tl.store(o_ptrs, round_to(result, out_ptr.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :])
     else:
-        part = ((b.to(tl.int64) * T + t) * (KH * G) + head) * num_splits + split      # [BLOCK_M]
-        active = row_ok & (start < kv_len)
-        tl.store(o_part_ptr + part[:, None] * D + d[None, :], result, mask=active[:, None] & d_ok[None, :])
-        lse = tl.where(has_keys, m_i + tl.log2(tl.where(has_keys, l_i, 1.0)), float("-inf"))
-        tl.store(lse_part_ptr + part, lse, mask=active)
+        n_active = tl.cdiv(kv_len, chunk)      # splits with keys; the others stop here
+        if start < kv_len:
+            if n_active == 1:
+                tl.store(o_ptrs, round_to(result, out_ptr.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :])
+            else:
+                part = ((b.to(tl.int64) * T + t) * (KH * G) + head) * num_splits + split      # [BLOCK_M]
+                tl.store(o_part_ptr + part[:, None] * D + d[None, :], result, mask=row_ok[:, None] & d_ok[None, :])
+                lse = tl.where(has_keys, m_i + tl.log2(tl.where(has_keys, l_i, 1.0)), float("-inf"))
+                tl.store(lse_part_ptr + part, lse, mask=row_ok)
+                tl.debug_barrier()
+                tile = pid_m + tl.num_programs(0) * tl.program_id(1)
+                arrived = tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel")
+                if arrived == n_active - 1:
+                    row0 = pid_m * BLOCK_M
+                    _merge_splits(o_part_ptr, lse_part_ptr, out_ptr, b, kh, row0, tl.minimum(row0 + BLOCK_M, T * G),
+                                  T, n_active, num_splits, stride_ob, stride_ot, stride_oh,
+                                  KH, G, D, BLOCK_D, MR, SB, S_P2)
+                    tl.atomic_xchg(cnt_ptr + tile, 0)
 
 
-@triton.jit
-def _attention_combine_kernel(
-    o_part_ptr, lse_part_ptr, lens_ptr, offsets_ptr, out_ptr,
-    stride_ob, stride_ot, stride_oh,
-    T, max_seq, num_splits, min_chunk,
-    H: tl.constexpr, D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
-    BLOCK_N: tl.constexpr, HAS_OFFSETS: tl.constexpr,
-):
-    """One program per (request, token): merge the active splits of all its heads."""
-    bt = tl.program_id(0).to(tl.int64)
-    b = bt // T
-    t = bt % T
-    _, _, kv_len, chunk, _, _ = _split_bounds(lens_ptr, offsets_ptr, b, T, max_seq, 0, num_splits,
-                                              min_chunk, BLOCK_N, HAS_OFFSETS)
-    n_active = tl.cdiv(kv_len, chunk)
-    heads = tl.arange(0, BLOCK_H)
-    d = tl.arange(0, BLOCK_D)
-    ok = (heads < H)[:, None] & (d < D)[None, :]
-    part = (bt * H + heads) * num_splits                                   # [BLOCK_H]
-    m = tl.full([BLOCK_H], float("-inf"), tl.float32)
-    l = tl.zeros([BLOCK_H], tl.float32)
-    acc = tl.zeros([BLOCK_H, BLOCK_D], tl.float32)
-    for s in range(0, n_active):
-        lse = tl.load(lse_part_ptr + part + s, mask=heads < H, other=float("-inf"))
-        o = tl.load(o_part_ptr + (part + s)[:, None] * D + d[None, :], mask=ok, other=0.0)
-        m_new = tl.maximum(m, lse)
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.exp2(m - m_safe)
-        w = tl.exp2(lse - m_safe)
-        acc = acc * alpha[:, None] + w[:, None] * o
-        l = l * alpha + w
-        m = m_new
-    result = acc / tl.where(l > 0.0, l, 1.0)[:, None]
-    o_ptrs = out_ptr + b * stride_ob + t * stride_ot + heads[:, None] * stride_oh + d[None, :]
-    tl.store(o_ptrs, round_to(result, out_ptr.dtype.element_ty), mask=ok)
-
-
-def attention_config(B, T, H, KH, D, max_seq, device, num_splits=None, block_m=None, block_n=None,
-                     num_warps=None, num_stages=None, min_chunk=None):
+def attention_config(B, T, H, KH, D, max_seq, device=None, num_splits=None, block_m=None, block_n=None,
+                     num_warps=None, num_stages=None, min_chunk=None, sm=None, merge_rows=None, merge_splits=None):
     """Launch parameters chosen from shapes only (never from lens): a dict the wrapper uses.
 
     Row blocks hold T*G queries of one kv head. A split covers at least `min_chunk` keys
     (default 4*T*G rounded up to BLOCK_N: the fp32 partials of a split, T*G*(D+1)*4 bytes per
     kv head, then cost at most about half of the K/V bytes it reads); the split count fills the
-    GPU about four programs deep per SM, capped by the cache length and MAX_SPLITS."""
+    GPU about four programs deep per SM (`sm`, default the device's SM count), capped by the
+    cache length and MAX_SPLITS. The chunk length itself is computed on the device from the
+    actual length, so short contexts use few splits and the other programs exit at once.
+    merge_rows x merge_splits x BLOCK_D is the tile the last split merges per step."""
     G = H // KH
     rows = T * G
     if block_m is None:
@@ -191,10 +233,17 @@ def attention_config(B, T, H, KH, D, max_seq, device, num_splits=None, block_m=N
         min_chunk = 4 * rows
     min_chunk = triton.cdiv(max(min_chunk, block_n), block_n) * block_n
     if num_splits is None:
-        wanted = triton.cdiv(4 * sm_count(device), B * KH * m_blocks)
+        sms = sm if sm is not None else sm_count(device)
+        wanted = triton.cdiv(4 * sms, B * KH * m_blocks)
         num_splits = max(1, min(wanted, triton.cdiv(max_seq, min_chunk), MAX_SPLITS))
+    block_d = triton.next_power_of_2(D)
+    if merge_rows is None:
+        merge_rows = max(1, min(block_m, triton.next_power_of_2(rows), MERGE_ELEMENTS // block_d))
+    if merge_splits is None:
+        merge_splits = max(1, min(triton.next_power_of_2(num_splits), MERGE_ELEMENTS // (merge_rows * block_d)))
     return dict(block_m=block_m, block_n=block_n, num_splits=num_splits, m_blocks=m_blocks, min_chunk=min_chunk,
-                num_warps=num_warps, num_stages=num_stages or 2)
+                num_warps=num_warps, num_stages=num_stages or 2, merge_rows=merge_rows, merge_splits=merge_splits,
+                grid=[m_blocks, B * KH, num_splits], launches=1)
 
 
 def attention_workspace(B, T, H, D, num_splits, device) -> torch.Tensor:
@@ -213,9 +262,10 @@ def attention(q, k_cache, v_cache, lens, tree_mask=None, scale=None, *, out=None
     lens[b] .. lens[b] + offsets[b] - 1 are scratch rows written by earlier forwards.
 
     `config` overrides launch parameters (num_splits, block_m, block_n, num_warps, num_stages,
-    min_chunk);
+    min_chunk, merge_rows, merge_splits: powers of two);
     see attention_config. `workspace` (attention_workspace(...)) avoids an allocation when
-    num_splits > 1."""
+    num_splits > 1. One launch; with num_splits > 1 it uses this device's arrival counters
+    (counter_buffer), so launches sharing a device must run on one stream."""
     B, T, H, D = q.shape
     _, KH, max_seq, Dk = k_cache.shape
     if Dk != D or H % KH or v_cache.shape != k_cache.shape or k_cache.stride() != v_cache.stride():
@@ -248,11 +298,12 @@ def attention(q, k_cache, v_cache, lens, tree_mask=None, scale=None, *, out=None
         elif workspace.dtype != torch.float32 or workspace.numel() < need:
             raise ValueError(f"workspace must be fp32 with >= {need} elements")
         o_part, lse_part = workspace[: B * T * H * splits * D], workspace[B * T * H * splits * D: need]
+        counters = counter_buffer(q.device, cfg["m_blocks"] * B * KH)
     else:
-        o_part = lse_part = out
+        o_part = lse_part = counters = out
     grid = (cfg["m_blocks"], B * KH, splits)
-    _attention_partial_kernel[grid](
-        q, k_cache, v_cache, lens, mask, out, o_part, lse_part,
+    _attention_kernel[grid](
+        q, k_cache, v_cache, lens, mask, out, o_part, lse_part, counters,
         lens if slots is None else slots, lens if offsets is None else offsets,
         q.stride(0), q.stride(1), q.stride(2),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
@@ -263,14 +314,7 @@ def attention(q, k_cache, v_cache, lens, tree_mask=None, scale=None, *, out=None
         BLOCK_M=cfg["block_m"], BLOCK_N=cfg["block_n"], BLOCK_D=triton.next_power_of_2(D),
         SPLIT=splits > 1, HAS_TREE_MASK=tree_mask is not None,
         HAS_SLOTS=slots is not None, HAS_OFFSETS=offsets is not None,
+        MR=cfg["merge_rows"], SB=cfg["merge_splits"], S_P2=triton.next_power_of_2(splits),
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
     )
-    if splits > 1:
-        _attention_combine_kernel[(B * T,)](
-            o_part, lse_part, lens, lens if offsets is None else offsets, out,
-            out.stride(0), out.stride(1), out.stride(2),
-            T, max_seq, splits, cfg["min_chunk"],
-            H=H, D=D, BLOCK_H=triton.next_power_of_2(H), BLOCK_D=triton.next_power_of_2(D),
-            BLOCK_N=cfg["block_n"], HAS_OFFSETS=offsets is not None, num_warps=4,
-        )
     return out

@@ -22,8 +22,10 @@ def _cases():
     """(label, module, kernel, pointer dtypes, float args, constexprs, launch options)."""
     bf, f32 = "bf16", "fp32"
     att = dict(q_ptr=bf, k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", mask_ptr="u8", out_ptr=bf,
-               o_part_ptr=f32, lse_part_ptr=f32, slots_ptr="i32", offsets_ptr="i32")
+               o_part_ptr=f32, lse_part_ptr=f32, cnt_ptr="i32", slots_ptr="i32", offsets_ptr="i32")
     att_const = dict(KH=8, G=4, D=128, BLOCK_D=128, HAS_SLOTS=True, HAS_OFFSETS=True)
+    merge_t1 = dict(MR=4, SB=16, S_P2=64)      # attention_config at T = 1 (rows 4), 64 splits
+    merge_tree = dict(MR=64, SB=1, S_P2=4)     # T = 65 (rows 260), 3 splits
     rope_ptrs = dict(q_ptr=bf, k_ptr=bf, v_ptr=bf, pos_ptr="i64", inv_freq_ptr=f32, q_out_ptr=bf, k_out_ptr=bf,
                      k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", slots_ptr="i32", offsets_ptr="i32")
     rope_const = dict(H=32, KH=8, D=128, HALF=64, BLOCK_H=32, BLOCK_KH=8, BLOCK_HALF=64, BLOCK_D=128,
@@ -53,16 +55,16 @@ def _cases():
          dict(k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", acc_idx_ptr="i32", n_acc_ptr="i32", new_lens_ptr="i32",
               slots_ptr="i32"),
          [], dict(D=128, KH_D=1024, BLOCK=512, WRITE_LENS=True, HAS_SLOTS=True), dict(num_warps=4)),
-        ("attention decode", "attention", "_attention_partial_kernel", att, ["qk_scale_log2"],
-         dict(att_const, BLOCK_M=16, BLOCK_N=64, SPLIT=True, HAS_TREE_MASK=False), dict(num_warps=4, num_stages=2)),
-        ("attention tree", "attention", "_attention_partial_kernel", att, ["qk_scale_log2"],
-         dict(att_const, BLOCK_M=64, BLOCK_N=64, SPLIT=True, HAS_TREE_MASK=True), dict(num_warps=4, num_stages=2)),
-        ("attention fp32", "attention", "_attention_partial_kernel",
+        ("attention decode", "attention", "_attention_kernel", att, ["qk_scale_log2"],
+         dict(att_const, BLOCK_M=16, BLOCK_N=64, SPLIT=True, HAS_TREE_MASK=False, **merge_t1),
+         dict(num_warps=4, num_stages=2)),
+        ("attention tree", "attention", "_attention_kernel", att, ["qk_scale_log2"],
+         dict(att_const, BLOCK_M=64, BLOCK_N=64, SPLIT=True, HAS_TREE_MASK=True, **merge_tree),
+         dict(num_warps=8, num_stages=2)),
+        ("attention fp32", "attention", "_attention_kernel",
          {k: (f32 if v == bf else v) for k, v in att.items()}, ["qk_scale_log2"],
-         dict(att_const, BLOCK_M=16, BLOCK_N=64, SPLIT=False, HAS_TREE_MASK=False), dict(num_warps=4, num_stages=2)),
-        ("attention combine", "attention", "_attention_combine_kernel",
-         dict(o_part_ptr=f32, lse_part_ptr=f32, lens_ptr="i32", offsets_ptr="i32", out_ptr=bf), [],
-         dict(H=32, D=128, BLOCK_H=32, BLOCK_D=128, BLOCK_N=64, HAS_OFFSETS=True), dict(num_warps=4)),
+         dict(att_const, BLOCK_M=16, BLOCK_N=64, SPLIT=False, HAS_TREE_MASK=False, MR=4, SB=1, S_P2=1),
+         dict(num_warps=4, num_stages=2)),
         ("greedy_accept_tree", "accept", "_greedy_accept_tree_kernel",
          dict(tokens_ptr="i64", parents_ptr="i32", target_ptr="i64", acc_idx_ptr="i32", n_acc_ptr="i32",
               bonus_ptr="i64", emitted_ptr="i64"), [], dict(BLOCK_T=128, LOG_T=7, HAS_EMITTED=True), dict(num_warps=4)),
