@@ -9,7 +9,11 @@ later section that fails or runs out of time loses nothing before it):
   models       the weights: the shipped zoo pair embedded function-preservingly into the 8B
                target / 1B drafter shapes on the GPU (in memory, specir.zoo.inflate's
                construction), or with --random-8b (or when the zoo pair is missing) random
-               weights of those shapes: speed numbers stay valid, acceptance does not
+               weights of those shapes: speed numbers stay valid, acceptance does not. Two
+               drafter shapes: 1B-16L (llama-3.2-1b: the 3 trained layers spread over 16, the
+               13 others near-identity padding that still costs its bytes) and 1B-3L
+               (llama-1b-width-3l: the 1B width at the trained depth, layers 1:1), so drafter
+               cost is a variable of the report; both drafters propose the same tokens
   ar_step      AR decode step (captured step: forward, argmax, acceptance, commit) at each
                context against the roofline (weight bytes except the embedding + KV bytes, over
                the measured copy bandwidth); plain torch + cuBLAS + SDPA in a CUDA graph too
@@ -17,8 +21,10 @@ later section that fails or runs out of time loses nothing before it):
                (its own CUDA graph): where the time goes, against each group's byte floor
   verify       verify-cost curve: target forward + argmax over a random tree of n nodes
                (n = 1, 2, 4, ..., 128) at each context, relative to n = 1
-  draft        draft-step cost: drafter forwards, whole chain / tree / AR steps (captured)
-  e2e          end to end at batch 1 per workload: AR, chain, tree and n-gram pipelines,
+  draft        draft-step cost: drafter forwards, whole chain / tree / AR steps (captured),
+               chain and tree with each drafter shape (chain-3l, tree-3l: the 1B-3L drafter)
+  e2e          end to end at batch 1 per workload: AR, chain, tree and n-gram pipelines
+               (chain and tree also with the 1B-3L drafter: chain-3l, tree-3l),
                tokens/s, tau, speedup over AR in the same engine; token forcing of every output
                against transformers on the same weights (mismatches must be 0)
   peers        transformers' generate and assisted generation on the same weights
@@ -60,6 +66,7 @@ import torch  # noqa: E402
 class Sizes:
     target_shape: str = "llama-3.1-8b"
     drafter_shape: str = "llama-3.2-1b"
+    drafter_3l_shape: str | None = "llama-1b-width-3l"   # second drafter shape (None: leave it out)
     contexts: tuple = (512, 2048)
     tree_sizes: tuple = (1, 2, 4, 8, 16, 32, 64, 128)
     reps: int = 30
@@ -86,7 +93,10 @@ TINY_DRAFTER = dict(TINY_TARGET, name="tiny-drafter", tie_word_embeddings=True)
 SMOKE = dict(contexts=(16,), tree_sizes=(1, 3), reps=1, chain_k=2, tree=(2, 2, 3), ngram_k=2,
              workloads=("code-completion",), prompts_per_workload=1, max_new=2, peer_tokens=2, warm_tokens=0,
              activations="f32", device="cpu",
-             tiny={"target": TINY_TARGET, "drafter": TINY_DRAFTER})
+             tiny={"target": TINY_TARGET, "drafter": TINY_DRAFTER,
+                   "drafter_3l": dict(TINY_DRAFTER, name="tiny-drafter-3l")})
+DRAFTER_LABEL = {"drafter": "1B-16L", "drafter_3l": "1B-3L"}
+SECOND_DRAFTER = {"chain-3l": "chain", "tree-3l": "tree"}   # pipelines with the 1B-3L drafter
 ROPE_8B = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
            "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
 
@@ -436,6 +446,8 @@ class Bench:
             shapes = {k: shape_dict(v) for k, v in z.tiny.items()}
         else:
             shapes = {"target": shape_dict(z.target_shape), "drafter": shape_dict(z.drafter_shape)}
+            if z.drafter_3l_shape:
+                shapes["drafter_3l"] = shape_dict(z.drafter_3l_shape)
             source = "random"
             if not self.args.random_8b:
                 try:
@@ -444,47 +456,63 @@ class Bench:
                     source = "zoo-inflated"
                 except Exception as exc:
                     note = f"zoo pair unavailable ({exc}); random weights instead"
+        roles = [r for r in ("target", "drafter", "drafter_3l") if r in shapes]
+        shape_names = {"target": z.target_shape, "drafter": z.drafter_shape, "drafter_3l": z.drafter_3l_shape}
+        seeds = {"target": 1, "drafter": 2, "drafter_3l": 3}
         t0 = time.time()
         configs, weights = {}, {}
         if small:
             try:
-                for role in ("target", "drafter"):
-                    shape_name = z.target_shape if role == "target" else z.drafter_shape
-                    configs[role], weights[role] = inflate_in_memory(small[role], shape_name, dev,
-                                                                     seed=1 + (role == "drafter"))
+                for role in roles:
+                    src = small["target" if role == "target" else "drafter"]
+                    configs[role], weights[role] = inflate_in_memory(src, shape_names[role], dev, seed=seeds[role])
             except Exception as exc:  # speed numbers still come out of random weights
                 note = f"in-memory inflation failed ({type(exc).__name__}: {exc}); random weights instead"
                 source, small, configs, weights = "random", None, {}, {}
                 if dev.startswith("cuda"):
                     torch.cuda.empty_cache()
         if not small:
-            for role in ("target", "drafter"):
+            for role in roles:
                 configs[role] = hf_config(shapes[role])
-                weights[role] = random_weights(shapes[role], dev, seed=1 + (role == "drafter"))
+                weights[role] = random_weights(shapes[role], dev, seed=seeds[role])
         build_s = time.time() - t0
         if source == "random":
             note = (note + "; " if note else "") + ("random weights: speed numbers are valid, acceptance (tau, "
                                                     "speedup) is not that of a trained pair")
-        ir = {role: ir_model(role, configs[role], weights[role]) for role in ("target", "drafter")}
+        # both drafters are the region "@drafter" of their pipelines
+        ir = {role: ir_model("drafter" if role.startswith("drafter") else role, configs[role], weights[role])
+              for role in roles}
         if z.activations != "bf16":
             ir = {role: dataclasses.replace(m, attrs=m.attrs.set(dtype=z.activations)) for role, m in ir.items()}
         t0 = time.time()
-        compiled = {role: CompiledModel(ir[role], weights[role], dev) for role in ("target", "drafter")}
+        compiled = {role: CompiledModel(ir[role], weights[role], dev) for role in roles}
         self.state.update(configs=configs, weights=weights, ir=ir, compiled=compiled, source=source,
                           shapes={r: dict(configs[r], rope_parameters=configs[r]["rope_parameters"]) for r in configs})
         return {"source": source, "note": note, "build_s": round(build_s, 1), "compile_s": round(time.time() - t0, 1),
                 "target": {k: configs["target"][k] for k in ("hidden_size", "num_hidden_layers", "vocab_size")},
                 "drafter": {k: configs["drafter"][k] for k in ("hidden_size", "num_hidden_layers", "vocab_size")},
+                "drafter_3l": ({k: configs["drafter_3l"][k] for k in ("hidden_size", "num_hidden_layers", "vocab_size")}
+                               if "drafter_3l" in configs else None),
                 "target_weight_GB_no_embedding": weight_bytes(weights["target"]) / 1e9,
-                "drafter_weight_GB_no_embedding": weight_bytes(weights["drafter"]) / 1e9}
+                "drafter_weight_GB_no_embedding": weight_bytes(weights["drafter"]) / 1e9,
+                "drafter_3l_weight_GB_no_embedding": (weight_bytes(weights["drafter_3l"]) / 1e9
+                                                      if "drafter_3l" in weights else None)}
 
     def _engines(self):
         if "engines" not in self.state:
             from specir.backends.triton.engine import TritonEngine
-            pipes = pipelines(self.state["ir"]["target"], self.state["ir"]["drafter"], self.z)
+            ir, compiled = self.state["ir"], self.state["compiled"]
+            pipes = pipelines(ir["target"], ir["drafter"], self.z)
+            shared = {"target": compiled["target"], "drafter": compiled["drafter"]}
+            engines = {name: TritonEngine(p, self.device, compiled=shared) for name, p in pipes.items()}
+            if "drafter_3l" in ir:
+                pipes_3l = pipelines(ir["target"], ir["drafter_3l"], self.z)
+                shared_3l = {"target": compiled["target"], "drafter": compiled["drafter_3l"]}
+                for name, base in SECOND_DRAFTER.items():
+                    pipes[name] = pipes_3l[base]
+                    engines[name] = TritonEngine(pipes_3l[base], self.device, compiled=shared_3l)
             self.state["pipelines"] = pipes
-            self.state["engines"] = {name: TritonEngine(p, self.device, compiled=self.state["compiled"])
-                                     for name, p in pipes.items()}
+            self.state["engines"] = engines
         return self.state["engines"]
 
     def _kv_bytes(self, ctx: int, role="target") -> int:
@@ -596,28 +624,41 @@ class Bench:
                 replay = self.clock.graph(lambda: argmax(fwd.run(), out=out))
                 ms = self.clock.ms(replay)
                 base = base or ms
+                linear = sorted({"cuBLAS" if c["kernel"] == "cublas.linear" else "Triton"
+                                 for c in fwd.configs if "m" in c and c["kernel"] != "linear.linear_bf12"})
                 rows.append({"context": ctx, "nodes": n, "ms": ms, "x_one_node": ms / base,
-                             "x_ar_step": ms / self.state.get("ar_ms", {}).get(ctx, ms)})
+                             "x_ar_step": ms / self.state.get("ar_ms", {}).get(ctx, ms), "linear": "+".join(linear)})
                 del replay, fwd, inputs
         return {"rows": rows, "target_64_x_ar_step": 1.25}
 
     def draft(self):
         ctx = self.z.contexts[0]
         rows = {}
-        for name in ("ar", "chain", "tree"):
+        names = ["ar", "chain", "tree"] + [n for n in SECOND_DRAFTER if n in self._engines()]
+        for name in names:
+            if name in SECOND_DRAFTER and self.report.left() < 15:
+                rows[name] = {"skipped": "time budget"}
+                continue
             sess = self._step_session(name, ctx)
             width = max(sess.replays)
             step = sess.steps[width]
             rows[name] = {"step_ms": self.clock.ms(sess.replays[width]), "verify_nodes": step.Tv,
+                          "drafter": None if name == "ar" else
+                          DRAFTER_LABEL["drafter_3l" if name in SECOND_DRAFTER else "drafter"],
                           "verify_forward_ms": self.clock.ms(self.clock.graph(step.verify.run))}
-            if name == "chain" and hasattr(step, "draft_one"):
+            if name.startswith("chain") and hasattr(step, "draft_one"):
                 rows[name]["drafter_one_token_ms"] = self.clock.ms(self.clock.graph(step.draft_one.run))
                 rows[name]["drafter_catch_up_ms"] = self.clock.ms(self.clock.graph(step.catch_up.run))
-            if name == "tree" and hasattr(step, "level"):
+            if name.startswith("tree") and hasattr(step, "level"):
                 rows[name]["drafter_level_ms"] = self.clock.ms(self.clock.graph(step.level.run))
             rows[name]["draft_and_accept_ms"] = rows[name]["step_ms"] - rows[name]["verify_forward_ms"]
         rows["drafter_roofline_ms"] = self._roofline_ms(ctx, "drafter")
-        return {"context": ctx, "steps": rows}
+        if "drafter_3l" in self.state["configs"]:
+            rows["drafter_3l_roofline_ms"] = self._roofline_ms(ctx, "drafter_3l")
+        return {"context": ctx, "steps": rows,
+                "drafters": {name: DRAFTER_LABEL[role] for name, role in
+                             (("chain", "drafter"), ("tree", "drafter"), ("chain-3l", "drafter_3l"),
+                              ("tree-3l", "drafter_3l")) if name in rows}}
 
     def _prompts(self):
         from specir.runtime.prompts import to_ids
@@ -663,7 +704,7 @@ class Bench:
         rows = []
         for workload, plist in prompts.items():
             ar_tps = None
-            for name in ("ar", "chain", "tree", "ngram"):
+            for name in ["ar", "chain", "tree", "ngram"] + [n for n in SECOND_DRAFTER if n in engines]:
                 if self.report.left() < 20:
                     rows.append({"workload": workload, "pipeline": name, "skipped": "time budget"})
                     continue
@@ -679,10 +720,12 @@ class Bench:
                 tps = tokens / seconds if seconds else 0.0
                 ar_tps = tps if name == "ar" else ar_tps
                 rows.append({"workload": workload, "pipeline": name, "path": engine.last_path, "prompts": len(plist),
+                             "drafter": (DRAFTER_LABEL["drafter_3l"] if name in SECOND_DRAFTER else
+                                         DRAFTER_LABEL["drafter"] if name in ("chain", "tree") else None),
                              "tokens": tokens, "tokens_per_s": tps, "tau": tokens / max(steps, 1),
                              "speedup": tps / ar_tps if ar_tps else None, "forcing_checked": rep.checked,
                              "mismatches": rep.mismatches, "near_ties": rep.near_ties})
-        return {"batch_size": 1, "max_new_tokens": self.z.max_new, "rows": rows,
+        return {"batch_size": 1, "max_new_tokens": self.z.max_new, "rows": rows, "drafters": DRAFTER_LABEL,
                 "timing": "decode only (prefill excluded), same engine and weights for every pipeline",
                 "all_lossless": all(r.get("mismatches", 0) == 0 for r in rows)}
 
@@ -738,7 +781,8 @@ def markdown(data: dict) -> str:
         lines += [f"Copy bandwidth: {s['copy']['copy_bandwidth_TBps']:.2f} TB/s", ""]
     if "models" in s:
         m = s["models"]
-        lines += [f"Weights: {m['source']} ({m['target']}, drafter {m['drafter']}). {m.get('note', '')}", ""]
+        lines += [f"Weights: {m['source']} ({m['target']}, drafter 1B-16L {m['drafter']}"
+                  + (f", drafter 1B-3L {m['drafter_3l']}" if m.get("drafter_3l") else "") + f"). {m.get('note', '')}", ""]
     if "ar_step" in s:
         lines += ["## AR step (batch 1)", "", "| context | Triton step ms | roofline ms | x roofline |",
                   "|---:|---:|---:|---:|"]
@@ -762,29 +806,40 @@ def markdown(data: dict) -> str:
         lines.append("")
     if "verify" in s:
         lines += ["## Verify cost (target forward + argmax over a random tree)", "",
-                  "| context | nodes | ms | x 1 node | x AR step |", "|---:|---:|---:|---:|---:|"]
+                  "| context | nodes | ms | x 1 node | x AR step | linear kernel |", "|---:|---:|---:|---:|---:|---|"]
         for r in s["verify"]["rows"]:
             lines.append(f"| {r['context']} | {r['nodes']} | {_f(r['ms'], 3)} | {_f(r['x_one_node'])} | "
-                         f"{_f(r['x_ar_step'])} |")
+                         f"{_f(r['x_ar_step'])} | {r.get('linear', '')} |")
         lines.append("")
     if "draft" in s:
         lines += [f"## Step cost (context {s['draft']['context']})", "",
-                  "| pipeline | step ms | verify nodes | verify forward ms | draft + accept ms |",
-                  "|---|---:|---:|---:|---:|"]
+                  "| pipeline | drafter | step ms | verify nodes | verify forward ms | draft + accept ms | "
+                  "drafter forward ms (one token / catch-up / tree level) |",
+                  "|---|---|---:|---:|---:|---:|---|"]
         for name, r in s["draft"]["steps"].items():
-            if isinstance(r, dict):
-                lines.append(f"| {name} | {_f(r['step_ms'], 3)} | {r['verify_nodes']} | "
-                             f"{_f(r['verify_forward_ms'], 3)} | {_f(r['draft_and_accept_ms'], 3)} |")
+            if isinstance(r, dict) and "skipped" in r:
+                lines.append(f"| {name} | | skipped ({r['skipped']}) | | | | |")
+            elif isinstance(r, dict):
+                fwd = " / ".join(_f(r.get(k), 3) for k in ("drafter_one_token_ms", "drafter_catch_up_ms",
+                                                              "drafter_level_ms") if k in r)
+                lines.append(f"| {name} | {r.get('drafter') or '-'} | {_f(r['step_ms'], 3)} | {r['verify_nodes']} | "
+                             f"{_f(r['verify_forward_ms'], 3)} | {_f(r['draft_and_accept_ms'], 3)} | {fwd} |")
+        roofs = [f"{label} {_f(s['draft']['steps'].get(key), 3)} ms" for label, key in
+                 (("1B-16L", "drafter_roofline_ms"), ("1B-3L", "drafter_3l_roofline_ms")) if key in s["draft"]["steps"]]
+        lines += ["", "Drafter forward byte floor (weights + KV at this context): " + ", ".join(roofs)]
         lines.append("")
     if "e2e" in s:
         lines += ["## End to end (batch 1, token forcing on every output)", "",
-                  "| workload | pipeline | tok/s | tau | speedup | mismatches | near-ties |",
-                  "|---|---|---:|---:|---:|---:|---:|"]
+                  "chain / tree use the 1B-16L drafter, chain-3l / tree-3l the 1B-3L one (both embed the trained 3-layer "
+                  "drafter function-preservingly: nearly the same proposals and tau; the drafting cost differs).", "",
+                  "| workload | pipeline | drafter | tok/s | tau | speedup | mismatches | near-ties |",
+                  "|---|---|---|---:|---:|---:|---:|---:|"]
         for r in s["e2e"]["rows"]:
             if "skipped" in r:
-                lines.append(f"| {r['workload']} | {r['pipeline']} | skipped | | | | |")
+                lines.append(f"| {r['workload']} | {r['pipeline']} | | skipped | | | | |")
                 continue
-            lines.append(f"| {r['workload']} | {r['pipeline']} | {_f(r['tokens_per_s'], 1)} | {_f(r['tau'])} | "
+            lines.append(f"| {r['workload']} | {r['pipeline']} | {r.get('drafter') or '-'} | "
+                         f"{_f(r['tokens_per_s'], 1)} | {_f(r['tau'])} | "
                          f"{_f(r['speedup'])} | {r['mismatches']} | {r['near_ties']} |")
         lines.append("")
     if "peers" in s:
@@ -816,9 +871,13 @@ def summary(data: dict) -> str:
     for r in s.get("verify", {}).get("rows", []):
         if r["nodes"] in (64, 128):
             out.append(f"verify {r['nodes']:>3} nodes ctx {r['context']:<5} {r['ms']:.3f} ms = {r['x_ar_step']:.2f}x AR step")
+    for name, r in s.get("draft", {}).get("steps", {}).items():
+        if isinstance(r, dict) and "step_ms" in r:
+            out.append(f"step {name:8s} ({r.get('drafter') or 'no drafter'}) {r['step_ms']:.3f} ms: verify "
+                       f"{r['verify_forward_ms']:.3f} + draft/accept {r['draft_and_accept_ms']:.3f}")
     for r in s.get("e2e", {}).get("rows", []):
         if "skipped" not in r:
-            out.append(f"{r['workload']:16s} {r['pipeline']:6s} {r['tokens_per_s']:8.1f} tok/s  tau {r['tau']:.2f}  "
+            out.append(f"{r['workload']:16s} {r['pipeline']:8s} {r['tokens_per_s']:8.1f} tok/s  tau {r['tau']:.2f}  "
                        f"speedup {_f(r['speedup'])}  mismatches {r['mismatches']}")
     for name, r in s.get("peers", {}).items():
         out.append(f"peer {name:18s} {_f(r.get('tokens_per_s'), 1):>8} tok/s {r.get('error', '')[:60]}")

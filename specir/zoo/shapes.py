@@ -2,7 +2,8 @@
 
 A shape fixes every dimension, the rope parameters and embedding tying; inflating a small model
 needs the small model's head_dim, GQA ratio, rope parameters and tying to match (the zoo's pair is
-trained so: the target for the head_dim-128 shapes, the drafter for llama-3.2-1b).
+trained so: the target for the head_dim-128 shapes, the drafter for llama-3.2-1b and
+llama-1b-width-3l, the 1B width at the drafter's own depth: no extra layers).
 """
 from __future__ import annotations
 
@@ -49,6 +50,9 @@ SHAPES = {s.name: s for s in [
           note="1B-class with the 8B's heads and rope; quick target runs"),
     Shape("llama-3.2-1b", 2048, 16, 32, 8, 64, 8192, 128256, True, ROPE_LLAMA32,
           note="Llama-3.2-1B; for the zoo drafter"),
+    Shape("llama-1b-width-3l", 2048, 3, 32, 8, 64, 8192, 128256, True, ROPE_LLAMA32,
+          note="Llama-3.2-1B width at the zoo drafter's depth (3 layers map 1:1): a drafter costing "
+               "what a trained 3-layer one would"),
     Shape("test-target", 512, 8, 8, 2, 128, 1536, 8192, False, ROPE_LLAMA31,
           note="small; CPU checks of the zoo target"),
     Shape("test-drafter", 256, 4, 8, 2, 64, 768, 8192, True, ROPE_LLAMA32,

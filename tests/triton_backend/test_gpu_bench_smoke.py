@@ -31,7 +31,12 @@ def test_gpu_bench_runs_every_section(tmp_path, capsys):
     sections = data["sections"]
     assert set(sections) >= {"env", "copy", "models", "ar_step", "breakdown", "verify", "draft", "e2e", "peers"}
     e2e = sections["e2e"]
-    assert e2e["all_lossless"] and {r["pipeline"] for r in e2e["rows"]} == {"ar", "chain", "tree", "ngram"}
+    assert e2e["all_lossless"] and {r["pipeline"] for r in e2e["rows"]} == {"ar", "chain", "tree", "ngram",
+                                                                            "chain-3l", "tree-3l"}
+    assert {r["drafter"] for r in e2e["rows"] if r["pipeline"].endswith("-3l")} == {"1B-3L"}
+    steps = sections["draft"]["steps"]
+    assert {"chain", "tree", "chain-3l", "tree-3l"} <= set(steps) and steps["tree-3l"]["drafter"] == "1B-3L"
+    assert "drafter_level_ms" in steps["tree-3l"] and "drafter_one_token_ms" in steps["chain-3l"]
     assert all(r["path"] == "device" for r in e2e["rows"]), e2e["rows"]
     assert all("error" not in r for r in sections["ar_step"]["torch"]), sections["ar_step"]["torch"]
     assert all("error" not in r for r in sections["peers"].values()), sections["peers"]

@@ -133,3 +133,20 @@ def test_agreement_passes_and_catches_a_broken_embedding(small, tmp_path, capsys
         out = capsys.readouterr().out
         assert rc == 1, f"{sabotage}: the broken embedding passed\n{out}"
         assert "differs:" in out
+
+
+def test_width_only_drafter_shape_maps_layers_one_to_one():
+    """llama-1b-width-3l: the 1B drafter width at the zoo drafter's own depth (no extra layers)."""
+    from specir.zoo.architectures import llama_config
+    from specir.zoo.inflate import layer_positions
+
+    drafter = llama_config("drafter", 4096)
+    shape = SHAPES["llama-1b-width-3l"]
+    assert check_compatible(drafter, shape) == 16
+    assert shape.num_hidden_layers == drafter.num_hidden_layers
+    assert layer_positions(drafter.num_hidden_layers, shape.num_hidden_layers) == list(range(shape.num_hidden_layers))
+    big = SHAPES["llama-3.2-1b"]
+    assert (shape.hidden_size, shape.num_attention_heads, shape.num_key_value_heads, shape.head_dim,
+            shape.intermediate_size, shape.vocab_size, shape.tie_word_embeddings) == \
+        (big.hidden_size, big.num_attention_heads, big.num_key_value_heads, big.head_dim,
+         big.intermediate_size, big.vocab_size, big.tie_word_embeddings)
