@@ -40,6 +40,8 @@ from specir.runtime.engine import Engine  # noqa: E402
 from specir.runtime.tokenizer import encode  # noqa: E402
 from specir.runtime.weights import load_weights, model_folder  # noqa: E402
 
+ZOO = "zoo pair"
+BIG = "1B-class"
 NAIVE_PROMPT, NAIVE_TOKENS = 4, 6  # the unscheduled rows: a 4-token prompt, 6 new tokens, one round
 PIPELINES = {  # name -> (drafter?, k, passes)
     "chain": (True, 4, ""),
@@ -164,6 +166,74 @@ def bench_set(label: str, target: str, drafter: str, args, rows: list) -> None:
                      "all": [r[0] for r in runs]})
 
 
+BREAKDOWN_WIDTHS = (1, 5, 13)  # decode, chain verify (k = 4), tree verify (budget 12)
+
+
+def op_breakdown(label: str, target: str, args, breakdowns: list) -> None:
+    """Milliseconds per target forward, per op, for T new tokens after a prompt: where each backend
+    spends a decode step and a verify (torch, tvm, and tvm naive at T = 1)."""
+    from collections import defaultdict
+
+    from specir.backends.reference.ops import KERNELS
+    from specir.runtime.model_runner import ModelRunner
+
+    pipes = make_pipelines(target, target)  # the drafter is never run here
+    model = pipes["ar"].model("target")
+    weights = Weights().of(pipes["ar"])["target"]
+    torch.set_num_threads(int(os.environ["SPECIR_THREADS"]))
+    tables = {"torch": dict(KERNELS), "tvm": tvm_table(pipes["tree"], "tiled"),
+              "tvm naive": tvm_table(pipes["ar"], "naive")}
+    prompt = 32
+    result = {}
+    for backend, table in tables.items():
+        times = defaultdict(float)
+
+        def timed(op, fn):
+            def run(*a):
+                t0 = time.perf_counter()
+                out = fn(*a)
+                times[op] += time.perf_counter() - t0
+                return out
+            return run
+
+        runner = ModelRunner(model, weights, slots=1, max_seq=prompt + 32, kernels={op: timed(op, fn) for op, fn in
+                                                                                      table.items()}, backend="bench")
+        runner.forward([0], torch.arange(prompt)[None] % 100 + 5, torch.arange(prompt)[None])
+        runner.cache.commit_prefix(0, prompt)
+        for T in BREAKDOWN_WIDTHS:
+            if backend == "tvm naive" and T > 1:
+                continue
+            samples = []
+            for _ in range(args.breakdown_repeats):
+                times.clear()
+                t0 = time.perf_counter()
+                runner.forward([0], torch.full((1, T), 7), torch.arange(prompt, prompt + T)[None])
+                samples.append((time.perf_counter() - t0, dict(times)))
+            samples.sort(key=lambda s: s[0])
+            total, per_op = samples[len(samples) // 2]
+            result[(backend, T)] = (total, per_op)
+            print(f"[{label}] breakdown {backend:9} T={T:2}: {total * 1e3:8.1f} ms", file=sys.stderr, flush=True)
+    weight_bytes = sum(t.numel() * t.element_size() for n, t in weights.items() if n != "model.embed_tokens.weight")
+    breakdowns.append((label, result, weight_bytes))
+
+
+def breakdown_report(breakdowns) -> list[str]:
+    lines = []
+    for label, result, weight_bytes in breakdowns:
+        cols = [(b, T) for T in BREAKDOWN_WIDTHS for b in ("torch", "tvm", "tvm naive") if (b, T) in result]
+        ops = sorted({op for _, per in result.values() for op in per}, key=lambda o: -result[cols[0]][1].get(o, 0))
+        lines += ["", f"### Where a target forward spends its time: {label}", "",
+                  f"Milliseconds per forward of T new tokens after a 32-token prompt (median of the repeats); weights "
+                  f"read per forward (all but the embedding) {weight_bytes / 1e9:.2f} GB.", "",
+                  "| op | " + " | ".join(f"{b} T={T}" for b, T in cols) + " |",
+                  "|---|" + "---|" * len(cols)]
+        for op in ops:
+            lines.append(f"| {op} | " + " | ".join(f"{result[c][1].get(op, 0) * 1e3:.1f}" for c in cols) + " |")
+        lines.append("| **forward** | " + " | ".join(f"**{result[c][0] * 1e3:.1f}**" for c in cols) + " |")
+        lines.append("| weight GB/s | " + " | ".join(f"{weight_bytes / result[c][0] / 1e9:.1f}" for c in cols) + " |")
+    return lines
+
+
 def _workload(n: int) -> list[dict]:
     from specir.runtime.prompts import workload_records
     return workload_records("code-completion", n)
@@ -219,6 +289,8 @@ def main() -> int:
     ap.add_argument("--big-max-new-tokens", type=int, default=24)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", type=Path, help="markdown file to write")
+    ap.add_argument("--breakdown-repeats", type=int, default=5, help="forwards per op-breakdown column")
+    ap.add_argument("--no-breakdown", action="store_true")
     args = ap.parse_args()
     if args.inflate_drafter:
         from specir.zoo.inflate import inflate
@@ -227,15 +299,20 @@ def main() -> int:
         return 0
     load_start, start = os.getloadavg()[0], time.perf_counter()
     rows: list = []
+    breakdowns: list = []
     if not args.skip_zoo:
-        bench_set("zoo pair (6-layer 256 target, 3-layer 128 drafter)", "zoo:code-target", "zoo:code-drafter", args,
-                  rows)
+        bench_set(ZOO, "zoo:code-target", "zoo:code-drafter", args, rows)
+        if not args.no_breakdown:
+            op_breakdown("zoo target (hidden 256, 6 layers, vocab 4096)", "zoo:code-target", args, breakdowns)
     if args.big_target:
         big = argparse.Namespace(**{**vars(args), "max_new_tokens": args.big_max_new_tokens,
                                     "prompt_tokens": args.big_prompt_tokens})
-        bench_set("1B-class target (llama-1b-hd128) + drafter x2 (vocab 128256)", str(args.big_target),
-                  str(args.big_drafter), big, rows)
+        bench_set(BIG, str(args.big_target), str(args.big_drafter), big, rows)
+        if not args.no_breakdown:
+            op_breakdown("1B-class target (llama-1b-hd128: hidden 2048, 16 layers, vocab 128256)",
+                         str(args.big_target), args, breakdowns)
     report = write_report(rows, args, load_start, os.getloadavg()[0], time.perf_counter() - start)
+    report += "\n".join(breakdown_report(breakdowns)) + "\n"
     print(report)
     if args.out:
         args.out.write_text(report)

@@ -67,6 +67,11 @@ class HostCPU:
 
 PARALLEL_MIN_ELEMENTS = 1 << 16
 
+# TVM's thread pool pins its threads (and the calling thread) to cores unless told not to: on a
+# shared machine that ties a process to a core others may be using, and `set_threads(1)` would
+# shrink this process's CPU affinity to one core (which `host_cpu().cores` then reports).
+os.environ.setdefault("TVM_BIND_THREADS", "0")
+
 _threads: int | None = None  # set_threads(); None: TVM's default pool, parallel variants allowed
 
 

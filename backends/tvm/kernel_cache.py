@@ -5,8 +5,8 @@ target, the TVM version and a digest of this package's source files, so editing 
 file (or upgrading TVM, or moving to another CPU) never loads a stale library. Dynamic sizes
 (rows, tokens, batch, context) are symbolic inside the kernels and are not part of the key.
 
-On disk: `<cache_dir>/<kernel>-<digest>.so` (a shared library made by `export_library`) and a
-`.json` next to it naming what it holds. `read_dirs` are searched first (e.g. a build folder's
+On disk: `<cache_dir>/<kernel>-<digest>.so` (a shared library made by `export_library`), a
+`.json` next to it naming what it holds and a `.tir.py` with the scheduled TIR (TVMScript). `read_dirs` are searched first (e.g. a build folder's
 `tvm/`); misses compile into `cache_dir`. A library is written to a temporary name and renamed
 into place, so processes sharing a folder never see half a file. A second process with the same
 folder loads the library and compiles nothing; `compile_count()` and `on_compile()` let tests
@@ -141,6 +141,8 @@ class KernelCache:
         try:
             executable.export_library(tmp)
             path.with_suffix(".json").write_text(json.dumps(material, indent=1, sort_keys=True, default=str))
+            path.with_suffix(".tir.py").write_text(f"# {name_of(path)}: the scheduled TIR of this kernel\n"
+                                                   + func.script())
             os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):
@@ -149,6 +151,11 @@ class KernelCache:
             _compile_count += 1
         for listener in list(_compile_listeners):
             listener(material["kernel"], material["params"])
+
+
+def name_of(library: Path) -> str:
+    """`linear-<key>` for `.../linear-<key>.so`."""
+    return library.name[: -len(".so")]
 
 
 @functools.cache

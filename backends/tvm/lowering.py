@@ -3,7 +3,8 @@ that `run`, `check` and `bench` execute with.
 
 `lower(pipeline, target, folder)` plans the kernels the pipeline's model graphs need on this CPU
 (kernel_plan.py: a dry run of the op table), compiles the ones the user cache lacks (stderr
-progress), and copies every library into `folder/tvm/` (`<kernel>-<key>.so` + `.json`). The
+progress), and copies every library into `folder/tvm/` (`<kernel>-<key>.so`, its `.json` key
+material and its scheduled TIR as `.tir.py`). The
 Lowering lists one row per kernel (op, kernel, shape key, file) plus the ops that stay torch,
 and notes what falls back (BF12, sliding windows, f16).
 
@@ -55,6 +56,7 @@ def lower(pipeline: Pipeline, target: Target, folder: Path) -> Lowering:
         lowering = reference_lower(pipeline, target, folder)
         lowering.notes.append(f"tvm backend unavailable: {reason}; lowered to the reference backend (torch)")
         return lowering
+    from .kernel_cache import name_of
     from .kernel_plan import ensure_compiled, plan_kernels, planned_threads
 
     cache = _cache()
@@ -66,12 +68,16 @@ def lower(pipeline: Pipeline, target: Target, folder: Path) -> Lowering:
     rows = []
     for k in plan:
         library = cache.find(k.kernel, k.params)
-        shutil.copy2(library, out / library.name)
-        if library.with_suffix(".json").exists():
-            shutil.copy2(library.with_suffix(".json"), out / library.with_suffix(".json").name)
-        rows.append({"op": _op_of(k.kernel, pipeline), "kernel": f"specir.backends.tvm.{k.kernel}", "backend": "tvm",
-                     "shape": k.describe(), "models": sorted(k.models), "file": f"{BUILD_SUBDIR}/{library.name}",
-                     "params": k.params})
+        row = {"op": _op_of(k.kernel, pipeline), "kernel": f"specir.backends.tvm.{k.kernel}", "backend": "tvm",
+               "shape": k.describe(), "models": sorted(k.models), "file": f"{BUILD_SUBDIR}/{library.name}",
+               "params": k.params}
+        for suffix in (".so", ".json", ".tir.py"):
+            companion = library.with_name(name_of(library) + suffix)
+            if companion.exists():
+                shutil.copy2(companion, out / companion.name)
+                if suffix == ".tir.py":
+                    row["source"] = f"{BUILD_SUBDIR}/{companion.name}"
+        rows.append(row)
     rows += _torch_rows(pipeline)
     notes = [f"tvm: {len(plan)} kernels for {cache.host.mcpu} ({', '.join(cache.host.features) or 'no SIMD flags'}), "
              f"{threads} thread{'s' if threads > 1 else ''} (SPECIR_THREADS overrides at run time; other "

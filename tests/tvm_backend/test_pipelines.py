@@ -45,6 +45,7 @@ def test_compile_lists_kernels_and_runs_compile_nothing(tmp_path, pair, specir_c
     for row in rows:
         assert row["kernel"].startswith("specir.backends.tvm.") and row["shape"]
         assert (tmp_path / "build" / row["file"]).is_file() and row["file"] in manifest["files"]
+        assert (tmp_path / "build" / row["source"]).read_text().count("@T.prim_func") == 1  # the scheduled TIR
     assert any("tree-mask" in r["shape"] for r in rows if r["op"] == "attention")
 
     # the build alone serves every kernel: an empty user cache, and nothing compiles
