@@ -174,17 +174,6 @@ class GraphEngine:
         for b, r in enumerate(requests):
             if r.done:
                 continue
-            n = rows[b][width]
-            emitted = rows[b][:n][: r.max_new - len(r.generated)]
-            for i, t in enumerate(emitted):
-                if t in self.eos:
-                    emitted = emitted[: i + 1]
-                    r.done = True
-                    break
-            r.generated += emitted
-            r.tokens += emitted
-            r.accept_lengths.append(len(emitted))
-            if len(r.generated) >= r.max_new:
-                r.done = True
+            r.append(rows[b][:rows[b][width]], self.eos)
             finished |= r.done
         return finished

@@ -33,6 +33,20 @@ class Request:
     accept_lengths: list[int] = field(default_factory=list)
     done: bool = False
 
+    def append(self, emitted: list[int], eos: set[int]) -> None:
+        """Take one step's emitted tokens, cut at the first EOS and at max_new; mark done."""
+        emitted = emitted[: self.max_new - len(self.generated)]
+        for i, t in enumerate(emitted):
+            if t in eos:
+                emitted = emitted[: i + 1]
+                self.done = True
+                break
+        self.generated += emitted
+        self.tokens += emitted
+        self.accept_lengths.append(len(emitted))
+        if len(self.generated) >= self.max_new:
+            self.done = True
+
 
 @dataclass
 class Result:
@@ -199,17 +213,7 @@ class Engine:
     def record(self, active, accepted: Accepted) -> None:
         """Append the emitted tokens (cut at EOS and at max_new) and mark finished requests."""
         for r, emitted in zip(active, accepted.emitted):
-            emitted = emitted[: r.max_new - len(r.generated)]
-            for i, t in enumerate(emitted):
-                if t in self.eos:
-                    emitted = emitted[: i + 1]
-                    r.done = True
-                    break
-            r.generated += emitted
-            r.tokens += emitted
-            r.accept_lengths.append(len(emitted))
-            if len(r.generated) >= r.max_new:
-                r.done = True
+            r.append(emitted, self.eos)
 
 
 # ---------------------------------------------------------------------- step ops
