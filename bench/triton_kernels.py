@@ -135,7 +135,7 @@ class Bench:
 
 
 def bench_elementwise(b: Bench):
-    from specir.backends.triton.kernels import reference as ref
+    from specir import kernel_reference as ref
     from specir.backends.triton.kernels.activation import silu_mul
     from specir.backends.triton.kernels.embedding import embedding
     from specir.backends.triton.kernels.norm import add_rms_norm, rms_norm
@@ -188,7 +188,7 @@ def bench_elementwise(b: Bench):
 
 
 def bench_kv_cache(b: Bench):
-    from specir.backends.triton.kernels import reference as ref
+    from specir import kernel_reference as ref
     from specir.backends.triton.kernels.kv_cache import kv_compact, kv_write
 
     z, dev = b.z, b.z.device
@@ -226,7 +226,7 @@ def _attention_sweep_grid(T):
 
 
 def _attention_case(b: Bench, B, T, ctx, tree: bool, label: str):
-    from specir.backends.triton.kernels import reference as ref
+    from specir import kernel_reference as ref
     from specir.backends.triton.kernels.attention import MAX_SPLITS, attention, attention_config, attention_workspace
 
     z, dev = b.z, b.z.device
@@ -278,7 +278,7 @@ def bench_attention(b: Bench):
 
 
 def bench_accept(b: Bench):
-    from specir.backends.triton.kernels import reference as ref
+    from specir import kernel_reference as ref
     from specir.backends.triton.kernels.accept import greedy_accept_tree
     from specir.backends.triton.kernels.argmax import argmax
 

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from specir.backends.triton.kernels import reference as ref
+from specir import kernel_reference as ref
 from specir.backends.triton.kernels.accept import greedy_accept_tree
 
 

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from specir.backends.triton.kernels import reference as ref
+from specir import kernel_reference as ref
 from specir.backends.triton.kernels.kv_cache import kv_compact, kv_write
 
 

@@ -1,7 +1,7 @@
 """Triton kernels for everything but linear layers (see docs/KERNEL_CONTRACTS.md).
 
 One kernel family per module; each public wrapper takes torch tensors and has a plain-torch
-twin in :mod:`specir.backends.triton.kernels.reference` that the tests compare against:
+twin in :mod:`specir.kernel_reference` that the tests compare against:
 
 - norm: rms_norm, add_rms_norm            - rope: rope, rope_kv_write (fused cache write)
 - activation: silu_mul (SwiGLU)           - embedding: embedding

@@ -1,12 +1,23 @@
-"""Plain-torch twins of the Triton kernels: the numerics every kernel must reproduce.
+"""Plain-torch twins of the backend kernels: the numerics every kernel must reproduce.
 
 Each function follows docs/KERNEL_CONTRACTS.md and is written for clarity, not speed (Python
-loops over requests are fine here). The tests compare the Triton kernels against these.
+loops over requests are fine here). The Triton and TVM kernel tests and benchmarks compare
+against these; backends/reference/ops.py is the runtime's (batched) twin of the same contracts.
 """
 
 from __future__ import annotations
 
 import torch
+
+
+# --- Linear ------------------------------------------------------------------------------------
+
+def linear_reference(x, w, bias=None):
+    """x @ w^T (+ bias) in fp32 from the same (bf16 or fp32) weights, rounded once to x.dtype."""
+    y = x.float() @ w.float().T
+    if bias is not None:
+        y = y + bias.float()
+    return y.to(x.dtype)
 
 
 # --- RMSNorm -----------------------------------------------------------------------------------
