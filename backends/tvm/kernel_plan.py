@@ -10,6 +10,7 @@ drift from them. `ensure_compiled(plan, cache)` compiles what no folder holds ye
 """
 from __future__ import annotations
 
+import math
 import sys
 import time
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from specir.errors import SpecirError
 from specir.ir.nodes import Pipeline
 from specir.runtime.dtypes import torch_dtype
 from specir.runtime.threads import choose_threads
@@ -87,12 +89,9 @@ def tree_models(pipeline: Pipeline) -> set[str]:
 
 def planned_threads(pipeline: Pipeline) -> int:
     """The thread count the engine will choose (runtime/threads.py) from the declared weights."""
-    total = 0
-    for model in used_models(pipeline):
-        for w in model.weights:
-            if w.type.dtype != "bf12":
-                size = {"f32": 4, "bf16": 2, "f16": 2}.get(w.type.dtype, 2)
-                total += size * int(torch.tensor(w.type.shape).prod()) if w.type.shape else size
+    total = sum({"f32": 4}.get(w.type.dtype, 2) * math.prod(w.type.shape)
+                for model in used_models(pipeline) for w in model.weights
+                if w.type.dtype != "bf12")  # the engine counts torch tensors only (runtime/threads.py)
     return choose_threads(total)
 
 
@@ -170,7 +169,13 @@ def ensure_compiled(plan: list[PlannedKernel], cache, *, stream=None) -> int:
     for i, k in enumerate(todo, 1):
         if tty:
             print(f"\r{head} {i}/{len(todo)}", end="", file=stream, flush=True)
-        cache.get(k.kernel, k.params, k.build)
+        try:
+            cache.get(k.kernel, k.params, k.build)
+        except Exception as exc:  # a TVM or toolchain failure: one message, not a traceback
+            raise SpecirError(f"TVM could not compile the {k.kernel} kernel ({k.describe()}): "
+                              f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}",
+                              hint="check that a C compiler (cc/g++) is installed for TVM's export_library; "
+                                   "`specir compile --target cpu` needs one too") from None
     seconds = time.perf_counter() - start
     print(("\r" + head + f" {len(todo)}/{len(todo)}" if tty else f"compiled {len(todo)} TVM kernels")
           + f" in {seconds:.1f} s", file=stream, flush=True)

@@ -12,7 +12,8 @@ the CPU kernels of `kernels.CPUKernels` doing the work.
 | swiglu        | TVM silu_mul                                                                 |
 | attention     | KV write in torch, then TVM attention with the runtime's cache slots,        |
 |               | scratch offsets and [B, T, U] mask (causal masks use the unmasked kernel);   |
-|               | ops with a sliding `window` run the torch reference kernel                   |
+|               | ops with a sliding `window` (or head_dim not a multiple of 4) run the torch  |
+|               | reference kernel                                                             |
 | embed, add    | torch (the reference kernels)                                                |
 Activations other than bf16/fp32 (f16) run the reference kernel of the op.
 
@@ -143,7 +144,7 @@ class TVMOps:
         return self.cpu.silu_mul(gate, up)
 
     def attention(self, params, state, q, k, v, mask):
-        if params.get("window") or q.dtype not in _TVM_DTYPES:
+        if params.get("window") or q.dtype not in _TVM_DTYPES or params["head_dim"] % 4:
             return ref.attention(params, state, q, k, v, mask)
         info = _forward_info(state)
         H, KVH, D = params["heads"], params["kv_heads"], params["head_dim"]
