@@ -9,11 +9,11 @@ PROMPT ?= def fibonacci(
 .PHONY: setup demo test
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml requirements/cpu-constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[test,triton,tvm,bench]"
+	$(BIN)/pip install -q -c requirements/cpu-constraints.txt torch
+	$(BIN)/pip install -q -c requirements/cpu-constraints.txt -e ".[test,triton,tvm,bench]"
 	touch $@
 
 demo: setup

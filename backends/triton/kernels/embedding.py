@@ -20,7 +20,7 @@ def _embedding_kernel(ids_ptr, table_ptr, out_ptr, stride_table, stride_out, voc
     valid = (token >= 0) & (token < vocab)
     row = tl.where(valid, token, 0)
     ok = cols < width
-    x = tl.load(table_ptr + row * stride_table + cols, mask=ok & valid, other=0.0)
+    x = tl.load(table_ptr + row * stride_table + cols, mask=tl.where(valid, ok, False), other=0.0)
     tl.store(out_ptr + n * stride_out + cols, x, mask=ok)
 
 

@@ -36,10 +36,11 @@ def _kv_write_kernel(k_new_ptr, v_new_ptr, k_cache_ptr, v_cache_ptr, lens_ptr, n
     cols = tl.arange(0, BLOCK_D)[None, :]
     ok = (heads < KH) & (cols < D)
     dst = cache_b * stride_cb + row * stride_cs + heads * stride_ch + cols
-    k = tl.load(k_new_ptr + n * stride_kn + heads * stride_kh + cols, mask=ok & write, other=0.0)
-    v = tl.load(v_new_ptr + n * stride_vn + heads * stride_vh + cols, mask=ok & write, other=0.0)
-    tl.store(k_cache_ptr + dst, k.to(k_cache_ptr.dtype.element_ty), mask=ok & write)
-    tl.store(v_cache_ptr + dst, v.to(v_cache_ptr.dtype.element_ty), mask=ok & write)
+    ok = tl.where(write, ok, False)  # not `ok & write`: Triton 3.9's interpreter mistypes tensor & scalar
+    k = tl.load(k_new_ptr + n * stride_kn + heads * stride_kh + cols, mask=ok, other=0.0)
+    v = tl.load(v_new_ptr + n * stride_vn + heads * stride_vh + cols, mask=ok, other=0.0)
+    tl.store(k_cache_ptr + dst, k.to(k_cache_ptr.dtype.element_ty), mask=ok)
+    tl.store(v_cache_ptr + dst, v.to(v_cache_ptr.dtype.element_ty), mask=ok)
 
 
 @triton.jit
@@ -62,7 +63,7 @@ def _kv_compact_kernel(k_cache_ptr, v_cache_ptr, lens_ptr, acc_idx_ptr, n_acc_pt
     for j in range(0, n_acc):
         src = base + tl.load(acc_idx_ptr + b * stride_acc + j).to(tl.int64)
         dst = base + j
-        move = ok & (src != dst) & (src < max_seq)
+        move = tl.where((src != dst) & (src < max_seq), ok, False)
         k = tl.load(k_cache_ptr + row + src * stride_cs, mask=move)
         v = tl.load(v_cache_ptr + row + src * stride_cs, mask=move)
         tl.store(k_cache_ptr + row + dst * stride_cs, k, mask=move)

@@ -37,8 +37,8 @@ def _rotate_heads(src_ptr, stride_src_h, dst_ptr, stride_dst_h, cos, sin, n_head
     lo = round_to(round_to(x1 * c, act_dtype).to(tl.float32) - round_to(x2 * s, act_dtype).to(tl.float32), act_dtype)
     hi = round_to(round_to(x2 * c, act_dtype).to(tl.float32) + round_to(x1 * s, act_dtype).to(tl.float32), act_dtype)
     dst = dst_ptr + heads * stride_dst_h + cols
-    tl.store(dst, lo, mask=ok & store_ok)
-    tl.store(dst + HALF, hi, mask=ok & store_ok)
+    tl.store(dst, lo, mask=tl.where(store_ok, ok, False))
+    tl.store(dst + HALF, hi, mask=tl.where(store_ok, ok, False))
 
 
 @triton.jit
@@ -49,7 +49,7 @@ def _copy_heads(src_ptr, stride_src_h, dst_ptr, stride_dst_h, n_heads, store_ok,
     cols = COL0 + tl.arange(0, BLOCK_D)[None, :]
     ok = (heads < n_heads) & (cols < D)
     x = tl.load(src_ptr + heads * stride_src_h + cols, mask=ok, other=0.0)
-    tl.store(dst_ptr + heads * stride_dst_h + cols, x.to(dst_ptr.dtype.element_ty), mask=ok & store_ok)
+    tl.store(dst_ptr + heads * stride_dst_h + cols, x.to(dst_ptr.dtype.element_ty), mask=tl.where(store_ok, ok, False))
 
 
 @triton.jit
