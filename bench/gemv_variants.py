@@ -85,11 +85,12 @@ def run_shape(name, n, k, copy_gbps, seed, rows, deadline, *, cpu=False):
     for vname, fmt, cfg, same_as in configs(n, k):
         row = dict(shape=name, N=n, K=k, variant=vname, fmt=fmt, config=asdict(cfg),
                    raw_rows=ps[0].raw_row_count, weight_bytes=bytes_of[fmt])
-        if same_as is not None:
+        if same_as is not None:  # measured (or skipped, or failed) under its first name
             rows.append({**results[same_as], **row, "same_as": same_as})
             continue
         if time.time() > deadline:
-            rows.append({**row, "skipped": "time budget"})
+            results[vname] = {**row, "skipped": "time budget"}
+            rows.append(results[vname])
             continue
         fn, weights = (linear_bf16, ws) if fmt == "bf16" else (linear_bf12, ps)
         try:
@@ -102,7 +103,8 @@ def run_shape(name, n, k, copy_gbps, seed, rows, deadline, *, cpu=False):
                 t = time_calls([(lambda w=w: fn(x, w, config=cfg)) for w in weights] * 2, replays=10)
                 us = t * 1e6
         except Exception as exc:  # a variant that does not compile or fit: record, go on
-            rows.append({**row, "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
+            results[vname] = {**row, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+            rows.append(results[vname])
             print(f"  {name} {vname}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
             continue
         row.update(bits_equal_bf16=equal, us=us)

@@ -2,28 +2,17 @@
 of the GPU benchmark runs, and the bf16 and BF12 steps give the same bits (raw rows included)."""
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "bf12_step.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("bf12_step_bench", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+from tests.helpers.bench_scripts import load_bench_script
 
 
 def test_bf12_step_bench_runs_and_outputs_are_bit_identical(tmp_path, capsys):
     if os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("CPU smoke test; on a GPU run the benchmark itself")
-    bench = load_script()
+    bench = load_bench_script("bf12_step")
     code = bench.main(["--out", str(tmp_path), "--shape", "tiny", "--device", "cpu", "--context", "8",
                        "--replays", "1", "--rounds", "1", "--raw-rows", "1"])
     out = capsys.readouterr().out

@@ -1,27 +1,17 @@
 """Run bench/triton_kernels.py end to end at tiny shapes in the interpreter (timer faked), so the
 script the lead runs on the GPU has no Python errors and its built-in correctness checks pass."""
 
-import importlib.util
 import os
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _load_bench():
-    spec = importlib.util.spec_from_file_location("triton_kernels_bench", os.path.join(ROOT, "bench", "triton_kernels.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module        # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+from tests.helpers.bench_scripts import load_bench_script
 
 
 def test_bench_script_runs_and_checks_pass(seed, capsys):
     if os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("smoke test of the CPU path; on a GPU run the bench itself")
-    bench = _load_bench()
+    bench = load_bench_script("triton_kernels")
 
     def call_once(fn):
         fn()

@@ -4,24 +4,13 @@ runs, the end-to-end outputs pass token forcing, and the report files are writte
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import os
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _load_bench():
-    spec = importlib.util.spec_from_file_location("gpu_bench", os.path.join(ROOT, "bench", "gpu_bench.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from tests.helpers.bench_scripts import load_bench_script
 
 
 def test_gpu_bench_runs_every_section(tmp_path, capsys):
-    bench = _load_bench()
+    bench = load_bench_script("gpu_bench")
     z = bench.Sizes(**bench.SMOKE)
     args = argparse.Namespace(random_8b=True, quick=True)
     data = bench.run(z, args, str(tmp_path), 600.0, ["bench/gpu_bench.py", "--smoke"], fake_timer=True)
