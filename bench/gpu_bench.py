@@ -37,27 +37,13 @@ import argparse
 import dataclasses
 import datetime
 import json
-import math
 import os
 import platform
 import sys
 import time
 import traceback
 
-
-def _make_specir_importable():
-    try:
-        import specir.backends.triton.lowering  # noqa: F401
-        return
-    except ImportError:
-        pass
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    sys.path.insert(0, root)
-    import specir
-    specir.__path__.append(root)
-
-
-_make_specir_importable()
+import _checkout  # noqa: E402,F401  (a plain checkout runs too)
 
 import torch  # noqa: E402
 

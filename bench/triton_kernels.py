@@ -24,22 +24,7 @@ import time
 
 import torch
 
-
-def _make_specir_importable():
-    """Allow running from a plain checkout (no `pip install -e .`): `specir.backends` is mapped to
-    the top-level `backends/` folder by pyproject's package-dir, which only an install sets up."""
-    try:
-        import specir.backends.triton.kernels  # noqa: F401
-        return
-    except ImportError:
-        pass
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    sys.path.insert(0, root)
-    import specir
-    specir.__path__.append(root)
-
-
-_make_specir_importable()
+import _checkout  # noqa: E402,F401  (a plain checkout runs too)
 
 DT = torch.bfloat16
 EB = 2  # bytes per bf16 element
