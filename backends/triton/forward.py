@@ -115,7 +115,7 @@ class StaticForward:
         self.calls = []
         for i, launch in enumerate(program.launches):
             kind = launch.kind
-            if kind == "linear":
+            if kind in ("linear", "packed_linear"):
                 allocate(launch.outs, launch.attrs["widths"])
             elif launch.outs:
                 for name in launch.outs:
@@ -176,7 +176,7 @@ class StaticForward:
             return lambda: linear_bf16(x, weight, bias, out=out, config=cfg)
         if kind == "packed_linear":
             packed, bias = m.weights.packed[index]
-            x, out = view(launch.ins[0]), view(launch.outs[0])
+            x, out = view(launch.ins[0]), self._group_output(launch)
             n, k = packed.shape
             cfg = linear_config(B * T, n, k, "bf12")
             self.configs.append({"launch": index, "kernel": launch.kernel, "m": B * T, "n": n, "k": k,

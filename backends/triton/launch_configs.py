@@ -47,7 +47,7 @@ def launch_configs(program: Program, target, B: int, T: int, max_seq: int) -> li
             else:
                 row.update(m=rows, n=n, k=k, config=asdict(choose(rows, n, k, "bf16")))
         elif kind == "packed_linear":
-            n, k = program.values[launch.outs[0]], program.values[launch.ins[0]]
+            n, k = sum(a["widths"]), program.values[launch.ins[0]]
             row.update(m=rows, n=n, k=k, config=asdict(choose(rows, n, k, "bf12")))
         elif kind == "attention":
             row.update(B=B, T=T, max_seq=max_seq, tree_mask=launch.ins[1] == program.params.get("mask")

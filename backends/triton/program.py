@@ -3,10 +3,12 @@
 Contract: `plan_program(model)` walks `model.graph.ops` in order and returns a `Program` whose
 launches compute exactly the values the IR defines; only these fusions are made, each decided by
 the IR's own op pattern (nothing outside the IR is read):
-- linear group: `linear` ops reading the same input with plain (non-packed) weights of one dtype
-  and the same bias presence become one GEMV/GEMM over the concatenated weight rows (QKV,
-  gate|up); each IR value is a column slice of the group's output (which library runs a group
-  at a given row count: gemm_route.py);
+- linear group: `linear` and `packed_linear` ops reading the same input with the same bias
+  presence become one GEMV/GEMM over the concatenated weight rows (QKV, gate|up); each IR value
+  is a column slice of the group's output (which library runs a group at a given row count:
+  gemm_route.py). Plain members share one weight dtype. A group with a packed member is a
+  `packed_linear` launch (its plain bf16 members are packed when the weights are prepared), so a
+  packed model groups exactly as its unpacked twin: same N per launch, same split-K, same bits;
 - add + rms_norm: an `rms_norm` (no `group`) that directly follows the `add` producing its input
   becomes one add_rms_norm launch writing both values;
 - rope + kv_write: an `attention` whose q and k are `rope` results with the same rope
@@ -76,6 +78,24 @@ def _uses(ops) -> dict[str, list[int]]:
     return uses
 
 
+def _groups_with(model: Model, first: Op, other: Op) -> bool:
+    """Whether `other` joins the linear group that `first` starts (see the module docstring)."""
+    def is_act(op):
+        return op.type is None or op.type.name == "act"
+
+    def plain_dtype(op):
+        return None if op.name == "packed_linear" else _weight_dtype(model, op.attrs["weight"])
+
+    if other.name not in ("linear", "packed_linear") or other.values != first.values:
+        return False
+    if not (is_act(first) and is_act(other)) or bool(other.attrs.get("bias")) != bool(first.attrs.get("bias")):
+        return False
+    if "packed_linear" in (first.name, other.name):
+        fmts = {op.attrs["format"] for op in (first, other) if op.name == "packed_linear"}
+        return len(fmts) == 1 and all(plain_dtype(op) in (None, "bf16") for op in (first, other))
+    return plain_dtype(first) == plain_dtype(other)
+
+
 def _weight_dtype(model: Model, name: str) -> str:
     w = model.weight(name)
     return w.type.dtype if w is not None else "?"
@@ -137,29 +157,21 @@ def plan_program(model: Model) -> Program:
             launches.append(Launch("rms_norm", (op.result,), op.values,
                                    {"weight": op.attrs["weight"], "eps": float(op.attrs["eps"]),
                                     "group": int(op.attrs.get("group") or 0)}, (op.result,)))
-        elif name == "linear":
-            group = [i]
-            dtype = _weight_dtype(model, op.attrs["weight"])
-            has_bias = bool(op.attrs.get("bias"))
-            if op.type is None or op.type.name == "act":
-                for j in range(i + 1, len(ops)):
-                    other = ops[j]
-                    if (j not in done and other.name == "linear" and other.values == op.values
-                            and (other.type is None or other.type.name == "act")
-                            and _weight_dtype(model, other.attrs["weight"]) == dtype
-                            and bool(other.attrs.get("bias")) == has_bias):
-                        group.append(j)
+        elif name in ("linear", "packed_linear"):
+            group = [i] + [j for j in range(i + 1, len(ops))
+                           if j not in done and _groups_with(model, op, ops[j])]
             done.update(group)
             members = [ops[j] for j in group]
-            launches.append(Launch("linear", tuple(m.result for m in members), op.values,
-                                   {"weights": tuple(m.attrs["weight"] for m in members), "dtype": dtype,
-                                    "biases": tuple(m.attrs.get("bias") or "" for m in members),
-                                    "widths": tuple(values[m.result] for m in members)},
+            formats = {m.attrs["format"] for m in members if m.name == "packed_linear"}
+            kind = "packed_linear" if formats else "linear"
+            attrs = {"weights": tuple(m.attrs["weight"] for m in members),
+                     "dtype": "bf16" if formats else _weight_dtype(model, op.attrs["weight"]),
+                     "biases": tuple(m.attrs.get("bias") or "" for m in members),
+                     "widths": tuple(values[m.result] for m in members)}
+            if formats:
+                attrs["format"] = formats.pop()
+            launches.append(Launch(kind, tuple(m.result for m in members), op.values, attrs,
                                    tuple(m.result for m in members)))
-        elif name == "packed_linear":
-            launches.append(Launch("packed_linear", (op.result,), op.values,
-                                   {"weight": op.attrs["weight"], "bias": op.attrs.get("bias") or "",
-                                    "format": op.attrs["format"]}, (op.result,)))
         elif name == "rope":
             if i in rope_in_fusion:
                 continue  # emitted with its attention

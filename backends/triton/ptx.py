@@ -97,8 +97,9 @@ class _StandIn:
                 pw.linear[i] = (empty((n, k), torch.bfloat16), bias, True)
             elif launch.kind == "packed_linear":
                 from specir.bf12 import pack
-                n, k = types[a["weight"]].shape
-                pw.packed[i] = (pack((torch.randn(n, k) * 0.02).to(torch.bfloat16)), None)
+                n, k = sum(a["widths"]), types[a["weights"][0]].shape[1]
+                bias = empty((n,), self.dtype) if any(a["biases"]) else None
+                pw.packed[i] = (pack((torch.randn(n, k) * 0.02).to(torch.bfloat16)), bias)
             elif "weight" in a:
                 pw.table[a["weight"]] = empty(types[a["weight"]].shape, self.dtype)
         self.weights = pw

@@ -9,7 +9,9 @@ in the checkpoint dtype, or a `BF12Matrix`) and returns `PreparedWeights`:
   to the activation dtype and run through torch (`use_triton` False). Which library runs a
   `use_triton` group at a given row count is decided per forward by gemm_route.py (cuBLAS for
   bf16 models from M = 8 rows, except in models with packed weights).
-- `packed[i]`: per `packed_linear` launch, a BF12Matrix (packed here when given a bf16 tensor).
+- `packed[i]`: per `packed_linear` launch, (BF12Matrix, bias): the group's matrices (each packed
+  here when given as a bf16 tensor) concatenated along the output rows (`bf12.concat_rows`, equal
+  to packing the concatenated matrix), biases likewise.
 - `table[name]`: norm / embedding weights in the activation dtype.
 Callers drop `raw` afterwards so that concatenated copies do not double the device memory.
 """
@@ -19,7 +21,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specir.bf12 import BF12Matrix
+from specir.bf12 import BF12Matrix, pack
+from specir.bf12.concat import concat_rows
 
 from .program import Program
 
@@ -42,6 +45,10 @@ def _cast(t: torch.Tensor, dtype) -> torch.Tensor:
     return t if t.dtype == dtype else t.to(dtype)
 
 
+def _packed(w) -> BF12Matrix:
+    return w if isinstance(w, BF12Matrix) else pack(w.to(torch.bfloat16))
+
+
 def prepare_weights(program: Program, raw: dict, dtype: torch.dtype) -> PreparedWeights:
     out = PreparedWeights()
     for index, launch in enumerate(program.launches):
@@ -57,12 +64,9 @@ def prepare_weights(program: Program, raw: dict, dtype: torch.dtype) -> Prepared
                 bias = torch.cat([_cast(raw[b], dtype) for b in a["biases"]], 0)
             out.linear[index] = (weight, bias, triton_ok)
         elif kind == "packed_linear":
-            w = raw[a["weight"]]
-            if not isinstance(w, BF12Matrix):
-                from specir.bf12 import pack
-                w = pack(w.to(torch.bfloat16))
-            bias = _cast(raw[a["bias"]], dtype) if a["bias"] else None
-            out.packed[index] = (w, bias)
+            packed = concat_rows([_packed(raw[name]) for name in a["weights"]])
+            bias = torch.cat([_cast(raw[b], dtype) for b in a["biases"]], 0) if any(a["biases"]) else None
+            out.packed[index] = (packed, bias)
         elif kind in ("embed", "rms_norm", "add_rms_norm"):
             out.table[a["weight"]] = _cast(raw[a["weight"]], dtype).contiguous()
     return out

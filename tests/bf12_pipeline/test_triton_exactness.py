@@ -44,3 +44,22 @@ def test_triton_logits_are_bitwise_identical_with_packed_weights(one_layer):
     b = triton_logits(model, [5, 17, 99], device)
     for x, y in zip(a, b):
         assert torch.equal(x, y)
+
+
+def test_a_group_with_a_plain_member_runs_as_one_packed_launch_with_the_same_bits(one_layer):
+    """k_proj left bf16 by `skip`: q|k|v still run as one launch (k packed when loaded), as in the
+    unpacked plan, and the logits keep their bits."""
+    from specir.backends.triton.program import plan_program
+    from specir.pass_manager import PassManager
+    from specir.pass_pipeline import build_passes
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    plain, _ = plain_and_packed(one_layer)
+    mixed = PassManager(build_passes("pack-weights{skip=*k_proj*}")).run(plain).model("target")
+    assert {op.attrs["weight"] for op in mixed.graph.ops if op.name == "linear"} == {
+        "model.layers.0.self_attn.k_proj.weight", "model.layers.0.mlp.down_proj.weight"}
+    launches = lambda m: [(launch.kind, launch.ops) for launch in plan_program(m).launches]  # noqa: E731
+    qkv = [launch for launch in launches(mixed) if "%l0.k" in launch[1] and "linear" in launch[0]]
+    assert len(qkv) == 1 and qkv[0][0] == "packed_linear"
+    assert [ops for _, ops in launches(mixed)] == [ops for _, ops in launches(plain.model("target"))]
+    for x, y in zip(triton_logits(plain.model("target"), [5, 17, 99], device), triton_logits(mixed, [5, 17, 99], device)):
+        assert torch.equal(x, y)

@@ -1,8 +1,8 @@
 """Packed weights in the Triton executor's plan: stacking BF12 matrices equals packing the
-stacked matrix, and (known gap, see the xfail) packed linears should be grouped like plain ones."""
+stacked matrix, and packed linears are grouped exactly like plain ones (QKV, gate|up), so a
+packed model's launches have the N, split-K and summation order of its unpacked twin."""
 from __future__ import annotations
 
-import pytest
 import torch
 
 from specir.bf12 import pack
@@ -20,10 +20,6 @@ def test_concat_rows_equals_packing_the_concatenation():
         assert torch.equal(getattr(got, name), getattr(want, name)), name
 
 
-@pytest.mark.xfail(strict=True, reason="backends/triton/program.py runs each packed_linear as its own launch while "
-                   "it groups plain q|k|v and gate|up; linear_config.choose picks split-K from N, so at the 8B "
-                   "shape gate (N=14336, split 4) and gate|up (N=28672, split 2) sum in different orders and a "
-                   "packed pipeline's GPU logits differ in bits from the unpacked one's")
 def test_triton_plan_groups_packed_linears_like_plain_ones(wide_pair):
     from specir.backends.triton.program import plan_program
     plain, packed = plain_and_packed(wide_pair[0], wide_pair[1])
