@@ -37,9 +37,9 @@ def with_mask(model: Model, kind: str) -> Model:
 class TreeVerify(Pass):
     name = "tree-verify"
     options = {
-        "depth": Option(int, 0, "tree depth; 0 takes the chain's k"),
-        "topk": Option(int, 4, "children per node"),
-        "budget": Option(int, 32, "drafted nodes per step"),
+        "depth": Option(int, 0, "tree depth; 0 takes the chain's k", min=0),
+        "topk": Option(int, 4, "children per node", min=1),
+        "budget": Option(int, 32, "drafted nodes per step", min=1),
         "expand": Option(str, "static", "static or dynamic expansion", ("static", "dynamic")),
         "threshold": Option(float, 0.0, "dynamic expansion: minimum path probability"),
     }
@@ -50,8 +50,10 @@ class TreeVerify(Pass):
         drafts = {op.result: op for op in ops if op.name == "draft.chain"}
         if not drafts:
             kinds = ", ".join(sorted({op.name for op in ops if op.name.startswith("draft.")})) or "none"
+            hint = ("the step already drafts a tree (tree-verify has run); drop the second tree-verify"
+                    if "draft.tree" in kinds else "n-gram drafting stays a chain; use a draft model")
             raise SpecirError(f"tree-verify needs a model-drafted chain (draft.chain @model); this step drafts "
-                              f"with: {kinds}", hint="n-gram drafting stays a chain; use a draft model")
+                              f"with: {kinds}", hint=hint)
         touched_models = set()
         for i, op in enumerate(ops):
             if op.name == "draft.chain":

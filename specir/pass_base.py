@@ -24,6 +24,7 @@ class Option:
     default: Any
     doc: str = ""
     choices: tuple | None = None
+    min: int | float | None = None  # smallest allowed value (numbers only)
 
     def convert(self, raw: Any) -> Any:
         """Convert a raw option value (a string from -p, or a Python value); ValueError if it does not fit."""
@@ -44,10 +45,14 @@ class Option:
             raise ValueError
         if self.choices and value not in self.choices:
             raise ValueError
+        if self.min is not None and value < self.min:
+            raise ValueError
         return value
 
     def describe(self) -> str:
         text = _TYPE_NAMES.get(self.type, self.type.__name__)
+        if self.min is not None:
+            text += f" >= {self.min}"
         return f"one of {list(self.choices)}" if self.choices else text
 
 

@@ -5,6 +5,7 @@ import json
 import sys
 from pathlib import Path
 
+from ..errors import SpecirError
 from ..runtime.bench import bench, format_table, plot
 from ..runtime.session import make_engine
 from .common_run import add_source_options, positive, prompts_from, session_from
@@ -27,7 +28,8 @@ def register(sub) -> None:
 
 def run(args) -> int:
     positive("--max-new-tokens", args.max_new_tokens)
-    sizes = [positive("--batch-size", int(x)) for x in str(args.batch_size).split(",") if x.strip()]
+    sizes = _batch_sizes(args.batch_size)
+    out = _out_folder(args.out)
     session = session_from(args)
     records, prompts = prompts_from(args, session, limit=args.limit or None)
     workloads: dict[str, list] = {}
@@ -40,8 +42,6 @@ def run(args) -> int:
                  workloads, sizes, args.max_new_tokens, progress=bar.update if bar else None)
     if bar:
         bar.close()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     meta = {"source": args.source or "<default zoo pair>", "target": session.target.name,
             "backend": session.backend, "max_new_tokens": args.max_new_tokens}
     (out / "bench.json").write_text(json.dumps({**meta, "rows": [r.as_dict() for r in rows]}, indent=2) + "\n")
@@ -52,6 +52,31 @@ def run(args) -> int:
         print(format_table(rows))
         print(f"wrote {out / 'bench.json'}" + (f" and {out / 'bench.png'}" if plotted else ""), file=sys.stderr)
     return 0
+
+
+def _batch_sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise SpecirError(f"--batch-size must be comma-separated integers, got {text!r}",
+                          hint="e.g. --batch-size 1,4") from None
+    if not sizes:
+        raise SpecirError("--batch-size names no batch size", hint="e.g. --batch-size 1,4")
+    return [positive("--batch-size", b) for b in sizes]
+
+
+def _out_folder(path: str) -> Path:
+    """Create --out before any timing, so a bad folder fails at once, not after the run."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise SpecirError(f"--out {path!r} is a file, not a folder", path=str(path),
+                          hint="give --out a folder name (e.g. bench-results/)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SpecirError(f"cannot create --out folder {path!r}: {exc.strerror}", path=str(path),
+                          hint="choose an --out whose parent folders exist and are writable") from None
+    return out
 
 
 def _progress(total: int):

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 
+from ..errors import SpecirError
 from ..runtime.token_forcing import Reference, force
 from .common_run import add_source_options, positive, prompts_from, session_from
 
@@ -31,6 +33,9 @@ def register(sub) -> None:
 def run(args) -> int:
     positive("--max-new-tokens", args.max_new_tokens)
     positive("--batch-size", args.batch_size)
+    if args.tolerance is not None and not (math.isfinite(args.tolerance) and args.tolerance >= 0):
+        raise SpecirError(f"--tolerance must be a finite number >= 0, got {args.tolerance}",
+                          hint="a logit gap, e.g. --tolerance 0.01; leave it out for two ulps of the dtype")
     session = session_from(args)
     _, prompts = prompts_from(args, session, limit=args.limit or None)
     engine = session.engine()

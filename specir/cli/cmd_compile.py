@@ -24,9 +24,10 @@ def run(args) -> int:
     manifest = compile_pipeline(args.spec, args.target, args.output, args.passes,
                                 print_after_all=args.print_after_all, debug=args.debug)
     est = manifest["cost_model"]["step_seconds"]
-    print(f"compiled {args.spec} for {manifest['target']} ({manifest['backend']} backend) -> {args.output}/ "
-          f"[{len(manifest['kernels'])} kernels, passes: {manifest['pass_pipeline'] or 'none'}, "
-          f"roofline step {est * 1e3:.3f} ms]", file=sys.stderr)
+    step = f"{est * 1e3:.3f} ms" if est >= 1e-4 else f"{est * 1e6:.2f} us"
+    print(f"compiled {args.spec} for {manifest['target']} ({manifest['backend']} backend) -> "
+          f"{str(args.output).rstrip('/')}/ [{len(manifest['kernels'])} kernels, passes: "
+          f"{manifest['pass_pipeline'] or 'none'}, roofline step {step}]", file=sys.stderr)
     for note in manifest["notes"]:
         print(f"note: {note}", file=sys.stderr)
     return 0

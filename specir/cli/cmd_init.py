@@ -1,6 +1,7 @@
 """specir init: write a ready pipeline for given checkpoints (to stdout)."""
 from __future__ import annotations
 
+import difflib
 import re
 import sys
 from pathlib import Path
@@ -54,9 +55,16 @@ def _source(path: str) -> str:
 def run(args) -> int:
     if args.k < 1:
         raise SpecirError("--k must be at least 1", hint="e.g. --k 4")
+    for flag, value, example in (("--budget", args.budget, 32), ("--topk", args.topk, 4)):
+        if value < 1:
+            raise SpecirError(f"{flag} must be at least 1, got {value}", hint=f"e.g. {flag} {example}")
     target = _source(args.target_model) if args.target_model else "zoo:code-target"
     drafter = args.drafter or ("zoo:code-drafter" if target == "zoo:code-target" else "ngram")
     if drafter != "ngram":
+        if (not drafter.startswith("zoo:") and not Path(drafter).expanduser().exists()
+                and difflib.get_close_matches(drafter.lower(), ["ngram"], cutoff=0.6)):
+            raise SpecirError(f"--drafter {drafter!r} is neither 'ngram' nor an existing folder",
+                              hint="did you mean --drafter ngram?")
         drafter = _source(drafter)
     if drafter == "ngram" and args.draft == "tree":
         raise SpecirError("an n-gram drafter proposes a chain, not a tree",

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 from ..errors import SpecirError
@@ -28,8 +29,9 @@ def register(sub) -> None:
 
 def run(args) -> int:
     positive("--max-new-tokens", args.max_new_tokens)
-    if args.temperature < 0:
-        raise SpecirError("--temperature must be >= 0")
+    if not (math.isfinite(args.temperature) and args.temperature >= 0):
+        raise SpecirError(f"--temperature must be a finite number >= 0, got {args.temperature}",
+                          hint="0 = greedy; e.g. --temperature 0.8")
     session = session_from(args)
     folder = str(session.target_folder())
     prompt = parse_prompt_ids(args.prompt_ids) if args.prompt_ids is not None else encode(folder, args.prompt)

@@ -24,6 +24,8 @@ def session_from(args) -> Session:
 
 def prompts_from(args, session: Session, *, limit: int | None) -> tuple[list[dict], list[list[int]]]:
     """Prompts from --prompts FILE, else from --workload (all shipped workloads by default)."""
+    if getattr(args, "limit", None) is not None and args.limit < 0:
+        raise SpecirError(f"--limit must be 0 (all prompts) or more, got {args.limit}", hint="e.g. --limit 5")
     if getattr(args, "prompts", None):
         records = read_prompts_file(args.prompts)
         records = records[:limit] if limit else records
@@ -31,7 +33,28 @@ def prompts_from(args, session: Session, *, limit: int | None) -> tuple[list[dic
         records = workload_records(getattr(args, "workload", None), limit)
     target = session.pipeline.model(_target(session))
     ids = to_ids(records, str(session.target_folder()), target.graph.result_type.width)
+    _check_context(records, ids, target, getattr(args, "max_new_tokens", None), getattr(args, "prompts", None))
     return records, ids
+
+
+def _check_context(records, ids, target, max_new, prompts_file) -> None:
+    """Every prompt must fit the target's context with max-new-tokens; checked up front so the error names
+    the prompt's line or workload id (not its place in a batch) and comes before any decoding."""
+    context = target.attrs.get("max_position")
+    if context is None:
+        return
+    context = int(context)
+    for n, (rec, p) in enumerate(zip(records, ids)):
+        path = f"{prompts_file}:{rec['_line']}" if "_line" in rec else None
+        what = "the prompt" if path else f"workload prompt {rec.get('id', n)}"
+        if not p:
+            raise SpecirError(f"{what} is empty", path=path, hint="give at least one token")
+        if len(p) >= context or (max_new and len(p) + max_new > context):
+            fix = (f"use --max-new-tokens {context - len(p)} or less" if len(p) < context else
+                   "shorten the prompt" if "_line" in rec else
+                   "use --prompts FILE.jsonl with prompts that fit this target's context")
+            raise SpecirError(f"{what} has {len(p)} tokens; with max-new-tokens {max_new} it does not "
+                              f"fit the target's context of {context}", path=path, hint=fix)
 
 
 def _target(session) -> str:

@@ -216,11 +216,25 @@ def _infer_verify(kind):
 
 
 DRAFT_K = AttrSpec("int", doc="number of drafted tokens per step")
+
+
+def _infer_draft_chain(op, ctx):
+    if op.attrs["k"] < 1:
+        raise TypeRuleError(f"k must be at least 1, got {op.attrs['k']}",
+                            "k is the number of drafted tokens per step (for plain decoding, drop the draft op)")
+    if op.name == "draft.ngram":
+        lo, hi = op.attrs.get("min_ngram", 1), op.attrs.get("max_ngram", 3)
+        if lo < 1 or hi < lo:
+            raise TypeRuleError(f"need 1 <= min_ngram <= max_ngram, got min_ngram = {lo}, max_ngram = {hi}",
+                                "the n-gram lengths matched against earlier context, e.g. min_ngram = 1, max_ngram = 3")
+    return TOKENS
+
+
 register_op(OpDef("draft.chain", "step", (symbol("drafter"), value("ctx", "context")),
-                  {"k": DRAFT_K}, _const(TOKENS), doc="k greedy tokens from a draft model."))
+                  {"k": DRAFT_K}, _infer_draft_chain, doc="k greedy tokens from a draft model."))
 register_op(OpDef("draft.ngram", "step", (value("ctx", "context"),),
                   {"k": DRAFT_K, "max_ngram": AttrSpec("int", 3), "min_ngram": AttrSpec("int", 1)},
-                  _const(TOKENS), doc="Prompt lookup: continue the longest earlier match of the last n tokens."))
+                  _infer_draft_chain, doc="Prompt lookup: continue the longest earlier match of the last n tokens."))
 def _infer_draft_tree(op, ctx):
     mask = ctx.model_mask(op.operands[0])
     if mask is not None and mask != "tree":

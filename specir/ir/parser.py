@@ -177,6 +177,10 @@ def parse_file(path: str | Path) -> Pipeline:
     except FileNotFoundError:
         raise SpecirError(f"no such file: {path}", path=str(path),
                           hint="give the path of a .spec file (specir init writes one)") from None
+    except IsADirectoryError:
+        hint = (f"that is a checkpoint folder; write a pipeline for it with `specir init --target-model {path} "
+                f"> p.spec`" if (path / "config.json").is_file() else "give the path of a .spec file")
+        raise SpecirError(f"{path} is a folder, not a .spec file", path=str(path), hint=hint) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecirError(f"cannot read {path}: {exc}", path=str(path)) from None
     return parse(text, str(path))

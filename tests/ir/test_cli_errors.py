@@ -72,7 +72,7 @@ def test_unknown_option(tmp_path, specir_cli, family_checkpoints):
 def test_wrong_option_type(tmp_path, specir_cli, family_checkpoints):
     p = spec(tmp_path, f'pipeline p {{\n  model @target = import("{family_checkpoints["llama"]}")\n{GOOD_STEP}}}\n')
     assert_error(specir_cli("opt", p, "-p", "tree-verify{budget=lots}"),
-                 "option 'budget' of pass tree-verify must be an integer, got 'lots'", "-p:1:13", "budget=lots")
+                 "option 'budget' of pass tree-verify must be an integer >= 1, got 'lots'", "-p:1:13", "budget=lots")
 
 
 def test_undefined_value(tmp_path, specir_cli, family_checkpoints):
@@ -214,3 +214,63 @@ def test_debug_shows_traceback(tmp_path):
     from specir.errors import SpecirError
     with pytest.raises(SpecirError):
         main(["--debug", "opt", str(tmp_path / "none.spec")])
+
+
+@pytest.mark.parametrize("attrs, message", [
+    ("k = 0", "draft.ngram: k must be at least 1, got 0"),
+    ("k = -3", "draft.ngram: k must be at least 1, got -3"),
+    ("k = 3, min_ngram = 0", "need 1 <= min_ngram <= max_ngram, got min_ngram = 0, max_ngram = 3"),
+    ("k = 3, min_ngram = 4", "need 1 <= min_ngram <= max_ngram, got min_ngram = 4, max_ngram = 3"),
+])
+def test_draft_attribute_out_of_range(tmp_path, specir_cli, family_checkpoints, attrs, message):
+    body = f'pipeline p {{\n  model @target = import("{family_checkpoints["llama"]}")\n' + \
+        GOOD_STEP.replace("{k = 3}", "{" + attrs + "}") + "}\n"
+    p = spec(tmp_path, body)
+    assert_error(specir_cli("opt", p), message, f"{p}:4:5", "%d = draft.ngram")
+
+
+def test_draft_chain_k_out_of_range(tmp_path, specir_cli, family_checkpoints):
+    ckpt = family_checkpoints["llama"]
+    body = (f'pipeline p {{\n  model @target = import("{ckpt}")\n  model @drafter = import("{ckpt}")\n'
+            "  step(%ctx: context) {\n    %d = draft.chain @drafter, %ctx {k = -1}\n"
+            "    %lg = verify.chain @target, %ctx, %d\n    %acc = accept.greedy %d, %lg\n    commit %ctx, %acc\n  }\n}\n")
+    p = spec(tmp_path, body)
+    assert_error(specir_cli("opt", p), "draft.chain: k must be at least 1, got -1", f"{p}:5:5")
+
+
+@pytest.mark.parametrize("options, message, col", [
+    ("budget=0", "option 'budget' of pass tree-verify must be an integer >= 1, got '0'", 13),
+    ("topk=3,depth=-1", "option 'depth' of pass tree-verify must be an integer >= 0, got '-1'", 20),
+    ("topk=-2", "option 'topk' of pass tree-verify must be an integer >= 1, got '-2'", 13),
+])
+def test_pass_option_out_of_range(tmp_path, specir_cli, pair, options, message, col):
+    target, drafter = pair
+    from tests.helpers.specs import write_spec
+    p = write_spec(tmp_path, "p", target, drafter)
+    assert_error(specir_cli("opt", p, "-p", "tree-verify{" + options + "}"), message, f"-p:1:{col}")
+
+
+def test_init_tree_budget_out_of_range(specir_cli, pair):
+    target, drafter = pair
+    assert_error(specir_cli("init", "--target-model", target, "--drafter", drafter, "--draft", "tree",
+                            "--budget", "0"), "--budget must be at least 1, got 0")
+
+
+def test_tree_verify_twice_says_so(tmp_path, specir_cli, pair):
+    target, drafter = pair
+    from tests.helpers.specs import write_spec
+    p = write_spec(tmp_path, "p", target, drafter)
+    err = assert_error(specir_cli("opt", p, "-p", "tree-verify,tree-verify"), "this step drafts with: draft.tree")
+    assert "tree-verify has run" in err and "n-gram" not in err
+
+
+def test_spec_argument_is_a_checkpoint_folder(specir_cli, family_checkpoints):
+    folder = family_checkpoints["llama"]
+    err = assert_error(specir_cli("opt", folder), f"{folder} is a folder, not a .spec file", str(folder))
+    assert "specir init --target-model" in err and "Errno" not in err
+
+
+def test_init_drafter_ngram_typo(specir_cli, family_checkpoints):
+    err = assert_error(specir_cli("init", "--target-model", family_checkpoints["llama"], "--drafter", "ngarm"),
+                       "--drafter 'ngarm' is neither 'ngram' nor an existing folder")
+    assert "did you mean --drafter ngram?" in err

@@ -75,3 +75,48 @@ def test_bad_prompts_file(tmp_path, specir_cli, pair):
     bad.write_text('{"prompt_ids": [1, 2]}\n{"prompt_ids": [1, 2\n')
     code, out, err = specir_cli("check", spec, "--prompts", bad)
     assert code == 2 and f"{bad}:2:" in err and "invalid JSON" in err
+
+
+def test_temperature_must_be_finite(tmp_path, specir_cli, pair):
+    spec = write_spec(tmp_path, "p", pair[0])
+    for value in ("nan", "inf", "-1"):
+        assert_error(specir_cli("run", spec, "--prompt-ids", "1,2", f"--temperature={value}"),
+                     "--temperature must be a finite number >= 0")
+
+
+def test_bench_bad_batch_sizes_and_out(tmp_path, specir_cli, pair):
+    spec = write_spec(tmp_path, "p", pair[0])
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt_ids": [1, 2, 3]}\n')
+    common = ("bench", spec, "--target", "cpu", "--prompts", prompts, "--max-new-tokens", 2)
+    assert_error(specir_cli(*common, "--batch-size", "1,x"), "--batch-size must be comma-separated integers")
+    assert_error(specir_cli(*common, "--batch-size", ","), "--batch-size names no batch size")
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    assert_error(specir_cli(*common, "--out", afile), "is a file, not a folder")
+    assert afile.read_text() == "mine"
+    assert_error(specir_cli(*common, "--out", afile / "sub"), "cannot create --out folder")
+
+
+def test_negative_limit_and_bad_tolerance(tmp_path, specir_cli, pair):
+    spec = write_spec(tmp_path, "p", pair[0])
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt_ids": [1, 2, 3]}\n{"prompt_ids": [4, 5]}\n')
+    for cmd in ("check", "bench"):
+        assert_error(specir_cli(cmd, spec, "--prompts", prompts, "--limit", "-1"), "--limit must be 0")
+    for value in ("nan", "-1"):
+        assert_error(specir_cli("check", spec, "--prompts", prompts, f"--tolerance={value}"),
+                     "--tolerance must be a finite number >= 0")
+
+
+def test_prompt_past_the_context_names_its_line_not_its_batch_slot(tmp_path, specir_cli):
+    target = make_checkpoint("llama", tmp_path / "short", max_position_embeddings=16)
+    spec = write_spec(tmp_path, "p", target)
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt_ids": [1]}\n{"prompt_ids": [2]}\n\n{"prompt_ids": [3]}\n'
+                       '{"prompt_ids": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]}\n')
+    for cmd in ("check", "bench"):
+        code, out, err = specir_cli(cmd, spec, "--prompts", prompts, "--batch-size", "2", "--max-new-tokens", "4")
+        assert code == 2 and "Traceback" not in err, err
+        assert err.startswith(f"{prompts}:5: error: the prompt has 14 tokens"), err
+        assert "use --max-new-tokens 2 or less" in err
