@@ -56,7 +56,10 @@ def all_targets() -> dict[str, Target]:
 def get_target(name: str) -> Target:
     targets = all_targets()
     if name not in targets:
-        raise SpecirError(f"unknown target {name!r}", hint="targets: " + ", ".join(targets) + " (see `specir targets`)")
+        near = [t for t in targets if t == name.strip().lower()]
+        hint = (f"did you mean '{near[0]}'? (target names are lower case)" if near
+                else "targets: " + ", ".join(targets) + " (see `specir targets`)")
+        raise SpecirError(f"unknown target {name!r}", hint=hint)
     return targets[name]
 
 

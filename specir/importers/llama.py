@@ -44,8 +44,20 @@ def rope_attrs(config: dict) -> dict:
         out[key] = float(value) if isinstance(value, int) and not isinstance(value, bool) and \
             key.endswith(("factor", "mscale", "mscale_all_dim", "beta_fast", "beta_slow")) else value
     if kind in ROPE_NEEDS_MAX_POSITION:
-        out["max_position_embeddings"] = int(config.get("max_position_embeddings", 2048))
+        out["max_position_embeddings"] = max_position(config)
     return out
+
+
+def max_position(config: dict) -> int:
+    """config.json's max_position_embeddings; when absent, what transformers' config class of the
+    model type defaults to (2048 for llama, 32768 for qwen2/qwen3, 131072 for mistral)."""
+    if config.get("max_position_embeddings") is not None:
+        return int(config["max_position_embeddings"])
+    try:
+        from transformers import CONFIG_MAPPING
+        return int(CONFIG_MAPPING[config.get("model_type", "llama")]().max_position_embeddings)
+    except (KeyError, AttributeError, TypeError, ValueError):
+        return 2048
 
 
 def _windows(config: dict, layers: int) -> list[int]:
@@ -147,7 +159,7 @@ def build_llama(config: dict, tensors: dict[str, TensorInfo], *, name: str, sour
     dtype = weights[embed_name].dtype
     eos = config.get("eos_token_id")
     attrs = {"source": source, "family": "llama", "model_type": config.get("model_type", "llama"),
-             "dtype": dtype, "max_position": int(config.get("max_position_embeddings", 2048))}
+             "dtype": dtype, "max_position": max_position(config)}
     if eos is not None:
         attrs["eos"] = tuple(eos) if isinstance(eos, list) else (int(eos),)
     return Model(name, Attrs(attrs), tuple(Weight(n, t) for n, t in weights.items()), graph, loc=where)

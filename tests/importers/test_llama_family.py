@@ -64,3 +64,10 @@ def test_imported_pipeline_round_trips(tmp_path, family_checkpoints):
                     "    %a = accept.greedy %lg\n    commit %ctx, %a\n  }\n}\n")
     text = print_pipeline(load_pipeline(spec))
     assert print_pipeline(parse(text)) == text
+
+
+@pytest.mark.parametrize("model_type,default", [("llama", 2048), ("qwen3", 32768), ("mistral", 131072)])
+def test_a_missing_max_position_takes_the_model_types_transformers_default(model_type, default):
+    from specir.importers.llama import max_position
+    assert max_position({"model_type": model_type}) == default
+    assert max_position({"model_type": model_type, "max_position_embeddings": 300}) == 300

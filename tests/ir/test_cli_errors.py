@@ -148,6 +148,8 @@ def test_unknown_target(tmp_path, specir_cli, family_checkpoints):
     p = spec(tmp_path, f'pipeline p {{\n  model @target = import("{family_checkpoints["llama"]}")\n{GOOD_STEP}}}\n')
     err = assert_error(specir_cli("compile", p, "--target", "h800", "-o", tmp_path / "b"), "unknown target 'h800'")
     assert "h200" in err
+    err = assert_error(specir_cli("compile", p, "--target", "CPU", "-o", tmp_path / "b"), "unknown target 'CPU'")
+    assert "did you mean 'cpu'?" in err
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores permissions; covered by the not-a-build case below")
