@@ -38,7 +38,8 @@ def run(args) -> int:
     vocab = session.pipeline.model(target_name(session.pipeline)).graph.result_type.width
     bad = [i for i in prompt if not 0 <= i < vocab]
     if bad:
-        raise SpecirError(f"token id {bad[0]} is outside the target's vocabulary of {vocab}")
+        raise SpecirError(f"token id {bad[0]} is outside the target's vocabulary of {vocab}",
+                          hint=f"--prompt-ids takes ids from 0 to {vocab - 1}; or give --prompt TEXT")
     engine = session.engine()
     result = engine.generate([prompt], args.max_new_tokens, temperature=args.temperature, seed=args.seed)[0]
     text = decode(folder, result.tokens)

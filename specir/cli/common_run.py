@@ -64,5 +64,5 @@ def _target(session) -> str:
 
 def positive(name: str, value: int) -> int:
     if value < 1:
-        raise SpecirError(f"{name} must be at least 1, got {value}")
+        raise SpecirError(f"{name} must be at least 1, got {value}", hint=f"e.g. {name} 4")
     return value

@@ -120,7 +120,7 @@ class Engine:
                                   f"target's context of {self.max_position}",
                                   hint=f"use --max-new-tokens {self.max_position - len(p)} or less")
         if max_new < 1:
-            raise SpecirError("max-new-tokens must be at least 1")
+            raise SpecirError("max-new-tokens must be at least 1", hint="e.g. --max-new-tokens 64")
 
     # ----------------------------------------------------------------- decode
     def generate(self, prompts: list[list[int]], max_new_tokens: int = 64, *, temperature: float = 0.0,
