@@ -26,8 +26,19 @@ def run(args) -> int:
     est = manifest["cost_model"]["step_seconds"]
     step = f"{est * 1e3:.3f} ms" if est >= 1e-4 else f"{est * 1e6:.2f} us"
     print(f"compiled {args.spec} for {manifest['target']} ({manifest['backend']} backend) -> "
-          f"{str(args.output).rstrip('/')}/ [{len(manifest['kernels'])} kernels, passes: "
+          f"{str(args.output).rstrip('/')}/ [{kernel_count(manifest['kernels'])}, passes: "
           f"{manifest['pass_pipeline'] or 'none'}, roofline step {step}]", file=sys.stderr)
     for note in manifest["notes"]:
         print(f"note: {note}", file=sys.stderr)
     return 0
+
+
+def kernel_count(kernels: list[dict]) -> str:
+    """'41 kernels: 38 tvm, 3 torch' (by backend, most first; one backend: '12 kernels')."""
+    by: dict[str, int] = {}
+    for k in kernels:
+        by[k.get("backend", "?")] = by.get(k.get("backend", "?"), 0) + 1
+    total = f"{len(kernels)} kernel{'s' if len(kernels) != 1 else ''}"
+    if len(by) < 2:
+        return total
+    return total + ": " + ", ".join(f"{n} {b}" for b, n in sorted(by.items(), key=lambda kv: -kv[1]))
