@@ -1,6 +1,6 @@
 """Packed (BF12) and plain (bf16) models through the Triton executor give the same logits bits.
 
-    SPECIR_TRITON_CUBLAS_MIN_ROWS=off python bench/bf12_executor_bits.py [--layers 2]
+    python bench/bf12_executor_bits.py [--layers 2]
     TRITON_INTERPRET=1 python bench/bf12_executor_bits.py --tiny      # code paths on the CPU
 
 Random N(0, 0.02) bf16 weights at the Llama-3.1-8B matrix shapes (with `--layers` layers, so the
@@ -8,8 +8,8 @@ run is short; every matrix keeps its 8B shape, which is what picks split-K and g
 model from the importer, and its twin with every linear rewritten to `packed_linear` (packed on
 the device when the weights are prepared). Both run the same forwards with `TritonModelRunner`: a
 prefill of `--prompt` tokens (skinny GEMM path), then one-token decodes (GEMV path). cuBLAS must be
-off for plain models (`SPECIR_TRITON_CUBLAS_MIN_ROWS=off`, see backends/triton/gemm_route.py),
-since the contract is bit-identity with the Triton kernels. Prints one line per forward and exits
+off for plain models (the script sets `SPECIR_TRITON_CUBLAS_MIN_ROWS=off` while it runs, see
+backends/triton/gemm_route.py), since the contract is bit-identity with the Triton kernels. Prints one line per forward and exits
 1 on any bit difference.
 """
 from __future__ import annotations
@@ -60,11 +60,22 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tiny", action="store_true", help="tiny shapes (CPU, Triton interpreter)")
     args = ap.parse_args(argv)
-    os.environ.setdefault("SPECIR_TRITON_CUBLAS_MIN_ROWS", "off")
     device = "cpu" if args.tiny else "cuda"
     if device == "cuda" and not torch.cuda.is_available():
         print("needs a CUDA GPU (or --tiny under TRITON_INTERPRET=1)", file=sys.stderr)
         return 2
+    previous = os.environ.get("SPECIR_TRITON_CUBLAS_MIN_ROWS")
+    os.environ["SPECIR_TRITON_CUBLAS_MIN_ROWS"] = "off"  # for this run only (tests call main())
+    try:
+        return compare(args, device)
+    finally:
+        if previous is None:
+            del os.environ["SPECIR_TRITON_CUBLAS_MIN_ROWS"]
+        else:
+            os.environ["SPECIR_TRITON_CUBLAS_MIN_ROWS"] = previous
+
+
+def compare(args, device) -> int:
     start = time.time()
     plain, packed, weights, config = models(args, device)
     prompt = torch.randint(0, config["vocab_size"], (args.prompt,), generator=torch.Generator().manual_seed(1)).tolist()

@@ -60,7 +60,11 @@ def forward_cost(model: Model, target: Target, tokens: int = 1, context: int = 5
 
 
 def estimate(pipeline: Pipeline, target: Target, context: int = 512) -> dict:
-    """Roofline seconds per decode step, split into the step's forwards."""
+    """Roofline seconds per decode step, split into the step's forwards; `context` cached tokens,
+    at most half of the smallest model context in the pipeline (a step needs room after it)."""
+    limits = [int(m.attrs["max_position"]) for m in pipeline.models if m.attrs.get("max_position")]
+    if limits:
+        context = max(1, min(context, min(limits) // 2))
     parts = []
     for op in pipeline.step.ops if pipeline.step else ():
         model = pipeline.model(op.symbols[0]) if op.symbols else None
