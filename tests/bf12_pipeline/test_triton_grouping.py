@@ -15,7 +15,9 @@ def test_concat_rows_equals_packing_the_concatenation():
     ws[1][5, 0], ws[1][5, 1] = 2.0 ** -60, 2.0 ** 8  # a raw row in the middle matrix
     ws[2][0, :2] = torch.tensor([2.0 ** -60, 2.0 ** 8])
     got, want = concat_rows([pack(w) for w in ws]), pack(torch.cat(ws))
-    assert got.shape == want.shape and got.raw_row_count == 2
+    # the two planted rows are raw; random rows may add a few more (a row spanning > 15 binades)
+    assert got.shape == want.shape and got.raw_row_count == want.raw_row_count >= 2
+    assert {70 + 5, 70 + 33} <= set(got.raw_rows.tolist())
     for name in ("mant", "code", "base", "esc", "raw", "raw_rows", "rows"):
         assert torch.equal(getattr(got, name), getattr(want, name)), name
 
