@@ -228,40 +228,21 @@ def random_weights(shape: dict, device, seed: int) -> dict:
     return w
 
 
-def inflate_in_memory(small_dir, shape_name: str, device, seed: int = 0):
-    """(config dict, weights) of the zoo model `small_dir` embedded into `shape_name` on `device`:
-    specir.zoo.inflate's construction, kept in memory (no shards written, no statistics)."""
-    from specir.zoo.inflate import Embedder, _layer, _lm_head, check_compatible, layer_positions
+def inflate_in_memory(small_dir, shape_name, device, seed: int = 0):
+    """(config dict, weights) of the zoo model `small_dir` embedded into `shape_name` (a zoo shape
+    name or a Shape) on `device`: specir.zoo.inflate's shards, kept in memory (no files, no statistics)."""
+    from specir.zoo.inflate import Embedder, check_compatible, inflated_shards
     from specir.zoo.shapes import get_shape
     from specir.zoo.small_model import load_small_model
-    shape = get_shape(shape_name)
+    shape = get_shape(shape_name) if isinstance(shape_name, str) else shape_name
     cfg, small = load_small_model(small_dir)
     r = check_compatible(cfg, shape)
     dev = torch.device(device)
     small = {n: t.to(dev) for n, t in small.items()}
     E = Embedder(cfg.hidden_size, r, dev, seed)
-    positions = layer_positions(cfg.num_hidden_layers, shape.num_hidden_layers)
-    real_at = {p: k for k, p in enumerate(positions)}
-    embed = small["model.embed_tokens.weight"]
-    lm = small.get("lm_head.weight", embed)
     out = {}
-    if shape.tie_word_embeddings:
-        out["model.embed_tokens.weight"] = _lm_head(E, embed, shape.vocab_size, 1.0)
-    else:
-        out["model.embed_tokens.weight"] = torch.cat([E.embedding(embed),
-                                                      E.sample(embed, (shape.vocab_size - cfg.vocab_size, E.H), 1.0)])
-    for i in range(shape.num_hidden_layers):
-        k = real_at.get(i)
-        src = k if k is not None else max(kk for p, kk in real_at.items() if p <= i)
-        prefix = f"model.layers.{src}."
-        layer = {n[len(prefix):]: t for n, t in small.items() if n.startswith(prefix)}
-        for n, t in _layer(E, layer, cfg, shape, k is not None, None).items():
-            out[f"model.layers.{i}.{n}"] = t.to(torch.bfloat16).contiguous()
-    final_scale = (1.0 / r) if shape.tie_word_embeddings else E.gamma
-    out["model.norm.weight"] = E.norm(small["model.norm.weight"], final_scale)
-    if not shape.tie_word_embeddings:
-        out["lm_head.weight"] = _lm_head(E, lm, shape.vocab_size, E.beta)
-    out = {n: t.to(torch.bfloat16).contiguous() for n, t in out.items()}
+    for tensors, _ in inflated_shards(cfg, small, shape, E):
+        out.update({n: t.to(torch.bfloat16).contiguous() for n, t in tensors.items()})
     sd = {f.name: getattr(shape, f.name) for f in dataclasses.fields(shape) if f.name != "note"}
     return hf_config(sd, cfg), out
 

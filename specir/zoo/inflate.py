@@ -199,6 +199,48 @@ def _save_shard(tensors: dict[str, torch.Tensor], path: Path) -> int:
     return sum(t.numel() * 2 for t in cpu.values())
 
 
+def final_norm_scale(shape: Shape, E: Embedder, sabotage: str | None = None) -> float:
+    """The final RMSNorm weight's scale: 1/r when the lm_head is the (unscaled) embedding, else gamma."""
+    if sabotage == "no-norm-rescale":
+        return 1.0
+    return (1.0 / E.r) if shape.tie_word_embeddings else E.gamma
+
+
+def inflated_shards(cfg, weights: dict[str, torch.Tensor], shape: Shape, E: Embedder,
+                    sabotage: str | None = None):
+    """The small model's `weights` embedded into `shape`, one shard at a time and in the order of
+    E's random draws: yields (tensors, trained_of) for the embedding, each layer, then the final
+    norm (with an untied lm_head). `inflate` writes them to disk; bench/gpu_bench.py keeps them in
+    memory. trained_of maps each tensor to the trained one it embeds (for the statistics)."""
+    positions = layer_positions(cfg.num_hidden_layers, shape.num_hidden_layers)
+    real_at = {p: k for k, p in enumerate(positions)}
+    embed = weights["model.embed_tokens.weight"]
+    lm = weights.get("lm_head.weight", embed)
+    if shape.tie_word_embeddings:  # lm_head rows are the embedding rows: scale 1 on both
+        emb_big = _lm_head(E, embed, shape.vocab_size, 1.0)
+    else:
+        emb_big = torch.cat([E.embedding(embed),
+                             E.sample(embed, (shape.vocab_size - cfg.vocab_size, E.H), 1.0)])
+    yield {"model.embed_tokens.weight": emb_big}, {"model.embed_tokens.weight": embed}
+    del emb_big
+
+    for i in range(shape.num_hidden_layers):
+        k = real_at.get(i)
+        src = k if k is not None else max(kk for p, kk in real_at.items() if p <= i)
+        prefix = f"model.layers.{src}."
+        small = {n[len(prefix):]: t for n, t in weights.items() if n.startswith(prefix)}
+        tensors = _layer(E, small, cfg, shape, k is not None, sabotage)
+        yield ({f"model.layers.{i}.{n}": t for n, t in tensors.items()},
+               {f"model.layers.{i}.{n}": small[n] for n in tensors})
+
+    tail = {"model.norm.weight": E.norm(weights["model.norm.weight"], final_norm_scale(shape, E, sabotage))}
+    trained_tail = {"model.norm.weight": weights["model.norm.weight"]}
+    if not shape.tie_word_embeddings:
+        tail["lm_head.weight"] = _lm_head(E, lm, shape.vocab_size, E.beta)
+        trained_tail["lm_head.weight"] = lm
+    yield tail, trained_tail
+
+
 def inflate(small_dir: Path, shape: Shape, out: Path, *, device: str = "cpu", seed: int = 0,
             sabotage: str | None = None, log=print) -> dict:
     """Write the inflated model of `small_dir` in `shape` to `out`; returns the report
@@ -212,7 +254,6 @@ def inflate(small_dir: Path, shape: Shape, out: Path, *, device: str = "cpu", se
     weights = {name: t.to(dev) for name, t in weights.items()}
     E = Embedder(cfg.hidden_size, r, dev, seed)
     positions = layer_positions(cfg.num_hidden_layers, shape.num_hidden_layers)
-    real_at = {p: k for k, p in enumerate(positions)}
     tmp = out.with_name(out.name + ".partial")
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -235,35 +276,9 @@ def inflate(small_dir: Path, shape: Shape, out: Path, *, device: str = "cpu", se
         weight_map.update({name: shard_name(index) for name in tensors})
         progress.update(1)
 
-    embed = weights["model.embed_tokens.weight"]
-    lm = weights.get("lm_head.weight", embed)
-    v = cfg.vocab_size
-    if shape.tie_word_embeddings:  # lm_head rows are the embedding rows: scale 1 on both
-        emb_big = _lm_head(E, embed, shape.vocab_size, 1.0)
-    else:
-        emb_big = torch.cat([E.embedding(embed),
-                             E.sample(embed, (shape.vocab_size - v, E.H), 1.0)])
-    emit(0, {"model.embed_tokens.weight": emb_big}, {"model.embed_tokens.weight": embed})
-    del emb_big
-
-    for i in range(n_layers):
-        k = real_at.get(i)
-        src = k if k is not None else max(kk for p, kk in real_at.items() if p <= i)
-        prefix = f"model.layers.{src}."
-        small = {n[len(prefix):]: t for n, t in weights.items() if n.startswith(prefix)}
-        tensors = _layer(E, small, cfg, shape, k is not None, sabotage)
-        emit(i + 1, {f"model.layers.{i}.{n}": t for n, t in tensors.items()},
-             {f"model.layers.{i}.{n}": small[n] for n in tensors})
-
-    final_scale = (1.0 / r) if shape.tie_word_embeddings else E.gamma
-    if sabotage == "no-norm-rescale":
-        final_scale = 1.0
-    tail = {"model.norm.weight": E.norm(weights["model.norm.weight"], final_scale)}
-    trained_tail = {"model.norm.weight": weights["model.norm.weight"]}
-    if not shape.tie_word_embeddings:
-        tail["lm_head.weight"] = _lm_head(E, lm, shape.vocab_size, E.beta)
-        trained_tail["lm_head.weight"] = lm
-    emit(n_layers + 1, tail, trained_tail)
+    for index, (tensors, trained_of) in enumerate(inflated_shards(cfg, weights, shape, E, sabotage)):
+        emit(index, tensors, trained_of)
+    final_scale = final_norm_scale(shape, E, sabotage)
     progress.close()
 
     (tmp / "model.safetensors.index.json").write_text(json.dumps(

@@ -150,3 +150,18 @@ def test_width_only_drafter_shape_maps_layers_one_to_one():
             shape.intermediate_size, shape.vocab_size, shape.tie_word_embeddings) == \
         (big.hidden_size, big.num_attention_heads, big.num_key_value_heads, big.head_dim,
          big.intermediate_size, big.vocab_size, big.tie_word_embeddings)
+
+
+def test_the_gpu_bench_inflates_in_memory_exactly_what_inflate_writes(small, tmp_path):
+    from safetensors.torch import load_file
+
+    from tests.helpers.bench_scripts import load_bench_script
+    inflate(small, UNTIED, tmp_path / "big", seed=5, **QUIET)
+    on_disk = {}
+    for shard in (tmp_path / "big").glob("*.safetensors"):
+        on_disk.update(load_file(str(shard)))
+    config, in_memory = load_bench_script("gpu_bench").inflate_in_memory(small, UNTIED, "cpu", seed=5)
+    assert in_memory.keys() == on_disk.keys()
+    for name, tensor in on_disk.items():
+        assert torch.equal(in_memory[name].view(torch.int16), tensor.view(torch.int16)), name
+    assert config["hidden_size"] == UNTIED.hidden_size
