@@ -29,6 +29,8 @@ from pathlib import Path
 
 import torch
 
+import gemv  # bench/, beside this script: CUDA-graph timing, copy bandwidth
+
 
 @dataclass(frozen=True)
 class StepShape:
@@ -184,50 +186,19 @@ class Step:
         return self.logits
 
 
-def graph_timer(fn, replays: int):
-    """A function that replays a CUDA graph of `fn` `replays` times and returns the median seconds."""
-    fn()
-    torch.cuda.synchronize()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.stream(stream):
-        fn()
-        with torch.cuda.graph(graph, stream=stream):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph.replay()
-    torch.cuda.synchronize()
-
-    def measure() -> float:
-        times = []
-        for _ in range(replays):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            graph.replay()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) / 1e3)
-        return statistics.median(times)
-    return measure
-
-
-def wall_timer(fn, replays: int):
-    """CPU (interpreter) stand-in for graph_timer: wall time of `replays` plain calls."""
+def wall_timer(calls, replays: int):
+    """CPU (interpreter) stand-in for gemv.graph_timer: wall time of `replays` plain runs of `calls`."""
     def measure() -> float:
         start = time.perf_counter()
         for _ in range(replays):
-            fn()
+            for c in calls:
+                c()
         return (time.perf_counter() - start) / replays
     return measure
 
 
 def copy_bandwidth(device) -> float | None:
-    if device.type != "cuda":
-        return None
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from gemv import copy_bandwidth as measure
-    return measure()
+    return gemv.copy_bandwidth() if device.type == "cuda" else None
 
 
 def run(shape: StepShape, *, device="cuda", context: int = 512, replays: int = 20, rounds: int = 3,
@@ -255,7 +226,7 @@ def run(shape: StepShape, *, device="cuda", context: int = 512, replays: int = 2
     kv_bytes = 2 * shape.layers * shape.kv_heads * (context + 1) * shape.head_dim * 2
     bytes_of = {"bf16": weight_bytes(weights16), "bf12": weight_bytes(weights12)}
     results, checks = [], {}
-    timer = graph_timer if device.type == "cuda" else wall_timer
+    timer = gemv.graph_timer if device.type == "cuda" else wall_timer
     for variant in ("step", "gemvs"):
         steps = {fmt: Step(shape, w, fmt, context, h0, seed + 2, gemvs_only=variant == "gemvs")
                  for fmt, w in (("bf16", weights16), ("bf12", weights12))}
@@ -265,7 +236,7 @@ def run(shape: StepShape, *, device="cuda", context: int = 512, replays: int = 2
         finite = bool(torch.isfinite(outs["bf16"][0].float()).all())
         checks[variant] = {"bitwise_equal": equal, "finite_logits": finite}
         log(f"{variant}: bf16 and BF12 outputs bitwise equal: {equal} (finite: {finite})")
-        measures = {fmt: timer(st.run, replays) for fmt, st in steps.items()}
+        measures = {fmt: timer([st.run], replays) for fmt, st in steps.items()}
         samples = {fmt: [] for fmt in steps}
         for _ in range(rounds):  # alternate, so both formats see the same clocks
             for fmt, m in measures.items():

@@ -57,9 +57,11 @@ def copy_bandwidth(nbytes: int = 2 * 2**30) -> float:
     return 2 * (nbytes // 2) * 2 / statistics.median(times) / 1e9
 
 
-def time_calls(calls, replays: int = 12) -> float:
-    """Median seconds per call of a CUDA graph running `calls` (zero-argument functions) in order."""
-    for c in calls:  # warm up: compile, allocate split-K counters
+def graph_timer(calls, replays: int = 12):
+    """Run `calls` (zero-argument functions) once to warm up (compile, allocate split-K counters),
+    capture them in order as one CUDA graph, and return a function that replays it `replays` times
+    and gives the median seconds per replay."""
+    for c in calls:
         c()
     torch.cuda.synchronize()
     stream = torch.cuda.Stream()
@@ -74,15 +76,23 @@ def time_calls(calls, replays: int = 12) -> float:
     torch.cuda.current_stream().wait_stream(stream)
     graph.replay()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        graph.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / 1e3 / len(calls))
-    return statistics.median(times)
+
+    def measure() -> float:
+        times = []
+        for _ in range(replays):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            graph.replay()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b) / 1e3)
+        return statistics.median(times)
+    return measure
+
+
+def time_calls(calls, replays: int = 12) -> float:
+    """Median seconds per call of a CUDA graph running `calls` (zero-argument functions) in order."""
+    return graph_timer(calls, replays)() / len(calls)
 
 
 def make_weights(n: int, k: int, seed: int):
@@ -159,24 +169,15 @@ def tune_shape(name, n, k, copy_gbps, seed, out):
     splits = [s for s in (table_split // 2, table_split, table_split * 2) if 1 <= s <= min(groups, 16)]
     best = {}
     for fmt, fn, weights, wbytes in (("bf16", linear_bf16, ws, n * k * 2), ("bf12", linear_bf12, ps, ps[0].nbytes())):
-        for bn in (32, 64):
-            for split in splits:
-                for warps, stages, prefetch in ((4, 1, True), (4, 2, True), (4, 1, False), (8, 1, True)):
-                    cfg = LinearConfig("gemv", bn, 1, split, num_warps=warps, num_stages=stages, prefetch=prefetch)
-                    try:
-                        t = time_calls([(lambda w=w: fn(x, w, config=cfg)) for w in weights] * 2, replays=6)
-                    except Exception as exc:  # a config that does not compile or fit
-                        print(f"    skip {cfg}: {type(exc).__name__}", flush=True)
-                        continue
-                    pct = 100 * wbytes / t / 1e9 / copy_gbps
-                    out.append(dict(shape=name, fmt=fmt, config=asdict(cfg), us=t * 1e6, pct_copy=pct))
-                    if pct > best.get(fmt, (0, None))[0]:
-                        best[fmt] = (pct, cfg)
-        for split in splits:  # M = 1 on the MMA path (y^T = w x^T, x padded to 16 columns)
-            cfg = replace(mma_gemv_config(n, k), split=split)
+        candidates = [LinearConfig("gemv", bn, 1, split, num_warps=warps, num_stages=stages, prefetch=prefetch)
+                      for bn in (32, 64) for split in splits
+                      for warps, stages, prefetch in ((4, 1, True), (4, 2, True), (4, 1, False), (8, 1, True))]
+        # and M = 1 on the MMA path (y^T = w x^T, x padded to 16 columns)
+        candidates += [replace(mma_gemv_config(n, k), split=split) for split in splits]
+        for cfg in candidates:
             try:
                 t = time_calls([(lambda w=w: fn(x, w, config=cfg)) for w in weights] * 2, replays=6)
-            except Exception as exc:
+            except Exception as exc:  # a config that does not compile or fit
                 print(f"    skip {cfg}: {type(exc).__name__}", flush=True)
                 continue
             pct = 100 * wbytes / t / 1e9 / copy_gbps
