@@ -112,19 +112,7 @@ def sass_text(cubin: bytes) -> str:
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
-        return subprocess.run([tool, "-c", "-hex", f.name] if False else [tool, "-c", f.name],
-                              capture_output=True, text=True, check=True).stdout
-
-
-def _resources(cubin: bytes) -> dict:
-    import triton
-    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
-        f.flush()
-        text = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True).stdout
-    return {a: int(b) for a, b in (item.split(":", 1) for item in text.split() if ":" in item)
-            if b.isdigit()}
+        return subprocess.run([tool, "-c", f.name], capture_output=True, text=True, check=True).stdout
 
 
 _LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
@@ -186,8 +174,9 @@ def count(m, n, k, fmt, cfg=None, dump=None):
         weights = float(ffma)
     classes = Counter(_classify(op) for _, op, _ in loop)
     ops = Counter(op.split(".")[0] for _, op, _ in loop)
-    res = _resources(compiled.asm["cubin"])
-    regs, spills = res.get("REG"), res.get("LOCAL")
+    from specir.backends.triton.kernels.compile_check import cubin_resources
+    res = cubin_resources(compiled.asm["cubin"])
+    regs, spills = res.get("regs"), res.get("local_bytes")
     return dict(fmt=fmt, M=m, N=n, K=k, config=asdict(cfg), loop_instructions=len(loop), weights_per_thread=weights,
                 per_weight=round(len(loop) / weights, 3) if loop else None,
                 by_class={c: round(v / weights, 3) for c, v in sorted(classes.items())},

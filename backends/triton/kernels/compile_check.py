@@ -75,8 +75,9 @@ def _cases():
     ]
 
 
-def _resources(cubin: bytes) -> dict:
-    """Registers, local (spill) bytes and static shared memory from cuobjdump, if it is there."""
+def cubin_resources(cubin: bytes) -> dict:
+    """Registers, local (spill) bytes and static shared memory from cuobjdump, if it is there:
+    {"regs": REG, "local_bytes": LOCAL} ({} without the tool). bench/sass_count.py reads it too."""
     import triton
     tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     if not os.path.exists(tool):
@@ -122,7 +123,7 @@ def compile_all(arch: int = 90) -> list[dict]:
         row = {"kernel": label}
         try:
             compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target, options=options)
-            row.update(ok=True, shared_bytes=compiled.metadata.shared, **_resources(compiled.asm["cubin"]))
+            row.update(ok=True, shared_bytes=compiled.metadata.shared, **cubin_resources(compiled.asm["cubin"]))
         except Exception as exc:  # report every failure, not just the first
             row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:2000])
         row["seconds"] = round(time.time() - start, 1)
