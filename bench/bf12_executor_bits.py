@@ -52,6 +52,11 @@ def forwards(model, weights, device, prompt: list[int], decodes: int) -> list[to
     return [o.clone() for o in out]
 
 
+def bits(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's raw bits as integers of its width (so -0 != +0 and NaNs compare by payload)."""
+    return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", type=int, default=2)
@@ -83,8 +88,7 @@ def compare(args, device) -> int:
     b = forwards(packed, weights, device, prompt, args.decodes)
     same = True
     for i, (x, y) in enumerate(zip(a, b)):
-        equal = torch.equal(x.view(torch.int16) if x.dtype == torch.bfloat16 else x, y.view(torch.int16)
-                            if y.dtype == torch.bfloat16 else y)
+        equal = x.dtype == y.dtype and torch.equal(bits(x), bits(y))
         same &= equal
         rows = x.shape[1]
         print(f"forward {i} ({rows} rows): bits equal {equal}, max |diff| {float((x.float() - y.float()).abs().max()):.3g}")
