@@ -16,6 +16,7 @@ from . import __version__
 from .backends_api import lower
 from .build_folder import atomic_build
 from .cost_model import estimate
+from .declared_target import read as read_declared
 from .ir.nodes import Pipeline
 from .ir.printer import print_pipeline
 from .load import load_pipeline
@@ -41,7 +42,11 @@ def _spec_folder(spec: str | Path) -> Path | None:
 def compile_pipeline(spec: str | Path, target_name: str, out: str | Path, pipeline_string: str = "",
                      *, print_after_all: bool = False, debug: bool = False) -> dict:
     target = get_target(target_name)
-    pipeline, manager = optimise(spec, pipeline_string, print_after_all=print_after_all, debug=debug)
+    source = load_pipeline(spec)
+    declared = read_declared(source)  # recorded before any pass runs; the pass manager keeps it fixed
+    manager = PassManager(build_passes(pipeline_string) if pipeline_string else [],
+                          print_after_all=print_after_all, debug=debug)
+    pipeline = manager.run(source)
     with atomic_build(Path(out)) as tmp:
         lowering = lower(pipeline, target, tmp)
         packed = write_packed_weights(lowering.pipeline, tmp, _spec_folder(spec))
@@ -50,6 +55,7 @@ def compile_pipeline(spec: str | Path, target_name: str, out: str | Path, pipeli
             "specir_version": __version__,
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "source": str(spec),
+            "declared_target": declared.as_dict() if declared else None,
             "target": target.name,
             "backend": lowering.backend,
             "pass_pipeline": ",".join(r.spelled for r in manager.records),

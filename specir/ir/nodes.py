@@ -15,8 +15,17 @@ from ..errors import SourceLocation
 from .types import TensorType, Type
 
 
+class Symbol(str):
+    """A model symbol as an attribute value (`target = @target`); the string is the name without '@'."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"@{str(self)}"
+
+
 class Attrs(Mapping):
-    """A frozen, key-sorted attribute dictionary. Values: int, float, bool, str, tuple, Attrs."""
+    """A frozen, key-sorted attribute dictionary. Values: int, float, bool, str, Symbol, tuple, Attrs."""
 
     __slots__ = ("_items",)
 

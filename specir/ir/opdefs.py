@@ -51,6 +51,7 @@ class OpDef:
     infer: Callable[..., Type | None] = lambda op, ctx: None
     pure: bool = True
     doc: str = ""
+    role: str = ""  # step ops: "draft" | "verify" | "accept" | "commit" (the declared target is the last verify's)
 
 
 OPS: dict[str, OpDef] = {}
@@ -231,10 +232,11 @@ def _infer_draft_chain(op, ctx):
 
 
 register_op(OpDef("draft.chain", "step", (symbol("drafter"), value("ctx", "context")),
-                  {"k": DRAFT_K}, _infer_draft_chain, doc="k greedy tokens from a draft model."))
+                  {"k": DRAFT_K}, _infer_draft_chain, doc="k greedy tokens from a draft model.", role="draft"))
 register_op(OpDef("draft.ngram", "step", (value("ctx", "context"),),
                   {"k": DRAFT_K, "max_ngram": AttrSpec("int", 3), "min_ngram": AttrSpec("int", 1)},
-                  _infer_draft_chain, doc="Prompt lookup: continue the longest earlier match of the last n tokens."))
+                  _infer_draft_chain, doc="Prompt lookup: continue the longest earlier match of the last n tokens.",
+                  role="draft"))
 def _infer_draft_tree(op, ctx):
     mask = ctx.model_mask(op.operands[0])
     if mask is not None and mask != "tree":
@@ -254,24 +256,25 @@ register_op(OpDef("draft.tree", "step", (symbol("drafter"), value("ctx", "contex
                                       doc="static: best-first by cumulative draft probability up to the budget; "
                                           "dynamic: stop expanding nodes whose draft confidence is below `threshold`"),
                    "threshold": AttrSpec("float", 0.0, doc="dynamic expansion: minimum path probability")},
-                  _infer_draft_tree, doc="A token tree: static top-k expansion or dynamic by draft confidence."))
+                  _infer_draft_tree, doc="A token tree: static top-k expansion or dynamic by draft confidence.",
+                  role="draft"))
 register_op(OpDef("verify.chain", "step",
                   (symbol("target"), value("ctx", "context"), value("draft", "tokens", optional=True)),
                   {}, _infer_verify("causal"), pure=False,
-                  doc="One target forward over the pending token and the drafted chain."))
+                  doc="One target forward over the pending token and the drafted chain.", role="verify"))
 register_op(OpDef("verify.tree", "step", (symbol("target"), value("ctx", "context"), value("draft", "tree")),
                   {}, _infer_verify("tree"), pure=False,
-                  doc="One target forward over a token tree with the tree attention mask."))
+                  doc="One target forward over a token tree with the tree attention mask.", role="verify"))
 for _rule in ("greedy", "sample"):
     register_op(OpDef(f"accept.{_rule}", "step",
                       (value("draft", "tokens", "tree", optional=True), value("logits", "logits")),
                       {}, _const(ACCEPTED),
                       doc=("Greedy acceptance." if _rule == "greedy" else
-                           "Lossless speculative (rejection) sampling; greedy at temperature 0.")))
+                           "Lossless speculative (rejection) sampling; greedy at temperature 0."), role="accept"))
 register_op(OpDef("commit", "step", (value("ctx", "context"), value("accepted", "accepted")),
                   {"kv": AttrSpec("str", "prefix", choices=("prefix", "compact"),
                                   doc="prefix: accepted tokens are a prefix; compact: move the accepted path")},
-                  lambda op, ctx: None, pure=False, doc="Append accepted tokens, commit their KV."))
+                  lambda op, ctx: None, pure=False, doc="Append accepted tokens, commit their KV.", role="commit"))
 
 
 def without_defaults(opname: str, attrs: dict) -> dict:

@@ -14,12 +14,13 @@ from __future__ import annotations
 import difflib
 from dataclasses import replace
 
+from ..declared_target import check_declared
 from ..errors import SpecirError
-from .nodes import Attrs, Graph, Model, Op, Pipeline, Step
+from .nodes import Attrs, Graph, Model, Op, Pipeline, Step, Symbol
 from .opdefs import OPS, OpDef, TypeRuleError
 from .types import TensorType, Type
 
-_KIND_NAMES = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false",
+_KIND_NAMES = {"int": "an integer", "float": "a number", "str": "a string", "symbol": "a model (@name)", "bool": "true or false",
                "list": "a list", "dict": "a dictionary {k = v}"}
 
 
@@ -29,7 +30,9 @@ def _fits(kind: str, value) -> bool:
     if kind == "float":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if kind == "str":
-        return isinstance(value, str)
+        return isinstance(value, str) and not isinstance(value, Symbol)
+    if kind == "symbol":
+        return isinstance(value, Symbol)
     if kind == "bool":
         return isinstance(value, bool)
     if kind == "list":
@@ -233,6 +236,7 @@ def _run(pipeline: Pipeline, fill: bool) -> Pipeline:
     _check_vocab(pipeline)
     if pipeline.step is not None:
         pipeline = replace(pipeline, step=_check_step(pipeline, pipeline.step, fill))
+    check_declared(pipeline, lambda message, node, hint: _error(message, node, pipeline, hint))
     return pipeline
 
 
