@@ -40,7 +40,9 @@ def _spec_folder(spec: str | Path) -> Path | None:
 
 
 def compile_pipeline(spec: str | Path, target_name: str, out: str | Path, pipeline_string: str = "",
-                     *, print_after_all: bool = False, debug: bool = False) -> dict:
+                     *, print_after_all: bool = False, debug: bool = False, plugins=()) -> dict:
+    """`plugins`: the --plugin files loaded for this compile; the manifest lists them so that run,
+    check and bench load them again for the build (its IR may use their ops)."""
     target = get_target(target_name)
     source = load_pipeline(spec)
     declared = read_declared(source)  # recorded before any pass runs; the pass manager keeps it fixed
@@ -59,6 +61,7 @@ def compile_pipeline(spec: str | Path, target_name: str, out: str | Path, pipeli
             "target": target.name,
             "backend": lowering.backend,
             "pass_pipeline": ",".join(r.spelled for r in manager.records),
+            "plugins": [str(Path(p).resolve()) for p in plugins],
             "passes": [{"name": r.name, "spelled": r.spelled, "changed": r.changed} for r in manager.records],
             "facts": list(facts_of(lowering.pipeline)),
             "cost_model": estimate(lowering.pipeline, target),

@@ -69,32 +69,35 @@ def run(args) -> int:
     if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
         raise SpecirError(f"--timeout must be a number of seconds > 0, got {args.timeout}", hint="e.g. --timeout 600")
     from ..runtime.session import default_spec_text
-    declared = declared_of(args.source, default_spec_text())
+    default_text = default_spec_text()
+    declared = declared_of(args.source, default_text)  # for the prompts; the judge reads it again itself
     folder = resolve_source(declared.source)
     config = read_config(folder)
     _, prompts = read_prompts(args, str(folder), int(config.get("vocab_size") or 0), max_position(config),
                               limit=args.limit or None)
     request = GuardRequest(args.source, prompts, args.max_new_tokens, target=args.target, passes=args.passes,
                            plugins=list(args.plugin or []), batch_size=args.batch_size, tolerance=args.tolerance,
-                           reference=args.reference, device=_reference_device(args), timeout=args.timeout)
-    verdict = run_guard(request, declared)
+                           reference=args.reference, device=_reference_device(args), timeout=args.timeout,
+                           default_text=default_text)
+    verdict = run_guard(request)
+    declared = verdict.declared
     if args.json:
         print(json.dumps({**verdict.as_dict(), "prompts": len(prompts)}))
     else:
         status = "PASS" if verdict.ok else "FAIL"
-        report = verdict.report
-        checked = report.checked if report else 0
+        report = verdict.forcing
+        checked = verdict.checked
         line = (f"{status}: {checked} of {verdict.asked} asked tokens checked over {len(prompts)} prompts against "
                 f"@{declared.model} ({declared.source}, {verdict.meta.get('reference', 'not loaded')})")
         if report:
-            line += (f"; {report.mismatches} mismatches, {report.near_ties} near-ties (tolerance "
-                     f"{report.tolerance})")
+            line += (f"; {report['mismatches']} mismatches, {report['near_ties']} near-ties (tolerance "
+                     f"{report['tolerance']})")
         print(line)
         for reason in verdict.reasons:
             print(f"  {reason}", file=sys.stderr)
-        for s in report.sequences if report else []:
-            for m in s.mismatches[:3]:
+        for s in report.get("sequences", []):
+            for m in s["mismatches"][:3]:
                 gap = "out of vocabulary" if m["gap"] is None else f"gap {m['gap']:.4f}"
-                print(f"  prompt {s.index}: token {m['position']}: pipeline gave {m['produced']}, reference "
+                print(f"  prompt {s['index']}: token {m['position']}: pipeline gave {m['produced']}, reference "
                       f"{m['reference']} ({gap})", file=sys.stderr)
     return 0 if verdict.ok else 1

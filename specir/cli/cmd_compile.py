@@ -22,7 +22,7 @@ def register(sub) -> None:
 def run(args) -> int:
     load_plugins(args)
     manifest = compile_pipeline(args.spec, args.target, args.output, args.passes,
-                                print_after_all=args.print_after_all, debug=args.debug)
+                                print_after_all=args.print_after_all, debug=args.debug, plugins=args.plugin)
     est = manifest["cost_model"]["step_seconds"]
     step = f"{est * 1e3:.3f} ms" if est >= 1e-4 else f"{est * 1e6:.2f} us"
     print(f"compiled {args.spec} for {manifest['target']} ({manifest['backend']} backend) -> "

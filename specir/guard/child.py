@@ -33,24 +33,6 @@ def generate(job: dict) -> dict:
             "seconds": time.perf_counter() - start}
 
 
-def main(argv: list[str]) -> int:
-    from ..errors import SpecirError
-    job_path, out_path = argv
-    with open(job_path) as f:
-        job = json.load(f)
-    try:
-        result = generate(job)
-        code = 0
-    except SpecirError as exc:
-        result, code = {"error": exc.format()}, 2
-    except SystemExit as exc:
-        result, code = {"error": f"specir: error: the pipeline's process exited ({exc.code}) while generating"}, 2
-    except Exception as exc:  # noqa: BLE001 - a crash of the candidate is a verdict, not a traceback
-        result, code = {"error": f"specir: error: generation crashed: {type(exc).__name__}: {exc}"}, 2
-    with open(out_path, "w") as f:
-        json.dump(result, f)
-    return code
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from .process import stage_main
+    sys.exit(stage_main(generate, sys.argv[1:]))
