@@ -106,6 +106,12 @@ class Reference:
         self.fresh, self.weights, self.kernels = fresh, load_weights(fresh, device), KERNELS
         self.kind = "ir"
 
+    @classmethod
+    def of_model(cls, model, device: str, kind: str = "auto") -> "Reference":
+        """The reference for an expanded model region's checkpoint (`source`) in its dtype."""
+        declared = DeclaredTarget(model.name, str(model.attrs["source"]), "", str(model.attrs.get("dtype", "bf16")))
+        return cls(declared, device, kind)
+
     @torch.no_grad()
     def logits(self, ids: list[int]) -> torch.Tensor:
         x = torch.tensor([ids], device=self.device)

@@ -32,7 +32,7 @@ def pipeline(kind: str, target, drafter, dtype: str = "f32"):
 def forced(pipeline, target_folder, prompts, outputs):
     """Token forcing of `outputs` against transformers' plain decoding of the target."""
     from specir.runtime.token_forcing import Reference, force
-    reference = Reference(pipeline.model("target"), target_folder, "cpu", "transformers")
+    reference = Reference.of_model(pipeline.model("target"), "cpu", "transformers")
     return force(reference, prompts, outputs)
 
 

@@ -20,5 +20,5 @@ def test_family_decodes_losslessly_on_tvm(family, family_checkpoints, tmp_path):
     engine = Engine(pipeline, kernels=kernels_for(pipeline, None), backend="tvm")
     prompts = [[1, 2, 3, 4, 5, 1, 2, 3, 4], [7, 8, 9]]
     outputs = [r.tokens for r in engine.generate(prompts, 12)]
-    report = force(Reference(pipeline.model("target"), folder, "cpu", "ir"), prompts, outputs)
+    report = force(Reference.of_model(pipeline.model("target"), "cpu", "ir"), prompts, outputs)
     assert report.checked == 24 and report.mismatches == 0, report.as_dict()
