@@ -40,7 +40,7 @@ def _spec_folder(spec: str | Path) -> Path | None:
 
 
 def compile_pipeline(spec: str | Path, target_name: str, out: str | Path, pipeline_string: str = "",
-                     *, print_after_all: bool = False, debug: bool = False, plugins=()) -> dict:
+                     *, print_after_all: bool = False, debug: bool = False, plugins=(), emit_ptx: bool = False) -> dict:
     """`plugins`: the --plugin files loaded for this compile; the manifest lists them so that run,
     check and bench load them again for the build (its IR may use their ops)."""
     target = get_target(target_name)
@@ -50,7 +50,7 @@ def compile_pipeline(spec: str | Path, target_name: str, out: str | Path, pipeli
                           print_after_all=print_after_all, debug=debug)
     pipeline = manager.run(source)
     with atomic_build(Path(out)) as tmp:
-        lowering = lower(pipeline, target, tmp)
+        lowering = lower(pipeline, target, tmp, emit_ptx=emit_ptx)
         packed = write_packed_weights(lowering.pipeline, tmp, _spec_folder(spec))
         (tmp / "pipeline.spec").write_text(print_pipeline(lowering.pipeline))
         manifest = {

@@ -16,6 +16,13 @@ from .pass_base import Pass
 
 _REGISTRY: dict[str, type[Pass]] = {}
 _LOADED = False
+_FOREIGN: list[str] = []  # plugin files and entry points imported into this process
+
+
+def foreign_code_loaded() -> list[str]:
+    """What this process imported beyond specir itself (plugins, entry points); the guard judges in
+    a fresh process when this is not empty."""
+    return list(_FOREIGN)
 
 
 def register(cls: type[Pass]) -> type[Pass]:
@@ -51,6 +58,7 @@ def load_builtin() -> None:
 def load_entry_points() -> None:
     from importlib.metadata import entry_points
     for ep in entry_points(group="specir.passes"):
+        _FOREIGN.append(f"entry point {ep.name} ({ep.value})")
         try:
             obj = ep.load()
         except Exception as exc:  # a broken third-party package must not break specir
@@ -69,6 +77,7 @@ def load_plugin(path: str | Path) -> list[str]:
         raise SpecirError(f"plugin file {str(path)!r} does not exist", path=str(path),
                           hint="--plugin takes a .py file that defines a Pass subclass")
     module_name = f"specir_plugin_{path.stem}_{abs(hash(str(path.resolve()))) % 10**8}"
+    _FOREIGN.append(str(path.resolve()))
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module

@@ -157,3 +157,9 @@ def kernels_for(pipeline: Pipeline, build: Path | None) -> dict:
     cpu = _kernels(read_dirs, str(default_cache_dir()))
     ensure_compiled(plan_kernels(pipeline, cpu.cache.host), cpu.cache)
     return kernel_table(cpu)
+
+
+def step_backend(pipeline: Pipeline, device, build: Path | None = None):
+    """The decode step's backend: the model regions on this op table (TVM kernels), step ops in torch."""
+    from specir.backends.reference.step_backend import TableStepBackend
+    return TableStepBackend(device, kernels_for(pipeline, build), "tvm")

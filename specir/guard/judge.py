@@ -1,7 +1,9 @@
 """The judging side of the guard: `python -m specir.guard.judge` runs in a fresh process that
 imports no plugin, whatever the caller's process has imported.
 
-Contract: `run_guard(request) -> Verdict` (in the caller) starts the judge process, which:
+Contract: `run_guard(request) -> Verdict` judges in the calling process when that process has
+imported no plugin and no entry point (`specir check` never does: plugins are the child's
+business), else in a fresh `python -m specir.guard.judge` process. The judge:
 1. reads the declared target of `request.source` (guard/declared.py: a build's manifest, or the
    .spec's own text), never from anything the candidate pipeline computes;
 2. has `python -m specir.guard.child` (the only process that imports plugins) generate for the
@@ -83,8 +85,12 @@ class GenerationFailed(SpecirError):
 
 
 def run_guard(request: GuardRequest) -> Verdict:
-    """Judge `request` in a fresh process (see the module docstring)."""
-    result = run_stage("specir.guard.judge", asdict(request))
+    """Judge `request` here when this process is clean, else in a fresh process (module docstring)."""
+    from ..pass_registry import foreign_code_loaded
+    if foreign_code_loaded():
+        result = run_stage("specir.guard.judge", asdict(request))
+    else:
+        result = judge(asdict(request))
     if "error" in result:
         raise GenerationFailed(str(result["error"]))
     if "verdict" not in result:

@@ -158,6 +158,9 @@ class Model:
     def is_import(self) -> bool:
         return self.graph is None
 
+    def with_attrs(self, **changes: Any) -> "Model":
+        return replace(self, attrs=self.attrs.set(**changes))
+
     def weight(self, name: str) -> Weight | None:
         for w in self.weights:
             if w.name == name:

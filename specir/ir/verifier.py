@@ -143,6 +143,9 @@ def _walk(ops, region: str, scope: _Scope, fallback, fill: bool) -> tuple[Op, ..
             raise _error(f"unknown op {op.name!r}", op, fallback, hint)
         if opdef.region != region:
             raise _error(f"op {op.name} belongs in a {opdef.region} region, not in a {region}", op, fallback)
+        if region == "step" and getattr(opdef, "step", None) is None:
+            raise _error(f"step op {op.name} declares no step interfaces (width, forwards, lowering)", op, fallback,
+                         "a step op's OpDef needs step=StepInterfaces(...); see specir/step/interfaces.py")
         _check_attrs(op, opdef, fallback)
         _check_operands(op, opdef, scope, fallback)
         try:

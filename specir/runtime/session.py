@@ -12,7 +12,7 @@ from ..errors import SpecirError
 from ..ir.nodes import Pipeline
 from ..load import load_pipeline
 from ..targets import Target, get_target, host_target, require_available
-from .engine import Engine
+from ..step.engine import StepEngine
 from .packed_weights import FOLDER as PACKED_FOLDER
 from .weights import load_weights, model_folder
 
@@ -33,8 +33,8 @@ class Session:
         engine_target = _target_model(self.pipeline)
         return model_folder(engine_target, self.base)
 
-    def engine(self, **kwargs) -> Engine:
-        return make_engine(self.pipeline, self.backend, self.device, self.build, **kwargs)
+    def engine(self, **kwargs) -> StepEngine:
+        return make_engine(self.pipeline, self.backend, self.device, self.build, base=self.base, **kwargs)
 
 
 def _target_model(pipeline: Pipeline):
@@ -88,7 +88,7 @@ def _backend_for(target: Target) -> str:
         module = backend_module(target.backend)
     except SpecirError:
         return "reference"
-    if not (hasattr(module, "make_engine") or hasattr(module, "kernels_for")):
+    if not hasattr(module, "step_backend"):
         return "reference"
     missing = getattr(module, "unavailable_reason", lambda: None)()
     if missing:  # e.g. tvm not installed: say so in one line and run on torch
@@ -102,20 +102,18 @@ def _backend_for(target: Target) -> str:
     return target.backend
 
 
-def make_engine(pipeline: Pipeline, backend: str, device: str, build: Path | None, **kwargs) -> Engine:
-    """The engine of `backend`: its module's own `make_engine(pipeline, device, build, **kwargs)`
-    when it has one (e.g. triton), else the reference engine with the module's kernel table.
-    A build holding packed weights (compile after pack-weights) hands them to the engine loaded."""
-    if build is not None and kwargs.get("weights") is None and has_packed_weights(build):
-        kwargs["weights"] = build_weights(pipeline, device, build)
-    kernels = None
-    if backend != "reference":
-        from ..backends_api import backend_module
-        module = backend_module(backend)
-        if hasattr(module, "make_engine"):
-            return module.make_engine(pipeline, device, build, **kwargs)
-        kernels = module.kernels_for(pipeline, build)
-    return Engine(pipeline, device=device, kernels=kernels, backend=backend, **kwargs)
+def make_engine(pipeline: Pipeline, backend: str, device: str, build: Path | None, *, weights: dict | None = None,
+                base: Path | None = None) -> StepEngine:
+    """The warm engine of `pipeline` on `backend` (its module's `step_backend(pipeline, device, build)`:
+    the executors of its model regions and its lowerings of step ops). A build holding packed weights
+    (compile after pack-weights) hands them to the engine loaded; `weights` (model name -> tensors)
+    replaces loading from the checkpoints."""
+    from ..backends_api import backend_module
+    module = backend_module(backend)
+    step_backend = module.step_backend(pipeline, device, build)
+    if build is not None and weights is None and has_packed_weights(build):
+        weights = build_weights(pipeline, device, build)
+    return StepEngine(pipeline, step_backend, weights=weights, base=base, build=build)
 
 
 def has_packed_weights(build: Path) -> bool:

@@ -1,18 +1,19 @@
 """Cheat: stop every request after its first step (fewer tokens than asked, no end-of-sequence),
-or return no tokens at all (`stop-early{none=true}`)."""
+or return no tokens at all (`stop-early{none=true}`): the pipeline's process is told so by a
+patched engine loop."""
 from specir.pass_base import Option, Pass
-from specir.runtime.engine import STEP_OPS
+from specir.step import engine
 
-_commit = STEP_OPS["commit"]
+_generate = engine.StepEngine.generate
 MODE = {"none": False}
 
 
-def _commit_then_stop(engine, op, env, state):
-    _commit(engine, op, env, state)
-    for r in env[op.values[0]]:
+def _short(self, prompts, max_new_tokens=64, **kwargs):
+    results = _generate(self, prompts, 1, **kwargs)
+    for r in results:
         if MODE["none"]:
-            r.generated.clear()
-        r.done = True
+            r.tokens.clear()
+    return results
 
 
 class StopEarly(Pass):
@@ -21,5 +22,5 @@ class StopEarly(Pass):
 
     def run(self, pipeline):
         MODE["none"] = self.none
-        STEP_OPS["commit"] = _commit_then_stop
+        engine.StepEngine.generate = _short
         return pipeline

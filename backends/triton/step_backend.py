@@ -1,0 +1,56 @@
+"""The decode step on the Triton backend: model regions as CompiledModels (Triton launches, and
+cuBLAS where the IR's gemm policy says), the step's device segments captured as CUDA graphs on a
+GPU (run eagerly under TRITON_INTERPRET=1 on a CPU), argmax / greedy acceptance / KV compaction
+as Triton kernels. Importing this module registers the Triton lowerings of step ops
+(step_kernels.py)."""
+from __future__ import annotations
+
+import torch
+
+from specir.errors import SpecirError
+from specir.step.backend import StepBackend
+
+from . import step_kernels  # noqa: F401  (registers the ops' "triton" lowerings)
+from .compiled_model import CompiledModel, concrete_device
+from .kernels._interpreter_compat import interpreting
+from .kernels.argmax import argmax
+from .kernels.kv_cache import kv_compact
+
+
+class TritonStepBackend(StepBackend):
+    name = "triton"
+    prefill_quantum = 32
+
+    def __init__(self, device):
+        device = concrete_device(device)
+        if device.type != "cuda" and not interpreting():
+            raise SpecirError(f"the triton backend runs on CUDA devices, not {device.type!r}",
+                              hint="use a GPU target, or set TRITON_INTERPRET=1 to run its kernels in Triton's "
+                                   "CPU interpreter (slow; for tests)")
+        super().__init__(device)
+        self.captures = device.type == "cuda"
+        self.compiled: dict = {}
+
+    def executor(self, model, weights):
+        compiled = CompiledModel(model, weights, self.device)
+        self.compiled[model.name] = compiled
+        return compiled
+
+    def argmax(self, logits: torch.Tensor) -> torch.Tensor:
+        return argmax(logits.contiguous())
+
+    def commit_path(self, state, path, n, compact: bool) -> None:
+        if not compact:
+            return
+        for layer in state.cache.k:
+            k_cache, v_cache = state.cache.layer(layer)
+            kv_compact(k_cache, v_cache, state.lens, path, n)
+
+    def graph_pool(self):
+        return torch.cuda.graph_pool_handle()
+
+    def capture(self, fn, pool):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=pool):
+            fn()
+        return graph.replay
