@@ -29,12 +29,9 @@ class TritonStepBackend(StepBackend):
                                    "CPU interpreter (slow; for tests)")
         super().__init__(device)
         self.captures = device.type == "cuda"
-        self.compiled: dict = {}
 
     def executor(self, model, weights):
-        compiled = CompiledModel(model, weights, self.device)
-        self.compiled[model.name] = compiled
-        return compiled
+        return CompiledModel(model, weights, self.device)
 
     def argmax(self, logits: torch.Tensor) -> torch.Tensor:
         return argmax(logits.contiguous())
