@@ -29,6 +29,11 @@ class TritonStepBackend(StepBackend):
                                    "CPU interpreter (slow; for tests)")
         super().__init__(device)
         self.captures = device.type == "cuda"
+        if self.captures:
+            from .kernels.linear import _counter_buffer
+            # the linear kernels' split-K counters: grown once now, since a captured graph keeps their address
+            _counter_buffer(self.device, 1 << 20)
+            self.stream = torch.cuda.Stream(self.device)  # warm-ups and captures run here (per-stream lazy state)
 
     def executor(self, model, weights):
         return CompiledModel(model, weights, self.device)
@@ -46,8 +51,21 @@ class TritonStepBackend(StepBackend):
     def graph_pool(self):
         return torch.cuda.graph_pool_handle()
 
+    def warm(self, fn):
+        """Run `fn` eagerly on the capture stream (cuBLAS workspaces and other per-stream state exist
+        before the capture), ordered with the current stream."""
+        current = torch.cuda.current_stream(self.device)
+        self.stream.wait_stream(current)
+        with torch.cuda.stream(self.stream):
+            out = fn()
+        current.wait_stream(self.stream)
+        return out
+
     def capture(self, fn, pool):
+        current = torch.cuda.current_stream(self.device)
+        self.stream.wait_stream(current)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=pool):
-            fn()
-        return graph.replay
+        with torch.cuda.graph(graph, pool=pool, stream=self.stream):
+            outputs = fn()
+        current.wait_stream(self.stream)
+        return graph.replay, outputs

@@ -27,7 +27,8 @@ class Session:
 
     @property
     def device(self) -> str:
-        return "cuda" if self.target.kind == "gpu" else "cpu"
+        import torch
+        return "cuda" if self.target.kind == "gpu" and torch.cuda.is_available() else "cpu"
 
     def target_folder(self) -> Path:
         engine_target = _target_model(self.pipeline)
@@ -97,7 +98,8 @@ def _backend_for(target: Target) -> str:
         return "reference"
     if target.kind == "gpu":
         import torch
-        if not torch.cuda.is_available():
+        from ..targets import interpreting_triton
+        if not torch.cuda.is_available() and not interpreting_triton():
             return "reference"
     return target.backend
 

@@ -10,8 +10,10 @@
   from `load()`;
 - `prefill_quantum`: prefills are padded to a multiple of this many tokens (shapes a backend
   compiles per length);
-- `captures`: whether device segments are captured (CUDA graphs) and replayed; `capture(fn) ->
-  replay` records `fn` once (it must read and write only tensors);
+- `captures`: whether device segments are captured (CUDA graphs) and replayed; `warm(fn)` runs a
+  segment eagerly the first time (where it will be captured), `capture(fn, pool) -> (replay,
+  outputs)` records it (it must read and write only tensors; `outputs` is what fn returned while
+  recording, the tensors every replay writes);
 - `argmax(logits)` (int64, first index on ties) and `commit_path(state, path, n, compact)` (the
   accepted path's KV rows of a verifier moved into place: row lens + path[j] -> lens + j for
   j < n[b], path ascending) as torch ops a backend may replace by kernels.
@@ -68,6 +70,10 @@ class StepBackend:
             compact_rows(v, state.lens, path, n)
         pos = cache.pos[:, None, :, None]
         compact_rows(pos, state.lens, path, n)
+
+    def warm(self, fn):
+        """Run `fn` eagerly before it is captured (a capturing backend runs it where it will capture)."""
+        return fn()
 
     def capture(self, fn, pool):  # pragma: no cover - only capturing backends call it
         raise NotImplementedError

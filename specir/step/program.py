@@ -77,7 +77,7 @@ class StepProgram:
     def _run_ops(ops, ctx, env) -> dict:
         out = {}
         for op, fn in ops:
-            value = fn(ctx, op, [env[v] if v in env else out[v] for v in op.values])
+            value = fn(ctx, op, [out[v] if v in out else env[v] for v in op.values])
             if op.result is not None:
                 out[op.result] = value
         return out
@@ -97,10 +97,8 @@ class StepProgram:
                                     for v in seg.reads for t in _tensors(env[v])))
                 entry = session.captures.get(key)
                 if entry is None and key in session.warmed:
-                    holder: dict = {}
-                    replay = self.backend.capture(lambda: holder.update(self._run_ops(seg.ops, ctx, env)),
-                                                  session.pool)
-                    entry = session.captures[key] = (replay, holder)
+                    entry = session.captures[key] = self.backend.capture(
+                        lambda: self._run_ops(seg.ops, ctx, env), session.pool)
                 if entry is not None:
                     replay, outputs = entry
                     replay()
@@ -108,4 +106,6 @@ class StepProgram:
                     stable.update(outputs)
                     continue
                 session.warmed.add(key)
+                env.update(self.backend.warm(lambda: self._run_ops(seg.ops, ctx, env)))
+                continue
             env.update(self._run_ops(seg.ops, ctx, env))

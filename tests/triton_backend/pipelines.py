@@ -42,7 +42,8 @@ def assert_device_step_lossless(kind: str, target, drafter, dtype: str = "f32") 
     drafted token accepted. Only n-gram lookup runs on the host."""
     from specir.runtime.session import make_engine
     p = pipeline(kind, target, drafter, dtype=dtype)
-    engine = make_engine(p, "triton", "cpu", None)
+    from tests.triton_backend.conftest import DEVICE
+    engine = make_engine(p, "triton", DEVICE, None)
     assert [seg["host"] for seg in engine.program.describe()] == ([True, False] if kind == "ngram" else [False])
     for batch in (1, 2):
         prompts = PROMPTS[:batch]

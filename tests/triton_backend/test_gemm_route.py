@@ -1,7 +1,7 @@
 """Which library runs a linear group (gemm_route.py): bf16 groups of forwards with M >= 8 rows run
 cuBLAS (torch.nn.functional.linear), smaller M the Triton kernel; models with packed BF12 weights
 keep Triton everywhere; the choice is what the runtime records and what launch_configs.json and
-the manifest list. Here on the CPU (torch's CPU GEMM stands in for cuBLAS)."""
+the manifest list. On a CPU torch's CPU GEMM stands in for cuBLAS."""
 from __future__ import annotations
 
 import dataclasses
@@ -15,7 +15,7 @@ from tests.triton_backend.pipelines import pipeline
 def _forward(model, T: int, lens: int = 4):
     from specir.backends.triton.forward import ForwardInputs
     cache = model.new_cache(1, 64)
-    inputs = ForwardInputs.allocate(1, T, "cpu")
+    inputs = ForwardInputs.allocate(1, T, model.device)
     inputs.ids.copy_(torch.arange(T)[None] * 7 % 250 + 3)
     inputs.pos.copy_(torch.arange(T)[None] + lens)
     inputs.lens.fill_(lens)
@@ -28,7 +28,8 @@ def _compiled(tiny_pair, dtype="bf16", **attrs):
     target, drafter = tiny_pair
     m = pipeline("chain", target, drafter, dtype=dtype).model("target")
     m = m.with_attrs(**attrs) if attrs else m
-    return CompiledModel(m, load_weights(m, "cpu"), "cpu")
+    from tests.triton_backend.conftest import DEVICE
+    return CompiledModel(m, load_weights(m, DEVICE), DEVICE)
 
 
 def test_wide_bf16_forwards_run_cublas_and_match_triton(tiny_pair):

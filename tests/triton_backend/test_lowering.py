@@ -39,21 +39,21 @@ def test_compile_for_h200_writes_kernels_and_configs(tiny_pair, tmp_path, specir
     assert qkv and qkv[0]["n"] == 64 + 2 * 32
 
 
-def test_session_uses_the_backends_step(tiny_pair):
+def test_session_uses_the_backends_step(tiny_pair, device):
     from specir.backends.triton.step_backend import TritonStepBackend
     from specir.runtime import session
     from specir.targets import get_target
     target, drafter = tiny_pair
     assert session._backend_for(get_target("h200")) in ("triton", "reference")  # triton only with CUDA
-    engine = session.make_engine(pipeline("ar", target, drafter), "triton", "cpu", None)
+    engine = session.make_engine(pipeline("ar", target, drafter), "triton", device, None)
     assert isinstance(engine.backend, TritonStepBackend)
     assert engine.program.describe() == [{"ops": ["verify.chain", "accept.greedy", "commit"], "host": False}]
 
 
-def test_sampling_runs_the_same_device_step_and_is_seeded(tiny_pair):
+def test_sampling_runs_the_same_device_step_and_is_seeded(tiny_pair, device):
     from specir.runtime.session import make_engine
     target, drafter = tiny_pair
-    engine = make_engine(pipeline("chain", target, drafter), "triton", "cpu", None)
+    engine = make_engine(pipeline("chain", target, drafter), "triton", device, None)
     assert all(not seg["host"] for seg in engine.program.describe())
     first = engine.generate([[1, 2, 3]], 3, temperature=0.8, seed=7)[0]
     assert len(first.tokens) == 3 == sum(first.accept_lengths) and all(0 <= t < 259 for t in first.tokens)
@@ -61,7 +61,7 @@ def test_sampling_runs_the_same_device_step_and_is_seeded(tiny_pair):
     assert again.tokens == first.tokens  # seeded
 
 
-def test_dynamic_trees_run_on_the_device_and_are_lossless(tiny_pair):
+def test_dynamic_trees_run_on_the_device_and_are_lossless(tiny_pair, device):
     from specir.pass_manager import PassManager
     from specir.pass_pipeline import build_passes
     from specir.runtime.session import make_engine
@@ -69,7 +69,7 @@ def test_dynamic_trees_run_on_the_device_and_are_lossless(tiny_pair):
     target, drafter = tiny_pair
     p = PassManager(build_passes("tree-verify{budget=4,topk=2,depth=2,expand=dynamic,threshold=0.1}")).run(
         pipeline("chain", target, drafter))
-    engine = make_engine(p, "triton", "cpu", None)
+    engine = make_engine(p, "triton", device, None)
     assert all(not seg["host"] for seg in engine.program.describe())
     results = engine.generate(PROMPTS, 5)
     report = forced(p, target, PROMPTS, [r.tokens for r in results])
