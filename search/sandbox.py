@@ -32,7 +32,8 @@ SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF =
 LANDLOCK_CREATE_RULESET_VERSION = 1
 LANDLOCK_RULE_PATH_BENEATH = 1
 PR_SET_NO_NEW_PRIVS = 38
-CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
+CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWPID = 0x10000000, 0x40000000, 0x20000000
+PR_SET_PDEATHSIG = 1
 # filesystem accesses that change something (reads, read_dir and execute stay unrestricted)
 FS_WRITE_FILE, FS_REMOVE_DIR, FS_REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
 FS_MAKE = sum(1 << b for b in range(6, 13))  # char, dir, reg, sock, fifo, block, sym
@@ -54,6 +55,7 @@ class Applied:
     writes_confined: bool = False
     network: str = "open"  # "none (netns)" | "no TCP (landlock)" | "open"
     signals_scoped: bool = False
+    pid_namespace: bool = False  # nothing the sandboxed code starts outlives it
     address_space_limit: int | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -138,7 +140,8 @@ def _landlock(folder: Path, applied: Applied) -> None:
 def _unshare_network(applied: Applied) -> None:
     libc = _libc()
     uid, gid = os.getuid(), os.getgid()
-    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0:
+    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWPID) == 0:
+        applied.pid_namespace = True
         try:
             Path("/proc/self/setgroups").write_text("deny")
             Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
@@ -175,7 +178,7 @@ def restrict(folder: Path, limits: Limits) -> Applied:
 
 
 def environment(folder: Path) -> dict:
-    """The environment of sandboxed processes: temp files, caches and Python's bytecode under `folder`;
+    """The variables sandboxed processes get (`sandboxed(..., env=)`): temp files, caches and Python's bytecode under `folder`;
     the user's compiled-kernel and digest caches are copied in first (they are read, not shared)."""
     import shutil
     from specir.user_cache import cache_root
@@ -190,16 +193,16 @@ def environment(folder: Path) -> dict:
         for f in tvm.iterdir():
             if f.is_file() and not (cache / "tvm" / f.name).exists():
                 shutil.copy2(f, cache / "tvm" / f.name)
-    env = dict(os.environ, TMPDIR=str(folder / "tmp"), SPECIR_CACHE=str(cache), SPECIR_TVM_CACHE=str(cache / "tvm"),
-               TRITON_CACHE_DIR=str(cache / "triton"), PYTHONPYCACHEPREFIX=str(folder / "pycache"),
-               HOME=str(folder), PYTHONUNBUFFERED="1")
-    env.pop("SPECIR_SANDBOXED", None)
-    return env
+    return {"TMPDIR": str(folder / "tmp"), "SPECIR_CACHE": str(cache), "SPECIR_TVM_CACHE": str(cache / "tvm"),
+            "TRITON_CACHE_DIR": str(cache / "triton"), "PYTHONPYCACHEPREFIX": str(folder / "pycache"),
+            "HOME": str(folder), "PYTHONUNBUFFERED": "1"}
 
 
-def sandboxed(argv: list[str], folder: Path, limits: Limits) -> list[str]:
+def sandboxed(argv: list[str], folder: Path, limits: Limits, env: dict | None = None) -> list[str]:
+    """The command that runs `argv` in the sandbox of `folder`; `env`: variables it sets first."""
+    sets = [f"--setenv={k}={v}" for k, v in (env or {}).items()]
     return [sys.executable, "-m", "specir.search.sandbox", "--folder", str(folder), "--memory", str(limits.memory_bytes),
-            *(["--no-address-space"] if not limits.address_space else []), "--", *argv]
+            *(["--no-address-space"] if not limits.address_space else []), *sets, "--", *argv]
 
 
 def _rss_of_session(sid: int) -> int:
@@ -284,13 +287,27 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--folder", required=True)
     parser.add_argument("--memory", type=int, default=8 << 30)
     parser.add_argument("--no-address-space", action="store_true")
+    parser.add_argument("--setenv", action="append", default=[])
     parser.add_argument("argv", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     folder = Path(args.folder).resolve()
     applied = restrict(folder, Limits(memory_bytes=args.memory, address_space=not args.no_address_space))
+    if not applied.pid_namespace:
+        applied.notes.append("no PID namespace: processes the code detaches from its session may outlive it")
     (folder / "applied.json").write_text(json.dumps(applied.as_dict()))
     os.environ["SPECIR_SANDBOXED"] = "1"
+    for item in args.setenv:
+        key, _, value = item.partition("=")
+        os.environ[key] = value
+    if applied.pid_namespace:
+        # the first child is the namespace's init: when it ends, the kernel kills everything inside;
+        # it dies with this launcher (PDEATHSIG), so killing the launcher's group ends the sandbox
+        pid = os.fork()
+        if pid:
+            _, status = os.waitpid(pid, 0)
+            return os.waitstatus_to_exitcode(status) & 0xFF
+        _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     os.execv(command[0], command)
     return 127  # pragma: no cover - execv does not return
 
