@@ -3,7 +3,8 @@
 Contract: `write(out, summary)` (re)writes all four atomically from what has finished so far (the
 search calls it after every candidate, and on Ctrl-C), so the folder always holds a consistent
 report. report.json: `baseline` and `best` (speedup, tau, tokens_per_s, pipeline), `candidates`
-(pipeline, predicted and measured speedup, tau, the guard's verdict, seconds, status), and the cost
+(by index: pipeline, predicted and measured speedup, tau, the guard's verdict, seconds, status; the
+best-so-far curve is in the order they finished), and the cost
 model's accuracy (`rank_correlation`: Spearman's rho of predicted vs measured speedup over the
 validated candidates) and gap report. best.spec is the best validated pipeline's final IR with its
 pass pipeline in a comment.
@@ -84,7 +85,7 @@ def write(out: Path, meta: dict, records: list[dict], best_ir: str | None, inter
                     "plugins": best.get("plugins") or []}
     report = {**meta, "interrupted": interrupted, "evaluations": len(records), "baseline": baseline, "best": best_obj,
               "rank_correlation": s["rank_correlation"], "best_speedup_by_evaluation": s["curve"],
-              "candidates": [candidate_row(r) for r in records]}
+              "candidates": [candidate_row(r) for r in sorted(records, key=lambda r: r["index"])]}
     _atomic(out / "report.json", json.dumps(report, indent=1, default=str) + "\n")
     _atomic(out / "report.md", markdown(report))
     if best_ir is not None and best_obj is not None:

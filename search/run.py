@@ -4,8 +4,9 @@ Contract: `search(settings) -> report dict`. It loads the input pipeline, choose
 timing prompts (disjoint), compiles the AR baseline, calibrates and profiles the cost model,
 builds the space (the registry's passes, --plugin passes described in the sandbox), seeds it from
 the memory's nearest deployments, then keeps `workers` candidates in flight (local pool or Ray)
-until `budget` evaluations have finished: the input pipeline first, then seeds, then the proposer's
-(or, with an agent, alternately the agent's) candidates. Each finished candidate is committed to
+until `budget` evaluations have finished: the input pipeline first; with an agent, then one
+candidate per agent reply (up to `agent_calls`); then --plugin passes alone, the memory's seeds
+and the proposer's candidates. Each finished candidate is committed to
 `<out>/search.sqlite` and the report is rewritten; validated improvements go to the memory.
 Ctrl-C writes the report of what finished; `resume` continues a killed or interrupted search.
 """
@@ -57,6 +58,7 @@ class Settings:
     memory_limit_gb: float = 8.0
     seed: int = 0
     progress: bool = True
+    sweep: list | None = None  # evaluate exactly these pass pipelines, in order (an exhaustive sweep)
 
 
 def _quiet():
@@ -298,6 +300,8 @@ class Search:
         seeds += [self.space.parse(m["pipeline"]) for m in self.memory.nearest(self.deployment, 5)
                   if not m.get("pass_source") and self._known_passes(m["pipeline"])]
         proposer = Proposer(self.space, self.score, seeds, random.Random(s.seed + len(self.records)))
+        if s.sweep is not None:
+            proposer = _Sweep(self, [self.space.parse(t) for t in s.sweep])
         counted = [r for r in self.records if r["status"] != "duplicate"]
         index = max((r["index"] for r in self.records), default=-1) + 1
         agent_calls = sum(1 for r in self.records if r["origin"] == "agent")
@@ -305,12 +309,11 @@ class Search:
         inflight: dict = {}
         bar = self._bar(len(counted))
         interrupted = False
-        agent_turn = bool(self.records)
         try:
             while True:
                 while len(inflight) < s.workers and len(counted) + len(inflight) < s.budget:
                     job = None
-                    if s.agent and agent_calls < s.agent_calls and agent_turn and self.records:
+                    if s.agent and agent_calls < s.agent_calls and self.records:  # after the input, the agent first
                         agent_calls += 1
                         cand, note = self.agent_candidate(agent_calls)
                         if cand is None:
@@ -333,7 +336,6 @@ class Search:
                         scored = self.score(steps)
                         job = self.job(index, Space.spell(steps), self.space.plugins_of(steps), "proposer"
                                        if len(self.records) + len(inflight) else "input", scored)
-                    agent_turn = not agent_turn
                     inflight[executor.submit(job)] = job
                     index += 1
                 if not inflight:
@@ -434,6 +436,21 @@ class Search:
             return None
         return tqdm(total=self.s.budget, initial=initial, desc="search", unit="cand", file=sys.stderr,
                     dynamic_ncols=True)
+
+
+class _Sweep:
+    """Proposes exactly the given candidates, in order (skipping invalid and repeated ones)."""
+
+    def __init__(self, search: Search, candidates):
+        self.search, self.left = search, list(candidates)
+
+    def next(self, history, taken):
+        while self.left:
+            steps = self.left.pop(0)
+            scored = self.search.score(steps)
+            if scored and scored[0] not in taken:
+                return steps
+        return None
 
 
 def search(settings: Settings) -> dict:
