@@ -4,9 +4,9 @@ Contract: `Proposer(space, score, seeds, rng).next(history, taken)` returns the 
 steps, or None when nothing new is left. Order: the input pipeline (no passes) first, then the
 seeds (the memory's mechanisms for the nearest deployments), then the best candidates the cost
 model predicts in a broad sample of the space; after that, neighbours (one move away) of the best
-measured candidates, ranked by predicted speedup times the cost model's observed error for that
-kind of draft (measured / predicted over the validated candidates of the same draft kind), with
-some exploration. `score(steps) -> (digest, predicted speedup, draft kind)` or None when the
+measured candidates, ranked by predicted speedup times the cost model's observed error on the most
+similar validated candidates (measured / predicted, over those with the same set of passes, else
+the same kind of draft, else all), with some exploration. `score(steps) -> (digest, predicted speedup, draft kind)` or None when the
 candidate is invalid; `taken` holds the digests already evaluated or in flight.
 """
 from __future__ import annotations
@@ -27,14 +27,18 @@ class Proposer:
         self.queue = [()] + [tuple(s) for s in seeds]
         self._prior_done = False
 
-    def _correction(self, history, kind) -> float:
-        ratios = [r["measured"]["speedup"] / r["predicted"]["speedup"] for r in history
-                  if r.get("status") == "validated" and r.get("predicted") and r["predicted"].get("speedup")
-                  and r.get("kind") == kind]
-        if not ratios:
-            ratios = [r["measured"]["speedup"] / r["predicted"]["speedup"] for r in history
-                      if r.get("status") == "validated" and r.get("predicted") and r["predicted"].get("speedup")]
-        return statistics.median(ratios) if ratios else 1.0
+    def _correction(self, history, kind, steps=()) -> float:
+        """The cost model's observed error (measured / predicted) on the most similar validated
+        candidates: the same set of passes, else the same draft kind, else all."""
+        judged = [r for r in history if r.get("status") == "validated" and r.get("predicted")
+                  and r["predicted"].get("speedup")]
+        names = {s.name for s in steps}
+        for pick in (lambda r: {s.name for s in self.space.parse(r["passes"])} == names,
+                     lambda r: r.get("kind") == kind, lambda r: True):
+            ratios = [r["measured"]["speedup"] / r["predicted"]["speedup"] for r in judged if _safe(pick, r)]
+            if ratios:
+                return statistics.median(ratios)
+        return 1.0
 
     def _fresh(self, steps, taken):
         scored = self.score(steps)
@@ -71,7 +75,8 @@ class Proposer:
                 seen.add(key)
                 scored = self._fresh(steps, taken)
                 if scored:
-                    ranked.append((scored[1] * self._correction(history, scored[2]) if scored[1] else 0.0, steps))
+                    ranked.append((scored[1] * self._correction(history, scored[2], steps) if scored[1] else 0.0,
+                                   steps))
         if not ranked:  # a local optimum: jump
             for _ in range(PRIOR_SAMPLE):
                 steps = self.space.random(self.rng)
@@ -82,3 +87,10 @@ class Proposer:
         if self.rng.random() < EXPLORE and len(ranked) > 1:
             return self.rng.choice(ranked[1:min(len(ranked), 8)])[1]
         return ranked[0][1]
+
+
+def _safe(pick, record) -> bool:
+    try:
+        return bool(pick(record))
+    except Exception:  # noqa: BLE001 - a record whose passes no longer parse is not similar
+        return False

@@ -83,7 +83,8 @@ def write(out: Path, meta: dict, records: list[dict], best_ir: str | None, inter
         best_obj = {"pipeline": best["passes"], "speedup": m["speedup"], "tau": m["tau"],
                     "tokens_per_s": m["tokens_per_s"], "index": best["index"], "ir_digest": best["ir_digest"],
                     "plugins": best.get("plugins") or []}
-    report = {**meta, "interrupted": interrupted, "evaluations": len(records), "baseline": baseline, "best": best_obj,
+    report = {**meta, "interrupted": interrupted,
+              "evaluations": sum(1 for r in records if r["status"] != "duplicate"), "baseline": baseline, "best": best_obj,
               "rank_correlation": s["rank_correlation"], "best_speedup_by_evaluation": s["curve"],
               "candidates": [candidate_row(r) for r in sorted(records, key=lambda r: r["index"])]}
     _atomic(out / "report.json", json.dumps(report, indent=1, default=str) + "\n")

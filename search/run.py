@@ -210,7 +210,6 @@ class Search:
             raise SpecirError(f"the --plugin files could not be loaded: {result.get('error') or result.get('killed')}",
                               hint="check them with specir opt SPEC --plugin FILE -p NAME")
         described = result["passes"]
-        self.plugin_of = {}
         for name, d in described.items():
             # which file defines it: the first whose source names it
             d["origin"] = next((p for p in plugins if f'"{name}"' in Path(p).read_text()
@@ -254,6 +253,7 @@ class Search:
                 "device": self.device, "reference_device": "cuda" if self.device.startswith("cuda") else "cpu",
                 "declared": self.declared.as_dict(),
                 "ir_digest": scored[0] if scored and not plugins else None,
+                "key": scored[0] if scored else None,  # the proposer's key (IR digest, or a plugin candidate's)
                 "predicted": scored[3] if scored and not plugins else None,
                 "kind": scored[2] if scored else None,
                 "known": sorted(self.taken) if plugins else [],
@@ -291,7 +291,7 @@ class Search:
         s = self.s
         self._scores: dict = {}
         self.records = self.state.records()
-        self.taken = {r["ir_digest"] for r in self.records if r.get("ir_digest")}
+        self.taken = {d for r in self.records for d in (r.get("ir_digest"), r.get("key")) if d}
         self.best = reporting.summarise(self.records)["best"]
         from specir.prediction import gaps, predict
         self.gap = gaps(predict(self.pipeline, self.target, self.calibration, self.profile, self.overhead_scale))
@@ -350,7 +350,7 @@ class Search:
                                "error": f"the worker failed: {type(exc).__name__}: {exc}", "verdict": None,
                                "measured": None, "predicted": job.get("predicted"), "ir_digest": job.get("ir_digest"),
                                "seconds": None}
-                    rec["kind"] = job.get("kind")
+                    rec["kind"], rec["key"] = job.get("kind"), job.get("key")
                     self._finish(rec, counted, bar)
         except KeyboardInterrupt:
             interrupted = True
@@ -373,14 +373,13 @@ class Search:
             return False
 
     def _inflight_digests(self, inflight) -> set:
-        return {j["ir_digest"] for j in inflight.values() if j.get("ir_digest")}
+        return {d for j in inflight.values() for d in (j.get("ir_digest"), j.get("key")) if d}
 
     def _finish(self, rec: dict, counted: list, bar) -> None:
         improved = rec["status"] == "validated" and (self.best is None or
                                                      rec["measured"]["speedup"] > self.best["measured"]["speedup"])
         rec["kept"] = bool(improved)
-        if rec.get("ir_digest"):
-            self.taken.add(rec["ir_digest"])
+        self.taken |= {d for d in (rec.get("ir_digest"), rec.get("key")) if d}
         self.state.record(rec)
         self.records.append(rec)
         if rec["status"] != "duplicate":

@@ -14,7 +14,6 @@ import contextlib
 import hashlib
 import io
 import sys
-from pathlib import Path
 
 
 def ir_digest_of_text(text: str) -> str:
