@@ -81,7 +81,8 @@ def write(out: Path, meta: dict, records: list[dict], best_ir: str | None, inter
     if best:
         m = best["measured"]
         best_obj = {"pipeline": best["passes"], "speedup": m["speedup"], "tau": m["tau"],
-                    "tokens_per_s": m["tokens_per_s"], "index": best["index"], "ir_digest": best["ir_digest"],
+                    "tokens_per_s": m["tokens_per_s"], "ar_tokens_per_s_same_rounds": m["ar_tokens_per_s"],
+                    "index": best["index"], "ir_digest": best["ir_digest"],
                     "plugins": best.get("plugins") or []}
     report = {**meta, "interrupted": interrupted,
               "evaluations": sum(1 for r in records if r["status"] != "duplicate"), "baseline": baseline, "best": best_obj,
@@ -110,7 +111,7 @@ def markdown(r: dict) -> str:
     b = r["best"]
     if b:
         lines.append(f"- best: `{b['pipeline'] or '(no passes)'}`: **{b['speedup']:.3f}x** over AR, tau {b['tau']:.2f}, "
-                     f"{b['tokens_per_s']:.1f} tok/s")
+                     f"{b['tokens_per_s']:.1f} tok/s (AR in the same rounds: {b['ar_tokens_per_s_same_rounds']:.1f})")
     lines.append(f"- baseline (AR) tokens/s, median over candidates' rounds: {_f(r['baseline']['tokens_per_s'], '{:.1f}')}")
     rho = r.get("rank_correlation")
     lines.append(f"- cost model accuracy: Spearman rho of predicted vs measured speedup = {_f(rho)}")
