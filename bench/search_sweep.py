@@ -40,9 +40,11 @@ def main(argv=None) -> int:
     def run(name, **kw):
         s = Search(Settings(out=str(out / name), resume=(out / name / "search.sqlite").exists(), **common, **kw))
         s.prepare()
-        if name == "search":  # the search sees only the sweep's space
+        if name == "search":  # the search sees only the sweep's space (compared by final IR, not by spelling)
+            s._scores = {}
             score = s.score
-            s.score = lambda steps: score(steps) if s.space.spell(steps) in allowed else None
+            allowed_digests = {d[0] for d in (score(s.space.parse(t)) for t in allowed) if d}
+            s.score = lambda steps: (lambda d: d if d and d[0] in allowed_digests else None)(score(steps))
         return s.run()
 
     sweep = run("sweep", budget=len(SPACE), sweep=SPACE)
