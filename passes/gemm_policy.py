@@ -22,8 +22,9 @@ from specir.pass_base import Option, Pass
 class GemmPolicy(Pass):
     name = "gemm-policy"
     options = {
-        "cublas_min_rows": Option(int, 8, "rows from which plain bf16 linears run cuBLAS; 0 = never", min=0),
-        "models": Option(str, "", "comma-separated model names (default: every model)"),
+        "cublas_min_rows": Option(int, 8, "rows from which plain bf16 linears run cuBLAS; 0 = never", min=0,
+                                  max=1 << 20, search=(0, 8, 32)),
+        "models": Option(str, "", "comma-separated model names (default: every model)", search=("",)),
     }
 
     def run(self, pipeline: Pipeline) -> Pipeline:

@@ -37,11 +37,12 @@ def with_mask(model: Model, kind: str) -> Model:
 class TreeVerify(Pass):
     name = "tree-verify"
     options = {
-        "depth": Option(int, 0, "tree depth; 0 takes the chain's k", min=0),
-        "topk": Option(int, 4, "children per node", min=1),
-        "budget": Option(int, 32, "drafted nodes per step", min=1),
+        "depth": Option(int, 0, "tree depth; 0 takes the chain's k", min=0, search=(0, 2, 3, 4, 5, 6, 8)),
+        "topk": Option(int, 4, "children per node", min=1, search=(1, 2, 3, 4, 6, 8)),
+        "budget": Option(int, 32, "drafted nodes per step", min=1, search=(4, 8, 12, 16, 24, 32, 48, 64)),
         "expand": Option(str, "static", "static or dynamic expansion", ("static", "dynamic")),
-        "threshold": Option(float, 0.0, "dynamic expansion: minimum path probability"),
+        "threshold": Option(float, 0.0, "dynamic expansion: minimum path probability", min=0.0,
+                            search=(0.0, 0.01, 0.05, 0.1)),
     }
     provides = frozenset({"tree-verify"})
 

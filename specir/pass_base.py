@@ -25,6 +25,8 @@ class Option:
     doc: str = ""
     choices: tuple | None = None
     min: int | float | None = None  # smallest allowed value (numbers only)
+    max: int | float | None = None  # largest allowed value (numbers only)
+    search: tuple | None = None  # the values a search tries (default: `choices`, booleans, or the default)
 
     def convert(self, raw: Any) -> Any:
         """Convert a raw option value (a string from -p, or a Python value); ValueError if it does not fit."""
@@ -47,12 +49,26 @@ class Option:
             raise ValueError
         if self.min is not None and value < self.min:
             raise ValueError
+        if self.max is not None and value > self.max:
+            raise ValueError
         return value
+
+    def search_values(self) -> tuple:
+        """The values worth trying, in order: `search`, else `choices`, else both booleans, else the default."""
+        if self.search is not None:
+            return tuple(self.search)
+        if self.choices:
+            return tuple(self.choices)
+        if self.type is bool:
+            return (False, True)
+        return (self.default,)
 
     def describe(self) -> str:
         text = _TYPE_NAMES.get(self.type, self.type.__name__)
         if self.min is not None:
             text += f" >= {self.min}"
+        if self.max is not None:
+            text += f" and <= {self.max}" if self.min is not None else f" <= {self.max}"
         return f"one of {list(self.choices)}" if self.choices else text
 
 

@@ -42,6 +42,8 @@ class GuardRequest:
     device: str = "cpu"  # where the reference runs
     timeout: float | None = None  # seconds for generation; None: no limit
     default_text: str = ""  # the pipeline text used when source is None
+    sandbox: list[str] = field(default_factory=list)  # command prefix the generating child runs under
+    sandbox_folder: str | None = None  # where the child's job and result files live (writable inside it)
 
     def job(self) -> dict:
         return {"source": self.source, "target": self.target, "passes": self.passes,
@@ -143,7 +145,7 @@ def judge(job: dict) -> dict:
     declared = declared_of(request.source, request.default_text)
     folder = Path(resolve_source(declared.source))
     eos = _eos_ids(folder)
-    result = run_stage("specir.guard.child", request.job(), request.timeout)
+    result = run_stage("specir.guard.child", request.job(), request.timeout, request.sandbox, request.sandbox_folder)
     if "error" in result:
         raise GenerationFailed(str(result["error"]))
     meta = {k: result[k] for k in ("backend", "target", "seconds") if k in result}

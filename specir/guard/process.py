@@ -24,12 +24,17 @@ def _relay(stream) -> None:
     stream.close()
 
 
-def run_stage(module: str, job: dict, timeout: float | None = None) -> dict:
-    with tempfile.TemporaryDirectory(prefix="specir-guard-") as tmp:
+def run_stage(module: str, job: dict, timeout: float | None = None, prefix: list[str] | tuple = (),
+              folder: str | None = None) -> dict:
+    """`prefix`: a command line that runs the stage (e.g. a sandbox launcher, ending in its `--`);
+    `folder`: where the job and result files live (a sandbox's own folder), else a temp folder."""
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="specir-guard-", dir=folder or None) as tmp:
         job_path, out_path = Path(tmp) / "job.json", Path(tmp) / "out.json"
         job_path.write_text(json.dumps(job))
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        proc = subprocess.Popen([sys.executable, "-m", module, str(job_path), str(out_path)],
+        proc = subprocess.Popen([*prefix, sys.executable, "-m", module, str(job_path), str(out_path)],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 env=env, start_new_session=True)
         relay = threading.Thread(target=_relay, args=(proc.stdout,), daemon=True)
