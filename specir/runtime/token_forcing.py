@@ -91,7 +91,8 @@ class Reference:
                 from transformers.utils import logging as hf_logging
                 hf_logging.disable_progress_bar()
                 self.model = AutoModelForCausalLM.from_pretrained(
-                    str(folder), dtype=torch_dtype(self.dtype_name)).to(device).eval()
+                    str(folder), dtype=torch_dtype(self.dtype_name),
+                    device_map=device if str(device).startswith("cuda") else None).to(device).eval()
                 self.kind = "transformers"
                 return
             except Exception as exc:

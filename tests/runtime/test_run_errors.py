@@ -60,13 +60,15 @@ def test_weights_missing_at_run_time(tmp_path, specir_cli, pair):
     assert_error(specir_cli("run", tmp_path / "build", "--prompt-ids", "1,2"), "holds no *.safetensors weights")
 
 
-def test_gpu_target_on_a_cpu_machine(tmp_path, specir_cli, pair):
+def test_gpu_target_on_a_cpu_machine(tmp_path, specir_cli, pair, monkeypatch):
     import torch
     if torch.cuda.is_available():
         return
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # with it, GPU targets run in Triton's interpreter
     spec = write_spec(tmp_path, "p", pair[0])
-    assert_error(specir_cli("run", spec, "--target", "h200", "--prompt-ids", "1,2"),
-                 "target h200 needs an NVIDIA GPU, and this machine has none")
+    code, _, err = specir_cli("run", spec, "--target", "h200", "--prompt-ids", "1,2")
+    assert_error((code, "", err), "target h200 needs an NVIDIA GPU, and this machine has none")
+    assert "TRITON_INTERPRET=1" in err
 
 
 def test_bad_prompts_file(tmp_path, specir_cli, pair):
