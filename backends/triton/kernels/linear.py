@@ -20,14 +20,18 @@ from .linear_kernels import gemm_kernel, gemv_kernel
 
 _FORMATS = {"bf16": 0, "bf12": 1}
 _counters: dict[torch.device, torch.Tensor] = {}
+_retired: list[torch.Tensor] = []  # outgrown counter buffers stay alive: captured graphs may point at them
 
 
 def _counter_buffer(device: torch.device, size: int) -> torch.Tensor:
     """Zeroed int32 split-K arrival counters; kernels leave them zeroed after use. Allocated
     once per device with room for 65536 tiles, so that a call inside CUDA-graph capture (after
-    one eager warm-up call) never allocates. Kernels sharing it must run on one stream."""
+    one eager warm-up call) never allocates. Kernels sharing it must run on one stream. An
+    outgrown buffer is retired, not freed: graphs captured before still point at it."""
     buf = _counters.get(device)
     if buf is None or buf.numel() < size:
+        if buf is not None:
+            _retired.append(buf)
         buf = torch.zeros(max(size, 65536), dtype=torch.int32, device=device)
         _counters[device] = buf
     return buf
