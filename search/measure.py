@@ -120,7 +120,7 @@ class _InProcess:
             self.engine.generate([[1, 2, 3, 4]], 4)
             if mode == "ar":
                 self._ar[key] = self.engine
-        self.ready = {"ready": self.engine.backend}
+        self.ready = {"ready": self.engine.backend.name}
 
     def ask(self, prompts, max_new: int, batch: int) -> tuple[dict, float]:
         outputs, accepts = [], []

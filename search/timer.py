@@ -34,7 +34,7 @@ def main(argv: list[str]) -> int:
         out.write(json.dumps({"error": text}) + "\n")
         out.flush()
         return 2
-    out.write(json.dumps({"ready": engine.backend}) + "\n")
+    out.write(json.dumps({"ready": engine.backend.name}) + "\n")
     out.flush()
     for line in sys.stdin:
         request = json.loads(line)

@@ -3,8 +3,9 @@
 Contract: `step_time(pipeline, target, calibration, context)` -> `StepTime` with `draft`,
 `verify` and `overhead` seconds (and `total`). Each model forward costs its roofline
 (cost_model.forward_cost's bytes and FLOPs at the calibrated bandwidth and matmul rate) plus one
-small-op cost per op of its graph (the launch/dispatch floor); drafting by n-gram lookup and the
-accept/commit bookkeeping cost `overhead_ops` small ops per step. `overhead_scale` (fitted to a
+small-op cost per op of its graph (the launch/dispatch floor); an op's fixed host cost is its
+`overhead_s` interface (n-gram lookup), and the accept/commit bookkeeping costs
+STEP_OVERHEAD_OPS small ops per step. `overhead_scale` (fitted to a
 measured AR step by `fit_overhead`) multiplies the per-op costs. This is the one function the
 search calls for step time; when op definitions carry cost interfaces it reads them here.
 """
@@ -18,7 +19,6 @@ from .ir.nodes import Pipeline
 from .targets import Target
 
 STEP_OVERHEAD_OPS = 8  # accept + commit + the step loop, in small-op units
-NGRAM_OPS = 2
 
 
 @dataclass
@@ -43,7 +43,15 @@ def step_time(pipeline: Pipeline, target: Target, calibration: Calibration, cont
     op_s = calibration.op_seconds * overhead_scale
     draft = verify = 0.0
     parts = []
+    overhead = STEP_OVERHEAD_OPS * op_s
     for part in est["parts"]:
+        if "model" not in part:  # an op's fixed host-side cost (its `overhead_s` interface)
+            parts.append(dict(part))
+            if part["op"].startswith("draft."):
+                draft += part["seconds"]
+            else:
+                overhead += part["seconds"]
+            continue
         model = pipeline.model(part["model"])
         ops = len(model.graph.ops) if model is not None and model.graph is not None else 0
         roof = max((part["weight_bytes"] + part["kv_bytes"]) / calibration.bandwidth, part["flops"] / calibration.flops)
@@ -53,9 +61,7 @@ def step_time(pipeline: Pipeline, target: Target, calibration: Calibration, cont
             draft += seconds
         else:
             verify += seconds
-    ngram = sum(1 for op in pipeline.step.ops if op.name == "draft.ngram") if pipeline.step else 0
-    draft += ngram * NGRAM_OPS * op_s
-    return StepTime(draft, verify, STEP_OVERHEAD_OPS * op_s, parts)
+    return StepTime(draft, verify, overhead, parts)
 
 
 def fit_overhead(ar_pipeline: Pipeline, target: Target, calibration: Calibration, measured_step: float,

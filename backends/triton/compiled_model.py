@@ -76,7 +76,7 @@ class CompiledModel:
     def new_cache(self, slots: int, max_seq: int) -> KVCache:
         return KVCache(self.program.layers, slots, max_seq, self.dtype, self.device)
 
-    def forward(self, cache: KVCache, inputs: ForwardInputs) -> StaticForward:
-        return StaticForward(self, cache, inputs)
+    def forward(self, cache: KVCache, inputs: ForwardInputs, logits: bool = True) -> StaticForward:
+        return StaticForward(self, cache, inputs, logits)
 
     forward_on = forward  # the executor interface of specir.step

@@ -61,9 +61,25 @@ class _Pool:
         self.free.setdefault((buf.numel(), buf.dtype), []).append(buf)
 
 
+IMPURE = ("kv_write", "rope_kv_write", "attention")  # launches that write the KV cache
+
+
+def cache_launches(program) -> set[int]:
+    """Indices of the launches a forward needs when only its cache writes matter (no logits): the
+    cache-writing launches and everything they depend on."""
+    needed, keep = set(), set()
+    for i in range(len(program.launches) - 1, -1, -1):
+        launch = program.launches[i]
+        if launch.kind in IMPURE or needed.intersection(launch.outs):
+            keep.add(i)
+            needed.update(launch.ins)
+    return keep
+
+
 class StaticForward:
-    def __init__(self, model, cache, inputs: ForwardInputs):
-        """`model`: a CompiledModel (program, prepared weights, rope tables, dtype)."""
+    def __init__(self, model, cache, inputs: ForwardInputs, logits: bool = True):
+        """`model`: a CompiledModel (program, prepared weights, rope tables, dtype). `logits=False`:
+        only what writes the cache runs (a prefill), and `run()` returns None."""
         self.model, self.cache, self.inputs = model, cache, inputs
         program = model.program
         B, T = inputs.ids.shape
@@ -94,7 +110,10 @@ class StaticForward:
             holders[id(buf)] = (buf, set(names))
 
         self.calls = []
+        wanted = None if logits else cache_launches(program)
         for i, launch in enumerate(program.launches):
+            if wanted is not None and i not in wanted:
+                continue
             kind = launch.kind
             if kind in ("linear", "packed_linear"):
                 allocate(launch.outs, launch.attrs["widths"])
@@ -108,7 +127,7 @@ class StaticForward:
                     live.discard(v)
                     if not live:
                         pool.give(buf)
-        self.logits = self.views[program.result]
+        self.logits = self.views.get(program.result) if logits else None
         self.buffer_bytes = pool.allocated
 
     # ------------------------------------------------------------------ binding

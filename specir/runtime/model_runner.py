@@ -103,8 +103,21 @@ class ModelRunner:
     def new_cache(self, slots: int, max_seq: int) -> KVCache:
         return KVCache(self.layers, slots, max_seq, self.dtype, self.device)
 
-    def forward_on(self, cache: KVCache, inputs) -> "BoundForward":
-        return BoundForward(self, cache, inputs)
+    def forward_on(self, cache: KVCache, inputs, logits: bool = True) -> "BoundForward":
+        return BoundForward(self, cache, inputs, logits)
+
+    def cache_ops(self) -> set[int]:
+        """Indices of the ops a forward needs when only its cache writes matter (no logits): the
+        impure ops (OpDef.pure is False: they write the cache) and everything they depend on."""
+        from ..ir.opdefs import OPS
+        needed, keep = set(), set()
+        ops = self.model.graph.ops
+        for i in range(len(ops) - 1, -1, -1):
+            op = ops[i]
+            if not getattr(OPS.get(op.name), "pure", True) or (op.result and op.result in needed):
+                keep.add(i)
+                needed.update(op.values)
+        return keep
 
     # ------------------------------------------------------------------ forward
     def forward(self, slots: list[int], ids: torch.Tensor, positions: torch.Tensor,
@@ -116,7 +129,9 @@ class ModelRunner:
         return self.run_inputs(self.cache, ids, positions, lens, slot_t, off, mask)
 
     def run_inputs(self, cache: KVCache, ids: torch.Tensor, positions: torch.Tensor, lens: torch.Tensor,
-                   slots: torch.Tensor | None, offsets: torch.Tensor | None, mask: torch.Tensor | None) -> torch.Tensor:
+                   slots: torch.Tensor | None, offsets: torch.Tensor | None, mask: torch.Tensor | None,
+                   only: set[int] | None = None) -> torch.Tensor | None:
+        """`only`: run just these op indices (cache_ops(): a prefill); returns None then."""
         B, T = ids.shape
         dev = self.device
         lens = lens.to(dev).long()
@@ -147,19 +162,23 @@ class ModelRunner:
         inputs = {"ids": ids, "positions": positions, "mask": mask}
         for name, type_ in self.model.graph.params:
             env[name] = inputs[type_.name]
-        for result, kernel, operands, params in self.plan:
+        for i, (result, kernel, operands, params) in enumerate(self.plan):
+            if only is not None and i not in only:
+                continue
             out = kernel(params, state, *(env[o] for o in operands))
             if result is not None:
                 env[result] = out
-        return env[self.model.graph.result]
+        return None if only is not None else env[self.model.graph.result]
 
 
 class BoundForward:
-    """One forward of a ModelRunner bound to a cache and ForwardInputs (read when it runs)."""
+    """One forward of a ModelRunner bound to a cache and ForwardInputs (read when it runs);
+    `logits=False` runs only what writes the cache and returns None."""
 
-    def __init__(self, runner: ModelRunner, cache: KVCache, inputs):
+    def __init__(self, runner: ModelRunner, cache: KVCache, inputs, logits: bool = True):
         self.runner, self.cache, self.inputs = runner, cache, inputs
+        self.only = None if logits else runner.cache_ops()
 
-    def run(self) -> torch.Tensor:
+    def run(self) -> torch.Tensor | None:
         i = self.inputs
-        return self.runner.run_inputs(self.cache, i.ids, i.pos, i.lens, i.slots, i.offsets, i.mask)
+        return self.runner.run_inputs(self.cache, i.ids, i.pos, i.lens, i.slots, i.offsets, i.mask, self.only)

@@ -4,7 +4,8 @@
 - `name`: picks an op's backend-specific lowering (`StepInterfaces.lowerings[name]`), else its torch
   semantics run;
 - `executor(model, weights)`: the model region compiled for this backend: `new_cache(B, max_seq)`,
-  `forward_on(cache, ForwardInputs) -> .run() -> logits [B, T, V]`; `compiled(model, load)` returns
+  `forward_on(cache, ForwardInputs, logits=True) -> .run() -> logits [B, T, V]` (with logits=False
+  only the ops that write the cache run, and run() returns None: a prefill); `compiled(model, load)` returns
   the one this backend instance already built for a region with the same weights, ops and attributes
   (engines sharing a backend share device weights: a pipeline and its AR baseline), else builds it
   from `load()`;

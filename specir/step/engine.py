@@ -165,7 +165,8 @@ class Session:
         self.prefills.clear()
 
     def prefill(self, entries: list[tuple[int, list[int]]]) -> None:
-        """Commit every prompt token but the last into every model's cache, in the given slots."""
+        """Commit every prompt token but the last into every model's cache, in the given slots (caches
+        only: a prefill computes no logits)."""
         ctx, dev = self.ctx, self.engine.device
         feeds = [p[:-1] for _, p in entries]
         longest = max(len(f) for f in feeds)
@@ -182,7 +183,8 @@ class Session:
                 if entry is None:
                     inputs = ForwardInputs.allocate(len(entries), T, dev, slots=True)
                     inputs.pos.copy_(torch.arange(T)[None, :].expand(len(entries), T))
-                    entry = self.prefills[key] = (inputs, state.executor.forward_on(state.cache, inputs))
+                    entry = self.prefills[key] = (inputs, state.executor.forward_on(state.cache, inputs,
+                                                                                     logits=False))
                 inputs, forward = entry
                 inputs.ids.copy_(ids)
                 inputs.slots.copy_(slots)

@@ -5,8 +5,10 @@ import json
 import os
 import signal
 import socket
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -36,17 +38,22 @@ def test_search_on_a_local_ray_cluster(search_pair, tmp_path, specir_cli):
     ray = str(Path(sys.executable).with_name("ray"))
     port = _free_port()
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+    # Ray's unix sockets live under --temp-dir; a pytest tmp_path is past the 107-byte socket limit
+    ray_tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+    log = open(tmp_path / "ray-head.log", "wb")
     # --block keeps the head in this process group: the test ends exactly what it started
     head = subprocess.Popen([ray, "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(port),
                              "--num-cpus", "2", "--include-dashboard", "false", "--disable-usage-stats",
-                             "--temp-dir", str(tmp_path / "ray")], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+                             "--temp-dir", ray_tmp], stdout=subprocess.DEVNULL,
+                            stderr=log, env=env, start_new_session=True)
     try:
         for _ in range(600):
             if _listening(port) or head.poll() is not None:
                 break
             time.sleep(0.5)
-        assert head.poll() is None and _listening(port), "the Ray head did not start"
+        if head.poll() is not None:
+            pytest.fail(f"the Ray head did not start: {(tmp_path / 'ray-head.log').read_text(errors='replace')[-2000:]}")
+        assert _listening(port), "the Ray head did not listen within 300 s"
         code, out, err = specir_cli(*search_args(spec, prompts, tmp_path / "out", tmp_path / "m.sqlite",
                                                  "--budget", 2, "--workers", 2, "--ray", f"127.0.0.1:{port}"))
         assert code == 0, err
@@ -54,9 +61,20 @@ def test_search_on_a_local_ray_cluster(search_pair, tmp_path, specir_cli):
         assert report["ray"] == f"127.0.0.1:{port}" and report["evaluations"] == 2
         assert all(c["status"] == "validated" for c in report["candidates"]), report["candidates"]
     finally:
-        os.killpg(head.pid, signal.SIGTERM)
+        _stop(head)
+        log.close()
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def _stop(head: subprocess.Popen) -> None:
+    """End the head's whole process group (TERM, then KILL after 60 s); it may already be gone."""
+    for sig, wait in ((signal.SIGTERM, 60), (signal.SIGKILL, None)):
         try:
-            head.wait(timeout=60)
+            os.killpg(head.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            head.wait(timeout=wait)
+            return
         except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
-            head.wait()
+            continue

@@ -84,13 +84,10 @@ def test_a_tree_holds_the_chain_and_accepts_at_least_as_much():
 
 
 def test_ngram_acceptance_follows_the_lookup_rule():
-    from specir.runtime.drafting import draft_ngram
+    from specir.step.ops.draft_ngram import lookup
     seq = Sequence([5, 6, 7, 5, 6], [7, 5, 6, 8], [])
     p = Profile([seq], None)
-
-    class R:
-        tokens = [5, 6, 7, 5, 6]
-    proposal = draft_ngram([R], 3, 3, 1).tokens[0]
+    proposal = lookup([5, 6, 7, 5, 6], 3, 3, 1)
     assert proposal == [7, 5, 6]
     tau = p.tau(Op("draft.ngram", ("%ctx",), Attrs({"k": 3})))
     assert tau == pytest.approx(4 / 1)  # one step: 3 drafted tokens accepted, then the target's own

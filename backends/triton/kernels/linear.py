@@ -58,6 +58,9 @@ def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, 
     """Run one kernel over `rows_in` weight rows (bf16 `w` or BF12 planes), writing y2[:, rows].
     With `raw`/`raw_rows` (BF12 GEMV, cfg.fuse_raw) the same launch also computes the raw bf16 rows."""
     m = x2.shape[0]
+    if max(m * y2.stride(0), m * x2.stride(0)) >= 2 ** 31:
+        raise ValueError(f"a {m}-row linear with {y2.shape[1]} outputs overflows the kernels' int32 row offsets; "
+                         "split the rows into smaller launches")
     groups_total = -(-k // 128)
     n_iters = -(-groups_total // cfg.groups)
     n_full = k // (128 * cfg.groups)
