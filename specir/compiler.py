@@ -14,7 +14,7 @@ from pathlib import Path
 
 from . import __version__
 from .backends_api import lower
-from .build_folder import atomic_build
+from .build_folder import atomic_build, check_output
 from .cost_model import estimate
 from .ir.nodes import Pipeline
 from .ir.printer import print_pipeline
@@ -41,6 +41,7 @@ def _spec_folder(spec: str | Path) -> Path | None:
 def compile_pipeline(spec: str | Path, target_name: str, out: str | Path, pipeline_string: str = "",
                      *, print_after_all: bool = False, debug: bool = False) -> dict:
     target = get_target(target_name)
+    check_output(Path(out))  # before the passes: a refused -o costs nothing
     pipeline, manager = optimise(spec, pipeline_string, print_after_all=print_after_all, debug=debug)
     with atomic_build(Path(out)) as tmp:
         lowering = lower(pipeline, target, tmp)
