@@ -16,6 +16,7 @@ from ..errors import SpecirError
 from ..ir.nodes import Pipeline
 from . import acceptance
 from .drafting import draft_chain, draft_ngram, draft_tree
+from .memory import draft_width
 from .model_runner import ModelRunner
 from .threads import apply_threads
 from .tree_mask import ancestor_mask
@@ -95,13 +96,7 @@ class Engine:
 
     # ----------------------------------------------------------------- set-up
     def max_draft_width(self) -> int:
-        width = 0
-        for op in self.pipeline.step.ops:
-            if op.name == "draft.tree":
-                width = max(width, op.attrs["budget"], op.attrs["topk"] * op.attrs["depth"])
-            elif op.name.startswith("draft."):
-                width = max(width, op.attrs.get("k", 0))
-        return width
+        return draft_width(self.pipeline)
 
     def _make_runners(self, slots: int, max_seq: int) -> None:
         self.runners = {name: ModelRunner(m, self.weights[name], slots=slots, max_seq=max_seq, device=self.device,
