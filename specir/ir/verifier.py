@@ -167,10 +167,12 @@ def _walk(ops, region: str, scope: _Scope, fallback, fill: bool) -> tuple[Op, ..
 
 def _check_graph(pipeline: Pipeline, model: Model, fill: bool) -> Graph:
     graph = model.graph
-    names = [w.name for w in model.weights]
+    seen = set()
     for w in model.weights:
-        if names.count(w.name) > 1:
-            raise _error(f"weight {w.name!r} is declared twice in @{model.name}", w, model)
+        if w.name in seen:
+            raise _error(f"weight {w.name!r} is declared twice in @{model.name}", w, model,
+                         "declare each checkpoint tensor once")
+        seen.add(w.name)
     scope = _Scope(pipeline, model, model)
     kinds = {}
     for name, t in graph.params:
