@@ -18,10 +18,12 @@ from .build_folder import atomic_build, check_output
 from .cost_model import estimate
 from .ir.nodes import Pipeline
 from .ir.printer import print_pipeline
+from .ir.verifier import require_step
 from .load import load_pipeline
 from .pass_manager import PassManager, facts_of
 from .pass_pipeline import build_passes
 from .runtime.packed_weights import write_packed_weights
+from .runtime.weights import check_checkpoints
 from .targets import get_target
 
 
@@ -43,6 +45,8 @@ def compile_pipeline(spec: str | Path, target_name: str, out: str | Path, pipeli
     target = get_target(target_name)
     check_output(Path(out))  # before the passes: a refused -o costs nothing
     pipeline, manager = optimise(spec, pipeline_string, print_after_all=print_after_all, debug=debug)
+    require_step(pipeline, "compiling")
+    check_checkpoints(pipeline, _spec_folder(spec))  # declared weights vs the safetensors headers, before lowering
     with atomic_build(Path(out)) as tmp:
         lowering = lower(pipeline, target, tmp)
         packed = write_packed_weights(lowering.pipeline, tmp, _spec_folder(spec))

@@ -41,6 +41,10 @@ def parse_pipeline_string(text: str) -> list[PassSpec]:
             close = text.find("}", i)
             if close < 0:
                 fail("unclosed '{' in pass options", i, "close it with '}'")
+            inner = text.find("{", i + 1, close)
+            if inner >= 0:
+                fail("pass options cannot nest '{'", inner, f"write {name}{{key=value,key2=value2}}, "
+                     f"e.g. tree-verify{{budget=32}}")
             body_start = i + 1
             for part in _split_top(text[body_start:close]):
                 piece, offset = part
@@ -86,9 +90,13 @@ def build_passes(text: str) -> list[Pass]:
             raise SpecirError(exc.message, location=SourceLocation("-p", 1, spec.column, text),
                               hint=exc.hint) from None
         try:
-            passes.append(cls(**spec.options))
+            instance = cls(**spec.options)
         except SpecirError as exc:
             key = next((k for k in spec.options if repr(k) in exc.message), None)
             col = spec.option_columns.get(key, spec.column - 1) + 1 if key else spec.column
             raise SpecirError(exc.message, location=SourceLocation("-p", 1, col, text), hint=exc.hint) from None
+        # where the pass and each option stand in the string: errors the pass raises later point there
+        instance.where = {"": SourceLocation("-p", 1, spec.column, text),
+                          **{k: SourceLocation("-p", 1, c + 1, text) for k, c in spec.option_columns.items()}}
+        passes.append(instance)
     return passes

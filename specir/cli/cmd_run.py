@@ -32,6 +32,9 @@ def run(args) -> int:
     if not (math.isfinite(args.temperature) and args.temperature >= 0):
         raise SpecirError(f"--temperature must be a finite number >= 0, got {args.temperature}",
                           hint="0 = greedy; e.g. --temperature 0.8")
+    if not 0 <= args.seed < 2**64:
+        shown = args.seed if abs(args.seed) < 10**24 else f"{str(args.seed)[:12]}... ({len(str(args.seed))} digits)"
+        raise SpecirError(f"--seed must be from 0 to 2**64 - 1, got {shown}", hint="e.g. --seed 0")
     session = session_from(args)
     folder = str(session.target_folder())
     prompt = parse_prompt_ids(args.prompt_ids) if args.prompt_ids is not None else encode(folder, args.prompt)

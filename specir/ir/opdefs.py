@@ -5,6 +5,7 @@ The verifier checks ops against these definitions; canonicalize reads `pure` and
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,10 +21,30 @@ class AttrSpec:
     default: Any = MISSING  # MISSING means required
     choices: tuple | None = None
     doc: str = ""
+    valid: Callable[[Any], str | None] | None = None  # None if the value is fine, else what it must be
 
     @property
     def required(self) -> bool:
         return self.default is MISSING
+
+
+MAX_DRAFT_TOKENS = 1024  # k of a chain, depth and topk of a tree: drafted tokens per step / per node
+MAX_TREE_BUDGET = 4096  # drafted nodes of a tree per step
+
+
+def in_range(lo: float | None = None, hi: float | None = None, *, above: bool = False) -> Callable[[Any], str | None]:
+    """A value check: lo <= x <= hi (lo < x with `above`); the verifier already refuses nan and inf."""
+    if lo is not None and hi is not None:
+        want = f"{'>' if above else '>='} {lo} and <= {hi}" if above else f"between {lo} and {hi}"
+    elif lo is not None:
+        want = f"{'>' if above else '>='} {lo}"
+    else:
+        want = f"<= {hi}"
+
+    def check(x):
+        low_bad = lo is not None and (x <= lo if above else x < lo)
+        return f"must be {want}" if low_bad or (hi is not None and x > hi) else None
+    return check
 
 
 @dataclass(frozen=True)
@@ -51,6 +72,7 @@ class OpDef:
     infer: Callable[..., Type | None] = lambda op, ctx: None
     pure: bool = True
     doc: str = ""
+    cache_layer: str | None = None  # the attribute naming the KV-cache layer this op writes (one op per layer)
 
 
 OPS: dict[str, OpDef] = {}
@@ -121,6 +143,13 @@ def _infer_rope(op, ctx):
     if "type" not in rope or "theta" not in rope:
         raise TypeRuleError("rope attribute needs at least `type` and `theta`",
                             'e.g. rope = {theta = 10000.0, type = "default"}')
+    theta = rope["theta"]
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not math.isfinite(theta) or theta <= 0:
+        raise TypeRuleError(f"rope theta must be a finite number > 0, got {theta!r}",
+                            "theta is the rotary base (rope_theta in config.json), e.g. 10000.0")
+    for key, value in rope.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise TypeRuleError(f"rope {key} must be a finite number, got {value!r}", "fix the rope parameters")
     return x
 
 
@@ -165,8 +194,10 @@ ROPE_DOC = "rotary parameters: type (default|linear|dynamic|yarn|longrope|llama3
 register_op(OpDef("embed", "model", (value("ids", "ids"),), {"weight": AttrSpec("str")}, _infer_embed,
                   doc="Gather rows of the embedding table."))
 register_op(OpDef("rms_norm", "model", (value("x", "act"),),
-                  {"weight": AttrSpec("str"), "eps": AttrSpec("float"),
-                   "group": AttrSpec("int", 0, doc="normalise each group of this many channels (qk-norm)")},
+                  {"weight": AttrSpec("str"), "eps": AttrSpec("float", doc="added to the mean square (rms_norm_eps), "
+                                                               "e.g. 1e-6", valid=in_range(0, above=True)),
+                   "group": AttrSpec("int", 0, doc="normalise each group of this many channels (qk-norm)",
+                                     valid=in_range(0))},
                   _infer_norm, doc="RMSNorm, HF Llama numerics."))
 register_op(OpDef("linear", "model", (value("x", "act"),),
                   {"weight": AttrSpec("str"), "bias": AttrSpec("str", "")}, _infer_linear_dtype,
@@ -176,15 +207,17 @@ register_op(OpDef("packed_linear", "model", (value("x", "act"),),
                    "bias": AttrSpec("str", "")}, _infer_packed_linear,
                   doc="linear over packed weights, decoded inside the kernel."))
 register_op(OpDef("rope", "model", (value("x", "act"), value("positions", "positions")),
-                  {"head_dim": AttrSpec("int"), "rope": AttrSpec("dict", doc=ROPE_DOC)}, _infer_rope,
+                  {"head_dim": AttrSpec("int", valid=in_range(1)), "rope": AttrSpec("dict", doc=ROPE_DOC)}, _infer_rope,
                   doc="Rotary embedding at absolute positions (rotate_half convention)."))
 register_op(OpDef("attention", "model",
                   (value("q", "act"), value("k", "act"), value("v", "act"), value("mask", "mask")),
-                  {"layer": AttrSpec("int", doc="KV-cache slot of this layer"),
-                   "heads": AttrSpec("int"), "kv_heads": AttrSpec("int"), "head_dim": AttrSpec("int"),
-                   "scale": AttrSpec("float", 0.0, doc="0 means 1/sqrt(head_dim)"),
-                   "window": AttrSpec("int", 0, doc="sliding window; 0 means none")},
-                  _infer_attention, pure=False,
+                  {"layer": AttrSpec("int", doc="KV-cache slot of this layer: the graph's attention ops are "
+                                                 "layers 0, 1, ... n-1, each once", valid=in_range(0)),
+                   "heads": AttrSpec("int", valid=in_range(1)), "kv_heads": AttrSpec("int", valid=in_range(1)),
+                   "head_dim": AttrSpec("int", valid=in_range(1)),
+                   "scale": AttrSpec("float", 0.0, doc="0 means 1/sqrt(head_dim)", valid=in_range(0)),
+                   "window": AttrSpec("int", 0, doc="sliding window; 0 means none", valid=in_range(0))},
+                  _infer_attention, pure=False, cache_layer="layer",
                   doc="Writes k/v to the layer's cache, attends over cache + new tokens under the mask."))
 register_op(OpDef("swiglu", "model", (value("gate", "act"), value("up", "act")), {}, _infer_same_width,
                   doc="silu(gate) * up."))
@@ -222,10 +255,16 @@ def _infer_draft_chain(op, ctx):
     if op.attrs["k"] < 1:
         raise TypeRuleError(f"k must be at least 1, got {op.attrs['k']}",
                             "k is the number of drafted tokens per step (for plain decoding, drop the draft op)")
+    if op.attrs["k"] > MAX_DRAFT_TOKENS:
+        raise TypeRuleError(f"k must be at most {MAX_DRAFT_TOKENS}, got {op.attrs['k']}",
+                            "k is the number of drafted tokens per step; a few (2-16) pay off")
     if op.name == "draft.ngram":
         lo, hi = op.attrs.get("min_ngram", 1), op.attrs.get("max_ngram", 3)
         if lo < 1 or hi < lo:
             raise TypeRuleError(f"need 1 <= min_ngram <= max_ngram, got min_ngram = {lo}, max_ngram = {hi}",
+                                "the n-gram lengths matched against earlier context, e.g. min_ngram = 1, max_ngram = 3")
+        if hi > MAX_DRAFT_TOKENS:
+            raise TypeRuleError(f"max_ngram must be at most {MAX_DRAFT_TOKENS}, got {hi}",
                                 "the n-gram lengths matched against earlier context, e.g. min_ngram = 1, max_ngram = 3")
     return TOKENS
 
@@ -242,7 +281,14 @@ def _infer_draft_tree(op, ctx):
                             f"not mask<{mask}>", "the tree-verify pass rewrites both models' masks")
     a = op.attrs
     if a["depth"] < 1 or a["topk"] < 1 or a["budget"] < 1:
-        raise TypeRuleError("depth, topk and budget must be at least 1")
+        raise TypeRuleError("depth, topk and budget must be at least 1", "e.g. {budget = 32, depth = 4, topk = 4}")
+    for key, most in (("depth", MAX_DRAFT_TOKENS), ("topk", MAX_DRAFT_TOKENS), ("budget", MAX_TREE_BUDGET)):
+        if a[key] > most:
+            raise TypeRuleError(f"{key} must be at most {most}, got {a[key]}", "e.g. {budget = 32, depth = 4, topk = 4}")
+    vocab = _model_vocab(ctx, op.operands[0])
+    if vocab is not None and a["topk"] > vocab:
+        raise TypeRuleError(f"topk {a['topk']} is more than the drafter's vocabulary of {vocab} tokens",
+                            "topk is the number of children per node, at most the vocabulary size")
     return TREE
 
 
@@ -253,7 +299,8 @@ register_op(OpDef("draft.tree", "step", (symbol("drafter"), value("ctx", "contex
                    "expand": AttrSpec("str", "static", choices=("static", "dynamic"),
                                       doc="static: best-first by cumulative draft probability up to the budget; "
                                           "dynamic: stop expanding nodes whose draft confidence is below `threshold`"),
-                   "threshold": AttrSpec("float", 0.0, doc="dynamic expansion: minimum path probability")},
+                   "threshold": AttrSpec("float", 0.0, doc="dynamic expansion: minimum path probability",
+                                         valid=in_range(0, 1))},
                   _infer_draft_tree, doc="A token tree: static top-k expansion or dynamic by draft confidence."))
 register_op(OpDef("verify.chain", "step",
                   (symbol("target"), value("ctx", "context"), value("draft", "tokens", optional=True)),

@@ -12,12 +12,13 @@ Unexpanded `import(...)` models are skipped (loading expands them first).
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import replace
 
 from ..errors import SpecirError
 from .nodes import Attrs, Graph, Model, Op, Pipeline, Step
 from .opdefs import OPS, OpDef, TypeRuleError
-from .types import TensorType, Type
+from .types import WEIGHT_DTYPES, TensorType, Type
 
 _KIND_NAMES = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false",
                "list": "a list", "dict": "a dictionary {k = v}"}
@@ -78,6 +79,29 @@ def _error(message: str, op_or_node, fallback, hint: str | None = None) -> Speci
     return SpecirError(message, location=loc, hint=hint, path=path)
 
 
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def bad_number(value) -> str | None:
+    """What is wrong with a number anywhere in an attribute value (ints must fit in 64 bits, floats
+    must be finite), or None."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, bool):
+            continue
+        if isinstance(v, int) and not INT64[0] <= v <= INT64[1]:
+            shown = str(v) if len(str(v)) <= 24 else f"{str(v)[:12]}...({len(str(v))} digits)"
+            return f"integer {shown} does not fit in 64 bits"
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"{v!r} is not a finite number"
+        if isinstance(v, tuple):
+            stack.extend(v)
+        elif isinstance(v, Attrs):
+            stack.extend(v.values())
+    return None
+
+
 def _check_attrs(op: Op, opdef: OpDef, fallback) -> None:
     for key, value in op.attrs.items():
         spec = opdef.attrs.get(key)
@@ -88,14 +112,25 @@ def _check_attrs(op: Op, opdef: OpDef, fallback) -> None:
             raise _error(f"unknown attribute {key!r} for op {op.name}", op, fallback, hint)
         if not _fits(spec.kind, value):
             raise _error(f"attribute {key!r} of {op.name} must be {_KIND_NAMES[spec.kind]}, got {value!r}",
-                         op, fallback, spec.doc or None)
+                         op, fallback, spec.doc or f"write {key} = <{spec.kind}>")
+        problem = bad_number(value)
+        if problem:
+            raise _error(f"attribute {key!r} of {op.name}: {problem}", op, fallback,
+                         spec.doc or "integers are 64-bit and numbers finite")
         if spec.choices and value not in spec.choices:
             raise _error(f"attribute {key!r} of {op.name} must be one of {list(spec.choices)}, got {value!r}",
-                         op, fallback)
+                         op, fallback, f"e.g. {key} = {_show(spec.choices[0])}")
+        want = spec.valid(value) if spec.valid else None
+        if want:
+            raise _error(f"attribute {key!r} of {op.name} {want}, got {value!r}", op, fallback, spec.doc or None)
     for key, spec in opdef.attrs.items():
         if spec.required and key not in op.attrs:
             raise _error(f"op {op.name} needs attribute {key!r}", op, fallback,
                          f"{key}: {spec.doc}" if spec.doc else f"add {{{key} = ...}}")
+
+
+def _show(value) -> str:
+    return f'"{value}"' if isinstance(value, str) else str(value)
 
 
 def _check_operands(op: Op, opdef: OpDef, scope: _Scope, fallback) -> None:
@@ -173,6 +208,13 @@ def _check_graph(pipeline: Pipeline, model: Model, fill: bool) -> Graph:
             raise _error(f"weight {w.name!r} is declared twice in @{model.name}", w, model,
                          "declare each checkpoint tensor once")
         seen.add(w.name)
+        if w.type.dtype not in WEIGHT_DTYPES:
+            raise _error(f"weight {w.name!r} has dtype {w.type.dtype!r}", w, model,
+                         "weight dtypes: " + ", ".join(WEIGHT_DTYPES))
+        bad = next((d for d in w.type.shape if not 1 <= d <= INT64[1]), None)
+        if bad is not None:
+            raise _error(f"weight {w.name!r} has dimension {bad}: dimensions must be positive (and fit in 64 bits)",
+                         w, model, "write the checkpoint tensor's shape, e.g. bf16[4096, 4096]")
     scope = _Scope(pipeline, model, model)
     kinds = {}
     for name, t in graph.params:
@@ -188,6 +230,7 @@ def _check_graph(pipeline: Pipeline, model: Model, fill: bool) -> Graph:
     if len(mask.params) != 1 or mask.params[0] not in ("causal", "tree"):
         raise _error(f"mask type must be mask<causal> or mask<tree>, got {mask}", graph, model)
     ops = _walk(graph.ops, "model", scope, model, fill)
+    _check_cache_layers(model, ops)
     if graph.result not in scope.types:
         raise _error(f"graph of @{model.name} returns {graph.result}, which is not defined", graph, model)
     got = scope.types[graph.result]
@@ -195,6 +238,24 @@ def _check_graph(pipeline: Pipeline, model: Model, fill: bool) -> Graph:
         raise _error(f"graph of @{model.name} is declared to return {graph.result_type} but returns {got}",
                      graph, model, "a model graph returns logits<vocab>")
     return replace(graph, ops=ops)
+
+
+def _check_cache_layers(model: Model, ops) -> None:
+    """Ops that write a KV-cache layer (OpDef.cache_layer) number their layers 0..n-1, each once."""
+    first: dict[int, Op] = {}
+    writers = [(op, op.attrs[OPS[op.name].cache_layer]) for op in ops if OPS[op.name].cache_layer]
+    for op, layer in writers:
+        if layer in first:
+            line = first[layer].loc.line if first[layer].loc else None
+            raise _error(f"KV-cache layer {layer} of @{model.name} is written by two ops"
+                         + (f" (the first at line {line})" if line else ""), op, model,
+                         "each attention op owns one cache layer: number them 0, 1, ... in order")
+        first[layer] = op
+    for op, layer in writers:
+        if layer >= len(writers):
+            raise _error(f"KV-cache layer {layer} is out of range: @{model.name} has {len(writers)} attention "
+                         f"layer{'s' if len(writers) != 1 else ''}, numbered 0 to {len(writers) - 1}", op, model,
+                         f"use layer = {len(writers) - 1} or less")
 
 
 def _check_step(pipeline: Pipeline, step: Step, fill: bool) -> Step:
@@ -236,6 +297,13 @@ def _run(pipeline: Pipeline, fill: bool) -> Pipeline:
     if pipeline.step is not None:
         pipeline = replace(pipeline, step=_check_step(pipeline, pipeline.step, fill))
     return pipeline
+
+
+def require_step(pipeline: Pipeline, what: str) -> None:
+    """SpecirError (at the pipeline) when it has no step: `what` (compiling, running, a pass) needs one."""
+    if pipeline.step is None:
+        raise _error(f"pipeline {pipeline.name} has no step: {what} needs one", pipeline, pipeline,
+                     "add the decode step: step(%ctx: context) { ... commit %ctx, %accepted } (specir init writes one)")
 
 
 def infer_types(pipeline: Pipeline) -> Pipeline:

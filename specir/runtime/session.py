@@ -10,6 +10,7 @@ from ..build_folder import is_build_folder, read_manifest
 from ..compiler import optimise
 from ..errors import SpecirError
 from ..ir.nodes import Pipeline
+from ..ir.verifier import require_step
 from ..load import load_pipeline
 from ..targets import Target, get_target, host_target, require_available
 from .engine import Engine
@@ -38,6 +39,7 @@ class Session:
 
 
 def _target_model(pipeline: Pipeline):
+    require_step(pipeline, "running")
     verify = [op for op in pipeline.step.ops if op.name.startswith("verify.")]
     if not verify:
         raise SpecirError("the step verifies nothing", hint="a step needs a verify op on the target")
@@ -70,10 +72,12 @@ def open_session(source: str | None, target: str | None = None, passes: str = ""
         spec_source = manifest.get("source")
         base = Path(spec_source).parent if spec_source and not spec_source.startswith("<") else None
         pipeline = load_pipeline(path / "pipeline.spec")
+        require_step(pipeline, "running")
         return Session(pipeline, tgt, manifest["backend"], path, base)
     tgt = get_target(target or host_target())
     require_available(tgt)
     pipeline, _ = optimise(path, passes)
+    require_step(pipeline, "running")
     return Session(pipeline, tgt, _backend_for(tgt), None, path.parent)
 
 
