@@ -207,14 +207,15 @@ register_op(OpDef("packed_linear", "model", (value("x", "act"),),
                    "bias": AttrSpec("str", "")}, _infer_packed_linear,
                   doc="linear over packed weights, decoded inside the kernel."))
 register_op(OpDef("rope", "model", (value("x", "act"), value("positions", "positions")),
-                  {"head_dim": AttrSpec("int", valid=in_range(1)), "rope": AttrSpec("dict", doc=ROPE_DOC)}, _infer_rope,
+                  {"head_dim": AttrSpec("int", doc="channels per head", valid=in_range(1)), "rope": AttrSpec("dict", doc=ROPE_DOC)}, _infer_rope,
                   doc="Rotary embedding at absolute positions (rotate_half convention)."))
 register_op(OpDef("attention", "model",
                   (value("q", "act"), value("k", "act"), value("v", "act"), value("mask", "mask")),
                   {"layer": AttrSpec("int", doc="KV-cache slot of this layer: the graph's attention ops are "
                                                  "layers 0, 1, ... n-1, each once", valid=in_range(0)),
-                   "heads": AttrSpec("int", valid=in_range(1)), "kv_heads": AttrSpec("int", valid=in_range(1)),
-                   "head_dim": AttrSpec("int", valid=in_range(1)),
+                   "heads": AttrSpec("int", doc="query heads (num_attention_heads)", valid=in_range(1)),
+                   "kv_heads": AttrSpec("int", doc="key/value heads (num_key_value_heads)", valid=in_range(1)),
+                   "head_dim": AttrSpec("int", doc="channels per head", valid=in_range(1)),
                    "scale": AttrSpec("float", 0.0, doc="0 means 1/sqrt(head_dim)", valid=in_range(0)),
                    "window": AttrSpec("int", 0, doc="sliding window; 0 means none", valid=in_range(0))},
                   _infer_attention, pure=False, cache_layer="layer",

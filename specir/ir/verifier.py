@@ -122,7 +122,8 @@ def _check_attrs(op: Op, opdef: OpDef, fallback) -> None:
                          op, fallback, f"e.g. {key} = {_show(spec.choices[0])}")
         want = spec.valid(value) if spec.valid else None
         if want:
-            raise _error(f"attribute {key!r} of {op.name} {want}, got {value!r}", op, fallback, spec.doc or None)
+            raise _error(f"attribute {key!r} of {op.name} {want}, got {value!r}", op, fallback,
+                         spec.doc or f"{key} {want}")
     for key, spec in opdef.attrs.items():
         if spec.required and key not in op.attrs:
             raise _error(f"op {op.name} needs attribute {key!r}", op, fallback,

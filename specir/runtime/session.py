@@ -15,7 +15,7 @@ from ..load import load_pipeline
 from ..targets import Target, get_target, host_target, require_available
 from .engine import Engine
 from .packed_weights import FOLDER as PACKED_FOLDER
-from .weights import load_weights, model_folder
+from .weights import check_checkpoints, load_weights, model_folder
 
 
 @dataclass
@@ -73,11 +73,13 @@ def open_session(source: str | None, target: str | None = None, passes: str = ""
         base = Path(spec_source).parent if spec_source and not spec_source.startswith("<") else None
         pipeline = load_pipeline(path / "pipeline.spec")
         require_step(pipeline, "running")
+        check_checkpoints(pipeline, base)  # headers vs declarations, before any kernel is compiled
         return Session(pipeline, tgt, manifest["backend"], path, base)
     tgt = get_target(target or host_target())
     require_available(tgt)
     pipeline, _ = optimise(path, passes)
     require_step(pipeline, "running")
+    check_checkpoints(pipeline, path.parent)
     return Session(pipeline, tgt, _backend_for(tgt), None, path.parent)
 
 
