@@ -56,7 +56,7 @@ def parse_pipeline_string(text: str) -> list[PassSpec]:
                 key, value = piece.split("=", 1)
                 key = key.strip()
                 if key in options:
-                    fail(f"option {key!r} is given twice", col)
+                    fail(f"option {key!r} is given twice", col, "keep one of them")
                 options[key] = value.strip().strip('"')
                 columns[key] = col + len(piece) - len(piece.lstrip())
             i = close + 1
@@ -65,7 +65,7 @@ def parse_pipeline_string(text: str) -> list[PassSpec]:
             i += 1
         if i < n:
             if text[i] != ",":
-                fail(f"expected ',' between passes, found {text[i]!r}", i)
+                fail(f"expected ',' between passes, found {text[i]!r}", i, "pipeline strings look like a{k=v},b")
             i += 1
     return specs
 

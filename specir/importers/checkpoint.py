@@ -52,7 +52,8 @@ def read_config(path: str | Path, where: SourceLocation | None = None) -> dict:
                           location=where, path=str(config_path),
                           hint="the file is corrupt; re-save it with save_pretrained") from None
     if not isinstance(config, dict):
-        raise SpecirError("config.json must hold a JSON object", location=where, path=str(config_path))
+        raise SpecirError("config.json must hold a JSON object", location=where, path=str(config_path),
+                          hint="the file is not a Hugging Face config; re-save it with save_pretrained")
     return config
 
 
@@ -135,7 +136,7 @@ def tensor_index(path: str | Path, where: SourceLocation | None = None) -> dict[
     for file in files:
         if not file.is_file():
             raise SpecirError(f"weight file {file.name} listed in the index is missing", location=where,
-                              path=str(file))
+                              path=str(file), hint="copy the missing shard, or re-save the checkpoint")
         for name, info in _read_header(file, where).items():
             dtype = SAFETENSORS_DTYPES.get(info.get("dtype"), str(info.get("dtype")).lower())
             tensors[name] = TensorInfo(dtype, tuple(info.get("shape", ())), file)

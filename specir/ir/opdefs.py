@@ -101,7 +101,7 @@ def _weight_shape(op, ctx, attr="weight"):
 def _infer_embed(op, ctx):
     shape = _weight_shape(op, ctx)
     if len(shape) != 2:
-        raise TypeRuleError(f"embedding weight must be 2-D, got shape {list(shape)}")
+        raise TypeRuleError(f"embedding weight must be 2-D, got shape {list(shape)}", "the embedding table is [vocab, hidden]")
     return act(shape[1])
 
 
@@ -114,7 +114,7 @@ def _infer_norm(op, ctx):
         raise TypeRuleError(f"norm weight has shape {list(shape)}, expected [{want}]",
                             "the weight must match the normalised width (or `group`)")
     if group and x.width % group:
-        raise TypeRuleError(f"width {x.width} is not a multiple of group {group}")
+        raise TypeRuleError(f"width {x.width} is not a multiple of group {group}", "group is the head_dim of a per-head norm")
     return x
 
 
@@ -128,7 +128,7 @@ def _infer_linear(op, ctx):
     if op.attrs.get("bias"):
         bias = _weight_shape(op, ctx, "bias")
         if bias != (shape[0],):
-            raise TypeRuleError(f"bias has shape {list(bias)}, expected [{shape[0]}]")
+            raise TypeRuleError(f"bias has shape {list(bias)}, expected [{shape[0]}]", "a bias has one value per output")
     if op.type is not None and op.type.name == "logits":
         return logits(shape[0])
     return act(shape[0])
@@ -138,7 +138,7 @@ def _infer_rope(op, ctx):
     x = ctx.value_type(op.operands[0])
     hd = op.attrs["head_dim"]
     if x.width % hd:
-        raise TypeRuleError(f"width {x.width} is not a multiple of head_dim {hd}")
+        raise TypeRuleError(f"width {x.width} is not a multiple of head_dim {hd}", "rope rotates each head of head_dim channels")
     rope = op.attrs["rope"]
     if "type" not in rope or "theta" not in rope:
         raise TypeRuleError("rope attribute needs at least `type` and `theta`",
@@ -158,18 +158,20 @@ def _infer_attention(op, ctx):
     a = op.attrs
     heads, kv_heads, hd = a["heads"], a["kv_heads"], a["head_dim"]
     if q.width != heads * hd:
-        raise TypeRuleError(f"q is act<{q.width}> but heads * head_dim = {heads * hd}")
+        raise TypeRuleError(f"q is act<{q.width}> but heads * head_dim = {heads * hd}", "heads and head_dim must match the q projection")
     if k.width != kv_heads * hd or v.width != kv_heads * hd:
-        raise TypeRuleError(f"k/v are act<{k.width}>/act<{v.width}> but kv_heads * head_dim = {kv_heads * hd}")
+        raise TypeRuleError(f"k/v are act<{k.width}>/act<{v.width}> but kv_heads * head_dim = {kv_heads * hd}",
+                            "kv_heads and head_dim must match the k and v projections")
     if heads % kv_heads:
-        raise TypeRuleError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
+        raise TypeRuleError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})",
+                            "grouped-query attention shares each kv head among the same number of query heads")
     return act(heads * hd)
 
 
 def _infer_same_width(op, ctx):
     a, b = (ctx.value_type(o) for o in op.operands)
     if a != b:
-        raise TypeRuleError(f"operands have different types {a} and {b}")
+        raise TypeRuleError(f"operands have different types {a} and {b}", "both operands must have the same width")
     return a
 
 

@@ -140,7 +140,8 @@ def _check_operands(op: Op, opdef: OpDef, scope: _Scope, fallback) -> None:
     if not len(required) <= len(op.operands) <= len(specs):
         want = f"{len(required)}" if len(required) == len(specs) else f"{len(required)} to {len(specs)}"
         roles = ", ".join(("[" + s.role + "]") if s.optional else s.role for s in specs)
-        raise _error(f"op {op.name} takes {want} operands ({roles}), got {len(op.operands)}", op, fallback)
+        raise _error(f"op {op.name} takes {want} operands ({roles}), got {len(op.operands)}", op, fallback,
+                     f"{op.name} {', '.join(s.role for s in specs)}")
     # An optional operand in the middle is skipped when the count is short.
     if len(op.operands) < len(specs):
         skip = len(specs) - len(op.operands)
@@ -149,20 +150,22 @@ def _check_operands(op: Op, opdef: OpDef, scope: _Scope, fallback) -> None:
         if spec.types == ("@",):
             if not operand.startswith("@"):
                 raise _error(f"operand {spec.role} of {op.name} must be a model (@name), got {operand}",
-                             op, fallback)
+                             op, fallback, f"e.g. {op.name} @target, ...")
             if scope.model(operand) is None:
                 known = ", ".join("@" + m.name for m in scope.pipeline.models) or "none"
                 raise _error(f"unknown model {operand}", op, fallback, f"models in this pipeline: {known}")
             continue
         if operand.startswith("@"):
-            raise _error(f"operand {spec.role} of {op.name} must be a %value, got model {operand}", op, fallback)
+            raise _error(f"operand {spec.role} of {op.name} must be a %value, got model {operand}", op, fallback,
+                         "models (@name) go only where an op takes one")
         if operand not in scope.types:
             raise _error(f"value {operand} is used before it is defined", op, fallback,
                          "define it earlier in this region (values are SSA)")
         got = scope.types[operand]
         if got.name not in spec.types:
             want = " or ".join(spec.types)
-            raise _error(f"operand {spec.role} of {op.name} must be {want}, but {operand} is {got}", op, fallback)
+            raise _error(f"operand {spec.role} of {op.name} must be {want}, but {operand} is {got}", op, fallback,
+                         f"pass a value of type {want}")
 
 
 def _walk(ops, region: str, scope: _Scope, fallback, fill: bool) -> tuple[Op, ...]:
@@ -175,7 +178,8 @@ def _walk(ops, region: str, scope: _Scope, fallback, fill: bool) -> tuple[Op, ..
                 f"known {region} ops: " + ", ".join(sorted(n for n, d in OPS.items() if d.region == region))
             raise _error(f"unknown op {op.name!r}", op, fallback, hint)
         if opdef.region != region:
-            raise _error(f"op {op.name} belongs in a {opdef.region} region, not in a {region}", op, fallback)
+            raise _error(f"op {op.name} belongs in a {opdef.region} region, not in a {region}", op, fallback,
+                         f"move it into the {opdef.region}" + (" graph" if opdef.region == "model" else ""))
         _check_attrs(op, opdef, fallback)
         _check_operands(op, opdef, scope, fallback)
         try:
@@ -183,7 +187,8 @@ def _walk(ops, region: str, scope: _Scope, fallback, fill: bool) -> tuple[Op, ..
         except TypeRuleError as exc:
             raise _error(f"{op.name}: {exc.message}", op, fallback, exc.hint) from None
         if op.result is None and inferred is not None:
-            raise _error(f"op {op.name} produces a value; name it (%x = {op.name} ...)", op, fallback)
+            raise _error(f"op {op.name} produces a value; name it (%x = {op.name} ...)", op, fallback,
+                         f"%x = {op.name} ...")
         if op.result is not None:
             if inferred is None:
                 raise _error(f"op {op.name} produces no value", op, fallback, f"write it as `{op.name} ...`")
@@ -220,7 +225,7 @@ def _check_graph(pipeline: Pipeline, model: Model, fill: bool) -> Graph:
     kinds = {}
     for name, t in graph.params:
         if name in scope.types:
-            raise _error(f"parameter {name} is declared twice", graph, model)
+            raise _error(f"parameter {name} is declared twice", graph, model, "rename one of them")
         scope.types[name] = t
         kinds[t.name] = t
     for required in ("ids", "positions", "mask"):
@@ -229,11 +234,12 @@ def _check_graph(pipeline: Pipeline, model: Model, fill: bool) -> Graph:
                          "graph(%ids: ids, %pos: positions, %mask: mask<causal>)")
     mask = kinds["mask"]
     if len(mask.params) != 1 or mask.params[0] not in ("causal", "tree"):
-        raise _error(f"mask type must be mask<causal> or mask<tree>, got {mask}", graph, model)
+        raise _error(f"mask type must be mask<causal> or mask<tree>, got {mask}", graph, model, "%mask: mask<causal>")
     ops = _walk(graph.ops, "model", scope, model, fill)
     _check_cache_layers(model, ops)
     if graph.result not in scope.types:
-        raise _error(f"graph of @{model.name} returns {graph.result}, which is not defined", graph, model)
+        raise _error(f"graph of @{model.name} returns {graph.result}, which is not defined", graph, model,
+                     "return the value of the last op (the logits)")
     got = scope.types[graph.result]
     if got != graph.result_type or got.name != "logits":
         raise _error(f"graph of @{model.name} is declared to return {graph.result_type} but returns {got}",

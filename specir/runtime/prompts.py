@@ -52,7 +52,7 @@ def read_prompts_file(path: str | Path) -> list[dict]:
         obj["_line"] = n
         records.append(obj)
     if not records:
-        raise SpecirError(f"{path} holds no prompts", path=str(path))
+        raise SpecirError(f"{path} holds no prompts", path=str(path), hint=jsonl)
     return records
 
 
