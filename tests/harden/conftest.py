@@ -35,3 +35,15 @@ def assert_error(result, message: str, where: str | None = None, caret_under: st
 def ngram_spec(tmp_path, pair) -> Path:
     """An n-gram pipeline on the pair's target (vocab 259)."""
     return write_spec(tmp_path, "p", pair[0])
+
+
+@pytest.fixture(autouse=True)
+def _restore_pass_registry():
+    """Plugins these tests load register passes process-wide: drop them afterwards, so that other
+    tests in this worker (e.g. the golden-case coverage of built-in passes) see the built-in set."""
+    from specir import pass_registry
+    pass_registry.load_builtin()
+    saved = dict(pass_registry._REGISTRY)
+    yield
+    pass_registry._REGISTRY.clear()
+    pass_registry._REGISTRY.update(saved)
