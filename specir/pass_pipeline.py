@@ -31,6 +31,8 @@ def parse_pipeline_string(text: str) -> list[PassSpec]:
     while i < n:
         while i < n and text[i] in " \t":
             i += 1
+        if i >= n:
+            break  # blanks (after a trailing ',', or only blanks): nothing more
         m = _NAME.match(text, i)
         if not m:
             fail(f"expected a pass name, found {text[i]!r}", i, "pipeline strings look like a{k=v},b")

@@ -99,9 +99,9 @@ def rope_attrs(config: dict) -> dict:
     params = dict(config.get("rope_parameters") or {})
     if not params:
         params = dict(config.get("rope_scaling") or {})
-        params["rope_theta"] = config.get("rope_theta", 10000.0)
-    if "rope_theta" not in params:
-        params["rope_theta"] = config.get("rope_theta", 10000.0)
+        params["rope_theta"] = config.get("rope_theta") or 10000.0
+    if params.get("rope_theta") is None:
+        params["rope_theta"] = config.get("rope_theta") or 10000.0
     if config.get("partial_rotary_factor") is not None and "partial_rotary_factor" not in params:
         params["partial_rotary_factor"] = config["partial_rotary_factor"]
     kind = params.pop("rope_type", None) or params.pop("type", None) or "default"
@@ -157,7 +157,7 @@ def build_llama(config: dict, tensors: dict[str, TensorInfo], *, name: str, sour
     vocab, inter = g("vocab_size"), g("intermediate_size")
     kv_heads = config.get("num_key_value_heads") or heads
     head_dim = config.get("head_dim") or hidden // heads
-    eps = float(config.get("rms_norm_eps", 1e-6))
+    eps = float(config.get("rms_norm_eps") or 1e-6)  # null means the default, as in transformers
     tied = bool(config.get("tie_word_embeddings", False))
     qk_norm = config.get("model_type") == "qwen3"
     rope = rope_attrs(config)

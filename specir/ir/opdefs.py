@@ -150,6 +150,11 @@ def _infer_rope(op, ctx):
     for key, value in rope.items():
         if isinstance(value, float) and not math.isfinite(value):
             raise TypeRuleError(f"rope {key} must be a finite number, got {value!r}", "fix the rope parameters")
+    from ..rope_params import rope_problem
+    problem = rope_problem(rope, hd)
+    if problem:
+        raise TypeRuleError(problem, "the rope parameters come from config.json's rope_parameters "
+                                                "(re-run specir init for the checkpoint)")
     return x
 
 
@@ -322,6 +327,22 @@ register_op(OpDef("commit", "step", (value("ctx", "context"), value("accepted", 
                   {"kv": AttrSpec("str", "prefix", choices=("prefix", "compact"),
                                   doc="prefix: accepted tokens are a prefix; compact: move the accepted path")},
                   lambda op, ctx: None, pure=False, doc="Append accepted tokens, commit their KV."))
+
+
+def _token_ids(value) -> str | None:
+    ok = all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < 2**31 for t in value)
+    return None if ok else "must be a list of token ids (integers >= 0)"
+
+
+# Attributes of a model region the runtime reads (others are kept, unchecked but for their numbers).
+MODEL_ATTRS: dict[str, AttrSpec] = {
+    "source": AttrSpec("str", "", doc="the checkpoint folder (or zoo:NAME) the weights come from"),
+    "family": AttrSpec("str", ""),
+    "model_type": AttrSpec("str", ""),
+    "dtype": AttrSpec("str", "bf16", choices=("bf16", "f16", "f32"), doc="the activation dtype"),
+    "max_position": AttrSpec("int", 0, doc="the context length (max_position_embeddings)", valid=in_range(1)),
+    "eos": AttrSpec("list", (), doc="end-of-sequence token ids", valid=_token_ids),
+}
 
 
 def without_defaults(opname: str, attrs: dict) -> dict:

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from ..errors import SpecirError
 from .nodes import Attrs, Graph, Model, Op, Pipeline, Step
-from .opdefs import OPS, OpDef, TypeRuleError
+from .opdefs import MODEL_ATTRS, OPS, OpDef, TypeRuleError
 from .types import WEIGHT_DTYPES, TensorType, Type
 
 _KIND_NAMES = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false",
@@ -100,6 +100,25 @@ def bad_number(value) -> str | None:
         elif isinstance(v, Attrs):
             stack.extend(v.values())
     return None
+
+
+def _check_model_attrs(model: Model, pipeline: Pipeline) -> None:
+    """The attributes of a model region: numbers 64-bit and finite; the ones the runtime reads
+    (opdefs.MODEL_ATTRS) of their kind, choices and range."""
+    for key, value in model.attrs.items():
+        problem = bad_number(value)
+        spec = MODEL_ATTRS.get(key)
+        if problem is None and spec is not None:
+            if not _fits(spec.kind, value):
+                problem = f"must be {_KIND_NAMES[spec.kind]}, got {value!r}"
+            elif spec.choices and value not in spec.choices:
+                problem = f"must be one of {list(spec.choices)}, got {value!r}"
+            elif spec.valid and spec.valid(value):
+                problem = f"{spec.valid(value)}, got {value!r}"
+        if problem:
+            raise _error(f"attribute {key!r} of @{model.name}: {problem}", model, pipeline,
+                         (spec.doc if spec and spec.doc else "fix the model's attributes") +
+                         " (specir init writes them from config.json)")
 
 
 def _check_attrs(op: Op, opdef: OpDef, fallback) -> None:
@@ -297,6 +316,15 @@ def _check_vocab(pipeline: Pipeline) -> None:
 
 
 def _run(pipeline: Pipeline, fill: bool) -> Pipeline:
+    for key, value in pipeline.attrs.items():
+        problem = bad_number(value)
+        if problem is None and key == "facts" and not (isinstance(value, tuple) and all(isinstance(f, str) for f in value)):
+            problem = "must be a list of strings (the facts passes provide)"
+        if problem:
+            raise _error(f"attribute {key!r} of pipeline {pipeline.name}: {problem}", pipeline, pipeline,
+                         "fix the pipeline's attributes")
+    for m in pipeline.models:
+        _check_model_attrs(m, pipeline)
     models = tuple(m if m.is_import else replace(m, graph=_check_graph(pipeline, m, fill))
                    for m in pipeline.models)
     pipeline = replace(pipeline, models=models)

@@ -227,3 +227,36 @@ def test_prompts_that_are_not_a_text_file(tmp_path, specir_cli, ngram_spec, kind
         prompts.write_bytes('{"prompt": "caf\u00e9"}\n'.encode("latin-1"))
         message, where = "is not UTF-8 text: byte 0xe9 at line 1, column 16 (offset 15)", f"{prompts}:1:16"
     assert_error(specir_cli("check", ngram_spec, "--prompts", prompts), message, where, hint="JSONL")
+
+
+# ---------------------------------------------------------------------- found by the fuzz harness (tests/fuzz)
+
+@pytest.mark.parametrize("old, new, message", [
+    ("high_freq_factor = 4.0", "high_freq_factor = 0", "rope type 'llama3' needs high_freq_factor > 0"),
+    ("low_freq_factor = 1.0", "low_freq_factor = 4.0", "rope type 'llama3' needs low_freq_factor != high_freq_factor"),
+    ('type = "llama3"', 'type = "llama4"', "unknown rope type 'llama4'"),
+    ("max_position = 512", "max_position = 1e309", "attribute 'max_position' of @target: inf is not a finite number"),
+    ("max_position = 512", "max_position = 0", "attribute 'max_position' of @target: must be >= 1, got 0"),
+    ('dtype = "bf16"', 'dtype = "f64"', "attribute 'dtype' of @target: must be one of ['bf16', 'f16', 'f32']"),
+    ("max_position = 512", "eos = 5, max_position = 512", "attribute 'eos' of @target: must be a list"),
+])
+def test_bad_rope_and_model_attributes(tmp_path, specir_cli, pair, old, new, message):
+    spec = write_spec(tmp_path, "p", pair[0])
+    path, _ = _edited(tmp_path, spec, old, new)
+    assert_error(specir_cli("run", path, "--prompt-ids", "1,2", "--max-new-tokens", 2), message, f"{path}:")
+
+
+def test_null_config_values_mean_the_defaults(tmp_path, specir_cli, family_checkpoints):
+    folder = tmp_path / "ck"
+    shutil.copytree(family_checkpoints["qwen2"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(rms_norm_eps=None, rope_theta=None, rope_parameters=None)
+    (folder / "config.json").write_text(json.dumps(config))
+    code, out, err = specir_cli("init", "--target-model", folder)
+    assert code == 0 and "eps = 1e-06" in out and "theta = 10000.0" in out, err
+
+
+def test_blank_pass_strings_run_no_pass(specir_cli, ngram_spec):
+    for passes in (" ", "canonicalize, "):
+        code, out, err = specir_cli("opt", ngram_spec, "-p", passes)
+        assert code == 0, err
