@@ -89,9 +89,12 @@ def check_batch_fits(pipeline: Pipeline, batch: int, prompt_len: int, max_new: i
     need = generate_bytes(pipeline, batch, prompt_len, max_new)
     if need <= free:
         return
+    where = "GPU" if str(device).startswith("cuda") else "this machine"
+    if option == "--max-new-tokens":
+        raise SpecirError(f"--max-new-tokens {max_new} needs at least {_gb(need)} for caches and activations, but "
+                          f"{where} has {_gb(free)} free", hint="use fewer --max-new-tokens")
     one = max(generate_bytes(pipeline, 1, prompt_len, max_new), 1)
     fits = max(1, int(free // one))
-    where = "GPU" if str(device).startswith("cuda") else "this machine"
     raise SpecirError(f"{option} {batch} needs at least {_gb(need)} for caches and activations (prompts of up to "
                       f"{prompt_len} tokens, {max_new} new tokens), but {where} has {_gb(free)} free",
                       hint=f"use {option} {min(fits, batch - 1)} or less" + (" (or fewer --max-new-tokens)"

@@ -65,3 +65,12 @@ def test_memory_estimate_grows_with_the_batch_and_refuses_the_issue_case(monkeyp
     with pytest.raises(SpecirError, match="--batch-size 100000 needs at least"):
         memory.check_batch_fits(pipeline, 100000, 64, 64, "cpu")
     memory.check_batch_fits(pipeline, 8, 64, 64, "cpu")
+
+
+def test_run_with_more_new_tokens_than_memory_holds(tmp_path, specir_cli, ngram_spec):
+    """A context raised by hand (max_position) lets --max-new-tokens pass the context check; the
+    caches it would need cannot be allocated: refused up front, not a torch allocation error."""
+    path = tmp_path / "long.spec"
+    path.write_text(ngram_spec.read_text().replace("max_position = 512", f"max_position = {2**40}"))
+    assert_error(specir_cli("run", path, "--prompt-ids", "1,2", "--max-new-tokens", str(2**39)),
+                 f"--max-new-tokens {2**39} needs at least", hint="use fewer --max-new-tokens")
