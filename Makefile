@@ -20,4 +20,4 @@ demo: setup
 	$(BIN)/specir run --prompt "$(PROMPT)" --max-new-tokens 64
 
 test: setup
-	TRITON_INTERPRET=1 LITELLM_LOCAL_MODEL_COST_MAP=True HF_HUB_OFFLINE=1 $(BIN)/python -m pytest tests -n 2 --dist loadfile -q
+	TRITON_INTERPRET=1 LITELLM_LOCAL_MODEL_COST_MAP=True HF_HUB_OFFLINE=1 $(BIN)/python -m pytest tests -n 2 --dist loadfile

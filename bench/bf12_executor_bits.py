@@ -7,15 +7,14 @@ Random N(0, 0.02) bf16 weights at the Llama-3.1-8B matrix shapes (with `--layers
 run is short; every matrix keeps its 8B shape, which is what picks split-K and grouping), the IR
 model from the importer, and its twin with every linear rewritten to `packed_linear` (packed on
 the device when the weights are prepared). Both run the same forwards with `TritonModelRunner`: a
-prefill of `--prompt` tokens (skinny GEMM path), then one-token decodes (GEMV path). cuBLAS must be
-off for plain models (the script sets `SPECIR_TRITON_CUBLAS_MIN_ROWS=off` while it runs, see
-backends/triton/gemm_route.py), since the contract is bit-identity with the Triton kernels. Prints one line per forward and exits
-1 on any bit difference.
+prefill of `--prompt` tokens (skinny GEMM path), then one-token decodes (GEMV path). The plain
+model states the gemm policy `cublas_min_rows = 0` in its IR (Triton everywhere, as the packed one
+does; backends/triton/gemm_route.py), since the contract is bit-identity with the Triton kernels.
+Prints one line per forward and exits 1 on any bit difference.
 """
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
@@ -31,7 +30,7 @@ def models(args, device):
     shape["num_hidden_layers"] = args.layers
     config = hf_config(shape)
     weights = random_weights(shape, device, seed=args.seed)
-    plain = ir_model("target", config, weights)
+    plain = ir_model("target", config, weights).with_attrs(cublas_min_rows=0)
     linear = [op.attrs["weight"] for op in plain.graph.ops if op.name == "linear"]
     packed = rewrite_model(plain, {name: Verdict(True, "", weights[name].numel()) for name in linear})
     return plain, packed, weights, config
@@ -69,15 +68,7 @@ def main(argv=None) -> int:
     if device == "cuda" and not torch.cuda.is_available():
         print("needs a CUDA GPU (or --tiny under TRITON_INTERPRET=1)", file=sys.stderr)
         return 2
-    previous = os.environ.get("SPECIR_TRITON_CUBLAS_MIN_ROWS")
-    os.environ["SPECIR_TRITON_CUBLAS_MIN_ROWS"] = "off"  # for this run only (tests call main())
-    try:
-        return compare(args, device)
-    finally:
-        if previous is None:
-            del os.environ["SPECIR_TRITON_CUBLAS_MIN_ROWS"]
-        else:
-            os.environ["SPECIR_TRITON_CUBLAS_MIN_ROWS"] = previous
+    return compare(args, device)
 
 
 def compare(args, device) -> int:

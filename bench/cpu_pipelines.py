@@ -153,7 +153,7 @@ def bench_set(label: str, target: str, drafter: str, args, rows: list) -> None:
             print(f"[{label}] round {rnd + 1}: {key[0]:6} {key[1]:10} {tps:8.2f} tok/s  tau {tau:.2f}  prefill "
                   f"{prefill:.2f} s  ({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
     from specir.runtime.token_forcing import Reference, force
-    reference = Reference(pipes["ar"].model("target"), folder, "cpu", "ir")
+    reference = Reference.of_model(pipes["ar"].model("target"), "cpu", "ir")
     for (name, backend), runs in results.items():
         tps = statistics.median(r[0] for r in runs)
         outs = runs[0][2]

@@ -63,7 +63,7 @@ class Sizes:
     prompts_per_workload: int = 3
     max_new: int = 96
     peer_tokens: int = 32
-    warm_tokens: int = 4            # tokens of the untimed first generate per engine (captures graphs)
+    batch_sizes: tuple = (1,)       # e2e batch sizes (specir bench --batch-size covers 8, 32, 64)
     activations: str = "bf16"       # the pipelines' activation dtype (the smoke test runs f32: faster interpreter)
     device: str = "cuda"
     tiny: dict | None = None        # smoke test: explicit shapes instead of the named ones
@@ -77,7 +77,7 @@ TINY_TARGET = dict(name="tiny-target", hidden_size=64, num_hidden_layers=1, num_
                    tie_word_embeddings=False)
 TINY_DRAFTER = dict(TINY_TARGET, name="tiny-drafter", tie_word_embeddings=True)
 SMOKE = dict(contexts=(16,), tree_sizes=(1, 3), reps=1, chain_k=2, tree=(2, 2, 3), ngram_k=2,
-             workloads=("code-completion",), prompts_per_workload=1, max_new=2, peer_tokens=2, warm_tokens=0,
+             workloads=("code-completion",), prompts_per_workload=1, max_new=2, peer_tokens=2,
              activations="f32", device="cpu",
              tiny={"target": TINY_TARGET, "drafter": TINY_DRAFTER,
                    "drafter_3l": dict(TINY_DRAFTER, name="tiny-drafter-3l")})
@@ -282,6 +282,16 @@ def weight_bytes(weights: dict, skip=("model.embed_tokens.weight",)) -> int:
     return sum(t.numel() * t.element_size() for n, t in weights.items() if n not in skip)
 
 
+def ancestor_mask(parents: list[int], size: int) -> torch.Tensor:
+    """[size, size] bool: row t is True at t and at every ancestor of t."""
+    mask = torch.eye(size, dtype=torch.bool)
+    for t, p in enumerate(parents):
+        while p >= 0:
+            mask[t, p] = True
+            p = parents[p]
+    return mask
+
+
 # ---------------------------------------------------------------------- pipelines
 def pipelines(target, drafter, z: Sizes) -> dict:
     """AR, chain, tree (tree-verify pass) and n-gram pipelines over the two model regions."""
@@ -405,7 +415,6 @@ class Bench:
         return {"bytes": n, "ms": ms, "copy_bandwidth_TBps": bw / 1e12}
 
     def models(self):
-        from specir.backends.triton.compiled_model import CompiledModel
         z, dev = self.z, self.device
         note, small = "", None
         if z.tiny:
@@ -452,7 +461,10 @@ class Bench:
         if z.activations != "bf16":
             ir = {role: dataclasses.replace(m, attrs=m.attrs.set(dtype=z.activations)) for role, m in ir.items()}
         t0 = time.time()
-        compiled = {role: CompiledModel(ir[role], weights[role], dev) for role in roles}
+        from specir.backends.triton.step_backend import TritonStepBackend
+        backend = TritonStepBackend(dev)  # one backend: every engine below shares its executors (device weights)
+        compiled = {role: backend.compiled(ir[role], lambda role=role: weights[role]) for role in roles}
+        self.state["backend"] = backend
         self.state.update(configs=configs, weights=weights, ir=ir, compiled=compiled, source=source,
                           shapes={r: dict(configs[r], rope_parameters=configs[r]["rope_parameters"]) for r in configs})
         return {"source": source, "note": note, "build_s": round(build_s, 1), "compile_s": round(time.time() - t0, 1),
@@ -466,18 +478,19 @@ class Bench:
                                                       if "drafter_3l" in weights else None)}
 
     def _engines(self):
+        """The StepEngines of every pipeline (the same class `specir bench` builds), on one backend."""
         if "engines" not in self.state:
-            from specir.backends.triton.engine import TritonEngine
-            ir, compiled = self.state["ir"], self.state["compiled"]
+            from specir.step.engine import StepEngine
+            ir, backend, w = self.state["ir"], self.state["backend"], self.state["weights"]
             pipes = pipelines(ir["target"], ir["drafter"], self.z)
-            shared = {"target": compiled["target"], "drafter": compiled["drafter"]}
-            engines = {name: TritonEngine(p, self.device, compiled=shared) for name, p in pipes.items()}
+            weights = {"target": w["target"], "drafter": w["drafter"]}
+            engines = {name: StepEngine(p, backend, weights=weights) for name, p in pipes.items()}
             if "drafter_3l" in ir:
                 pipes_3l = pipelines(ir["target"], ir["drafter_3l"], self.z)
-                shared_3l = {"target": compiled["target"], "drafter": compiled["drafter_3l"]}
+                weights_3l = {"target": w["target"], "drafter": w["drafter_3l"]}
                 for name, base in SECOND_DRAFTER.items():
                     pipes[name] = pipes_3l[base]
-                    engines[name] = TritonEngine(pipes_3l[base], self.device, compiled=shared_3l)
+                    engines[name] = StepEngine(pipes_3l[base], backend, weights=weights_3l)
             self.state["pipelines"] = pipes
             self.state["engines"] = engines
         return self.state["engines"]
@@ -490,24 +503,34 @@ class Bench:
         return (weight_bytes(self.state["weights"][role]) + self._kv_bytes(ctx, role)) / self.state["copy_bw"] * 1e3
 
     def _step_session(self, name: str, ctx: int):
-        """The captured step of pipeline `name` at batch 1, its state frozen at context `ctx`
-        (active = 0: every replay recomputes the same step, nothing is committed)."""
+        """The step of pipeline `name` at batch 1 with its state frozen at context `ctx` (active = 0:
+        every step recomputes the same work, nothing is committed), warmed and captured. Returns
+        (session, step): `step()` runs one step (the captured graph's replay on a GPU)."""
         engine = self._engines()[name]
-        sess = engine.graph.session(1, max(self.z.contexts) + 2 * 160 + 64)
-        st = sess.state
-        st.reset()
-        st.t_lens.fill_(ctx)
-        st.d_lens.fill_(ctx)
-        st.pending.fill_(1)
-        st.feed[:, 0] = 1
-        st.n_feed.fill_(1)
-        return sess
+        sess = engine.session(1, max(self.z.contexts) + 2 * 160 + 64, False)
+        ctx_ = sess.ctx
+        sess.reset()
+        for state in ctx_.models.values():
+            state.lens.fill_(ctx if state.role == "verify" else ctx - 1)
+            if state.role == "draft":
+                state.feed.fill_(1)
+                state.n_feed.fill_(1)
+        ctx_.pending.fill_(1)
+
+        def step():
+            engine.program.run(ctx_, sess)
+        for _ in range(3):  # eager (compiles), capture, replay
+            step()
+        return sess, step
+
+    def _forward(self, sess, model: str, role: str, key):
+        return sess.ctx.state(model, role).forwards[key][1]
 
     def ar_step(self):
         rows = []
         for ctx in self.z.contexts:
-            sess = self._step_session("ar", ctx)
-            ms = self.clock.ms(sess.replays[1])
+            _, step = self._step_session("ar", ctx)
+            ms = self.clock.ms(step)
             roof = self._roofline_ms(ctx)
             rows.append({"context": ctx, "triton_step_ms": ms, "roofline_ms": roof, "x_roofline": ms / roof})
         self.state["ar_ms"] = {r["context"]: r["triton_step_ms"] for r in rows}
@@ -527,9 +550,8 @@ class Bench:
     def breakdown(self):
         """Launch groups of the AR forward (T = 1), each timed alone; plus the step's tail."""
         ctx = self.z.contexts[0]
-        sess = self._step_session("ar", ctx)
-        step = sess.steps[1]
-        fwd = step.verify
+        sess, step = self._step_session("ar", ctx)
+        fwd = self._forward(sess, "target", "verify", ("verify", 1, False))
         program = self.state["compiled"]["target"].program
         groups: dict[str, list] = {}
         nbytes: dict[str, int] = {}
@@ -559,7 +581,7 @@ class Bench:
                          "share_of_copy_bw": floor / ms if ms else 0.0})
             del replay
         fwd_ms = self.clock.ms(self.clock.graph(fwd.run))
-        step_ms = self.clock.ms(sess.replays[1])
+        step_ms = self.clock.ms(step)
         rows.sort(key=lambda r: -r["ms"])
         return {"context": ctx, "groups": rows, "sum_of_groups_alone_ms": total_alone, "forward_ms": fwd_ms,
                 "step_ms": step_ms, "step_minus_forward_ms": step_ms - fwd_ms,
@@ -569,10 +591,9 @@ class Bench:
     def verify(self):
         from specir.backends.triton.forward import ForwardInputs
         from specir.backends.triton.kernels.argmax import argmax
-        from specir.runtime.tree_mask import ancestor_mask
         compiled = self.state["compiled"]["target"]
-        sess = self._step_session("ar", self.z.contexts[0])
-        cache = sess.t_cache
+        sess, _ = self._step_session("ar", self.z.contexts[0])
+        cache = sess.ctx.state("target", "verify").cache
         gen = torch.Generator().manual_seed(0)
         rows = []
         for ctx in self.z.contexts:
@@ -606,18 +627,19 @@ class Bench:
             if name in SECOND_DRAFTER and self.report.left() < 15:
                 rows[name] = {"skipped": "time budget"}
                 continue
-            sess = self._step_session(name, ctx)
-            width = max(sess.replays)
-            step = sess.steps[width]
-            rows[name] = {"step_ms": self.clock.ms(sess.replays[width]), "verify_nodes": step.Tv,
+            sess, step = self._step_session(name, ctx)
+            target = sess.ctx.state("target", "verify")
+            key = next(k for k in target.forwards if k[0] == "verify")
+            rows[name] = {"step_ms": self.clock.ms(step), "verify_nodes": key[1],
                           "drafter": None if name == "ar" else
                           DRAFTER_LABEL["drafter_3l" if name in SECOND_DRAFTER else "drafter"],
-                          "verify_forward_ms": self.clock.ms(self.clock.graph(step.verify.run))}
-            if name.startswith("chain") and hasattr(step, "draft_one"):
-                rows[name]["drafter_one_token_ms"] = self.clock.ms(self.clock.graph(step.draft_one.run))
-                rows[name]["drafter_catch_up_ms"] = self.clock.ms(self.clock.graph(step.catch_up.run))
-            if name.startswith("tree") and hasattr(step, "level"):
-                rows[name]["drafter_level_ms"] = self.clock.ms(self.clock.graph(step.level.run))
+                          "verify_forward_ms": self.clock.ms(self.clock.graph(target.forwards[key][1].run))}
+            drafter = sess.ctx.models.get(("drafter", "draft"))
+            for label, kind in (("drafter_one_token_ms", "draft"), ("drafter_catch_up_ms", "catch-up"),
+                                ("drafter_level_ms", "tree-level")):
+                keys = [k for k in (drafter.forwards if drafter else {}) if k[0] == kind]
+                if keys:
+                    rows[name][label] = self.clock.ms(self.clock.graph(drafter.forwards[keys[0]][1].run))
             rows[name]["draft_and_accept_ms"] = rows[name]["step_ms"] - rows[name]["verify_forward_ms"]
         rows["drafter_roofline_ms"] = self._roofline_ms(ctx, "drafter")
         if "drafter_3l" in self.state["configs"]:
@@ -661,39 +683,24 @@ class Bench:
         return self.state["reference"]
 
     def e2e(self):
-        from specir.runtime.token_forcing import force
+        """specir.runtime.bench.bench (what `specir bench` runs) per pipeline against AR, every timed
+        output token-forced against transformers on the same weights."""
+        from specir.runtime.bench import bench
         engines = self._engines()
         reference = self._reference()
         prompts = self._prompts()
-        for name, engine in engines.items():  # capture outside the timed runs
-            if self.z.warm_tokens:
-                engine.generate([next(iter(prompts.values()))[0]], self.z.warm_tokens)
         rows = []
-        for workload, plist in prompts.items():
-            ar_tps = None
-            for name in ["ar", "chain", "tree", "ngram"] + [n for n in SECOND_DRAFTER if n in engines]:
-                if self.report.left() < 20:
-                    rows.append({"workload": workload, "pipeline": name, "skipped": "time budget"})
-                    continue
-                engine = engines[name]
-                tokens, seconds, steps, outs = 0, 0.0, 0, []
-                for p in plist:
-                    r = engine.generate([p], self.z.max_new)[0]
-                    tokens += len(r.tokens)
-                    seconds += engine.graph.timings["decode_s"] if engine.last_path == "device" else r.seconds
-                    steps += len(r.accept_lengths)
-                    outs.append(r.tokens)
-                rep = force(reference, plist, outs)
-                tps = tokens / seconds if seconds else 0.0
-                ar_tps = tps if name == "ar" else ar_tps
-                rows.append({"workload": workload, "pipeline": name, "path": engine.last_path, "prompts": len(plist),
+        for name in ["chain", "tree", "ngram"] + [n for n in SECOND_DRAFTER if n in engines]:
+            if self.report.left() < 20:
+                rows.append({"pipeline": name, "skipped": "time budget"})
+                continue
+            for r in bench(engines[name], engines["ar"], prompts, list(self.z.batch_sizes), self.z.max_new,
+                           reference=reference):
+                rows.append({**r.as_dict(), "pipeline": name,
                              "drafter": (DRAFTER_LABEL["drafter_3l"] if name in SECOND_DRAFTER else
-                                         DRAFTER_LABEL["drafter"] if name in ("chain", "tree") else None),
-                             "tokens": tokens, "tokens_per_s": tps, "tau": tokens / max(steps, 1),
-                             "speedup": tps / ar_tps if ar_tps else None, "forcing_checked": rep.checked,
-                             "mismatches": rep.mismatches, "near_ties": rep.near_ties})
-        return {"batch_size": 1, "max_new_tokens": self.z.max_new, "rows": rows, "drafters": DRAFTER_LABEL,
-                "timing": "decode only (prefill excluded), same engine and weights for every pipeline",
+                                         DRAFTER_LABEL["drafter"] if name in ("chain", "tree") else None)})
+        return {"max_new_tokens": self.z.max_new, "rows": rows, "drafters": DRAFTER_LABEL,
+                "timing": "specir.runtime.bench: decoding (prefill excluded), warm engines, same weights",
                 "all_lossless": all(r.get("mismatches", 0) == 0 for r in rows)}
 
     def _hf_generate(self, model, ids, kw, extra, outputs, label):
@@ -727,7 +734,7 @@ class Bench:
                 rows[label] = {"error": f"{type(exc).__name__}: {exc}", "tokens_per_s": None}
         engine = self._engines()["ar"]
         ours = engine.generate([p], n)[0]
-        rows["specir_ar"] = {"tokens": len(ours.tokens), "tokens_per_s": len(ours.tokens) / ours.seconds,
+        rows["specir_ar"] = {"tokens": len(ours.tokens), "tokens_per_s": len(ours.tokens) / engine.timings["decode_s"],
                              "same_tokens_as_generate": ours.tokens == outputs.get("generate", [])[: len(ours.tokens)],
                              "assisted_same_as_generate": outputs.get("assisted") == outputs.get("generate")}
         return rows
@@ -796,16 +803,17 @@ def markdown(data: dict) -> str:
         lines += ["", "Drafter forward byte floor (weights + KV at this context): " + ", ".join(roofs)]
         lines.append("")
     if "e2e" in s:
-        lines += ["## End to end (batch 1, token forcing on every output)", "",
+        lines += ["## End to end (specir.runtime.bench; AR tok/s in each row's `ar_tokens_per_s`; token forcing on "
+                  "every output)", "",
                   "chain / tree use the 1B-16L drafter, chain-3l / tree-3l the 1B-3L one (both embed the trained 3-layer "
                   "drafter function-preservingly: nearly the same proposals and tau; the drafting cost differs).", "",
                   "| workload | pipeline | drafter | tok/s | tau | speedup | mismatches | near-ties |",
                   "|---|---|---|---:|---:|---:|---:|---:|"]
         for r in s["e2e"]["rows"]:
             if "skipped" in r:
-                lines.append(f"| {r['workload']} | {r['pipeline']} | | skipped | | | | |")
+                lines.append(f"| | {r['pipeline']} | | skipped | | | | |")
                 continue
-            lines.append(f"| {r['workload']} | {r['pipeline']} | {r.get('drafter') or '-'} | "
+            lines.append(f"| {r['workload']} (batch {r['batch_size']}) | {r['pipeline']} | {r.get('drafter') or '-'} | "
                          f"{_f(r['tokens_per_s'], 1)} | {_f(r['tau'])} | "
                          f"{_f(r['speedup'])} | {r['mismatches']} | {r['near_ties']} |")
         lines.append("")
@@ -844,8 +852,9 @@ def summary(data: dict) -> str:
                        f"{r['verify_forward_ms']:.3f} + draft/accept {r['draft_and_accept_ms']:.3f}")
     for r in s.get("e2e", {}).get("rows", []):
         if "skipped" not in r:
-            out.append(f"{r['workload']:16s} {r['pipeline']:8s} {r['tokens_per_s']:8.1f} tok/s  tau {r['tau']:.2f}  "
-                       f"speedup {_f(r['speedup'])}  mismatches {r['mismatches']}")
+            out.append(f"{r['workload']:16s} b{r['batch_size']:<3} {r['pipeline']:8s} {r['tokens_per_s']:8.1f} tok/s "
+                       f"(AR {r['ar_tokens_per_s']:.1f})  tau {r['tau']:.2f}  speedup {_f(r['speedup'])}  "
+                       f"mismatches {r['mismatches']}")
     for name, r in s.get("peers", {}).items():
         out.append(f"peer {name:18s} {_f(r.get('tokens_per_s'), 1):>8} tok/s {r.get('error', '')[:60]}")
     for name in data.get("errors", {}):

@@ -109,11 +109,16 @@ class PackWeights(Pass):
     name = "pack-weights"
     options = {
         "format": Option(str, "bf12", "packed weight format", ("bf12",)),
-        "skip": Option(str, "", "weight-name patterns (fnmatch, ';'-separated) that stay bf16"),
-        "models": Option(str, "", "models to pack (';'-separated names); default: every model"),
-        "max_bits": Option(float, MAX_BITS_PER_WEIGHT, "keep bf16 above this many BF12 bits per weight"),
-        "max_zeros": Option(float, MAX_ZERO_FRACTION, "keep bf16 above this fraction of zeros"),
-        "min_weights": Option(int, MIN_ELEMENTS, "keep bf16 below this many weights"),
+        "skip": Option(str, "", "weight-name patterns (fnmatch, ';'-separated) that stay bf16",
+                       search=("", "*lm_head*")),
+        "models": Option(str, "", "models to pack (';'-separated names); default: every model",
+                         search=("", "target", "drafter")),
+        "max_bits": Option(float, MAX_BITS_PER_WEIGHT, "keep bf16 above this many BF12 bits per weight",
+                           min=0.0, search=(MAX_BITS_PER_WEIGHT,)),
+        "max_zeros": Option(float, MAX_ZERO_FRACTION, "keep bf16 above this fraction of zeros", min=0.0,
+                            search=(MAX_ZERO_FRACTION,)),
+        "min_weights": Option(int, MIN_ELEMENTS, "keep bf16 below this many weights", min=0,
+                              search=(MIN_ELEMENTS,)),
     }
     provides = frozenset({"packed-weights"})
 

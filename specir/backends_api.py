@@ -31,9 +31,10 @@ def backend_module(name: str):
     return module
 
 
-def lower(pipeline: Pipeline, target: Target, folder: Path) -> Lowering:
+def lower(pipeline: Pipeline, target: Target, folder: Path, **options) -> Lowering:
     """Lower with the target's backend; where that backend cannot lower yet, fall back to the
-    reference backend and say so in the manifest notes."""
+    reference backend and say so in the manifest notes. `options` (e.g. emit_ptx) go to backends
+    that take them."""
     try:
         module = backend_module(target.backend)
     except SpecirError as exc:
@@ -42,4 +43,6 @@ def lower(pipeline: Pipeline, target: Target, folder: Path) -> Lowering:
         lowering = backend_module("reference").lower(pipeline, target, folder)
         lowering.notes.append(f"{target.backend} backend unavailable ({exc.message}); lowered to reference")
         return lowering
-    return module.lower(pipeline, target, folder)
+    import inspect
+    accepted = inspect.signature(module.lower).parameters
+    return module.lower(pipeline, target, folder, **{k: v for k, v in options.items() if k in accepted})

@@ -16,6 +16,7 @@ from . import __version__
 from .backends_api import lower
 from .build_folder import atomic_build, check_output
 from .cost_model import estimate
+from .declared_target import read as read_declared
 from .ir.nodes import Pipeline
 from .ir.printer import print_pipeline
 from .ir.verifier import require_step
@@ -41,23 +42,31 @@ def _spec_folder(spec: str | Path) -> Path | None:
 
 
 def compile_pipeline(spec: str | Path, target_name: str, out: str | Path, pipeline_string: str = "",
-                     *, print_after_all: bool = False, debug: bool = False) -> dict:
+                     *, print_after_all: bool = False, debug: bool = False, plugins=(), emit_ptx: bool = False) -> dict:
+    """`plugins`: the --plugin files loaded for this compile; the manifest lists them so that run,
+    check and bench load them again for the build (its IR may use their ops)."""
     target = get_target(target_name)
     check_output(Path(out))  # before the passes: a refused -o costs nothing
-    pipeline, manager = optimise(spec, pipeline_string, print_after_all=print_after_all, debug=debug)
+    source = load_pipeline(spec)
+    declared = read_declared(source)  # recorded before any pass runs; the pass manager keeps it fixed
+    manager = PassManager(build_passes(pipeline_string) if pipeline_string else [],
+                          print_after_all=print_after_all, debug=debug)
+    pipeline = manager.run(source)
     require_step(pipeline, "compiling")
     check_checkpoints(pipeline, _spec_folder(spec))  # declared weights vs the safetensors headers, before lowering
     with atomic_build(Path(out)) as tmp:
-        lowering = lower(pipeline, target, tmp)
+        lowering = lower(pipeline, target, tmp, emit_ptx=emit_ptx)
         packed = write_packed_weights(lowering.pipeline, tmp, _spec_folder(spec))
         (tmp / "pipeline.spec").write_text(print_pipeline(lowering.pipeline))
         manifest = {
             "specir_version": __version__,
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "source": str(spec),
+            "declared_target": declared.as_dict() if declared else None,
             "target": target.name,
             "backend": lowering.backend,
             "pass_pipeline": ",".join(r.spelled for r in manager.records),
+            "plugins": [str(Path(p).resolve()) for p in plugins],
             "passes": [{"name": r.name, "spelled": r.spelled, "changed": r.changed} for r in manager.records],
             "facts": list(facts_of(lowering.pipeline)),
             "cost_model": estimate(lowering.pipeline, target),

@@ -2,8 +2,10 @@
 
 Contract: `forward_cost(model, target, tokens, context)` counts every weight except the
 embedding table (one row per token is read), plus the KV cache attended over, and returns
-the roofline time max(bytes / bandwidth, flops / peak). `estimate(pipeline, target)` sums the
-step's draft and verify forwards. Calibration by microbenchmarks refines the target's numbers.
+the roofline time max(bytes / bandwidth, flops / peak). `estimate(pipeline, target)` prices the
+forwards every step op declares (its `forwards` interface: model, tokens, count) plus each op's
+declared fixed overhead; it reads no op names. Calibration by microbenchmarks refines the
+target's numbers.
 """
 from __future__ import annotations
 
@@ -60,37 +62,27 @@ def forward_cost(model: Model, target: Target, tokens: int = 1, context: int = 5
 
 
 def estimate(pipeline: Pipeline, target: Target, context: int = 512) -> dict:
-    """Roofline seconds per decode step, split into the step's forwards; `context` cached tokens,
-    at most half of the smallest model context in the pipeline (a step needs room after it)."""
+    """Roofline seconds per decode step, split into the forwards the step's ops declare; `context`
+    cached tokens, at most half of the smallest model context in the pipeline (a step needs room)."""
+    from .step.interfaces import StepInfo
     limits = [int(m.attrs["max_position"]) for m in pipeline.models if m.attrs.get("max_position")]
     if limits:
         context = max(1, min(context, min(limits) // 2))
     parts = []
-    for op in pipeline.step.ops if pipeline.step else ():
-        model = pipeline.model(op.symbols[0]) if op.symbols else None
-        if model is None or model.graph is None:
-            continue
-        if op.name == "draft.chain":
-            calls, tokens = op.attrs["k"], 1
-        elif op.name == "draft.tree":
-            calls, tokens = op.attrs["depth"], op.attrs["topk"]
-        elif op.name == "verify.chain":
-            calls, tokens = 1, 1 + _draft_size(pipeline, op)
-        elif op.name == "verify.tree":
-            calls, tokens = 1, 1 + _draft_size(pipeline, op)
-        else:
-            continue
-        cost = forward_cost(model, target, tokens, context)
-        parts.append({"op": op.name, "model": "@" + model.name, "calls": calls, "tokens": tokens,
-                      "seconds": calls * cost.seconds, **{k: v for k, v in cost.as_dict().items() if k != "seconds"}})
+    if pipeline.step is not None:
+        info = StepInfo(pipeline)
+        for op in pipeline.step.ops:
+            iface = info.interfaces(op)
+            for f in iface.forwards(op, info):
+                model = pipeline.model(f.model)
+                if model is None or model.graph is None:
+                    continue
+                cost = forward_cost(model, target, f.tokens, context)
+                parts.append({"op": op.name, "model": "@" + model.name, "purpose": f.purpose, "calls": f.count,
+                              "tokens": f.tokens, "seconds": f.count * cost.seconds,
+                              **{k: v for k, v in cost.as_dict().items() if k != "seconds"}})
+            if iface.overhead_s:
+                parts.append({"op": op.name, "purpose": "overhead", "calls": 1, "tokens": 0,
+                              "seconds": iface.overhead_s})
     total = sum(p["seconds"] for p in parts)
     return {"target": target.name, "context": context, "step_seconds": total, "parts": parts}
-
-
-def _draft_size(pipeline: Pipeline, verify_op) -> int:
-    draft = next((o for o in pipeline.step.ops if o.result in verify_op.values), None)
-    if draft is None:
-        return 0
-    if draft.name == "draft.tree":
-        return int(draft.attrs["budget"])
-    return int(draft.attrs.get("k", 0))

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from .declared_target import declare
 from .importers import import_model, resolve_source
 from .ir.nodes import Pipeline
 from .ir.parser import parse, parse_file
@@ -28,6 +29,7 @@ def expand_imports(pipeline: Pipeline) -> Pipeline:
 
 
 def load_pipeline(source: str | Path, *, text: str | None = None) -> Pipeline:
-    """A verified, fully typed pipeline from a .spec file (or from `text`)."""
+    """A verified, fully typed pipeline from a .spec file (or from `text`), its declared target filled
+    in (or checked against the checkpoint on disk)."""
     pipeline = parse(text, str(source)) if text is not None else parse_file(source)
-    return infer_types(expand_imports(pipeline))
+    return infer_types(declare(expand_imports(pipeline)))

@@ -27,6 +27,7 @@ class Option:
     choices: tuple | None = None
     min: int | float | None = None  # smallest allowed value (numbers only)
     max: int | float | None = None  # largest allowed value (numbers only)
+    search: tuple | None = None  # the values a search tries (default: `choices`, booleans, or the default)
 
     def convert(self, raw: Any) -> Any:
         """Convert a raw option value (a string from -p, or a Python value); ValueError if it does not fit."""
@@ -52,10 +53,20 @@ class Option:
         if self.min is not None and value < self.min:
             raise ValueError
         if self.max is not None and value > self.max:
-            raise TooLarge(f"must be at most {self.max}")
+            raise ValueError
         if self.type is int and not -(2**63) <= value < 2**63:
             raise TooLarge("must fit in 64 bits")  # every integer of the IR is 64-bit
         return value
+
+    def search_values(self) -> tuple:
+        """The values worth trying, in order: `search`, else `choices`, else both booleans, else the default."""
+        if self.search is not None:
+            return tuple(self.search)
+        if self.choices:
+            return tuple(self.choices)
+        if self.type is bool:
+            return (False, True)
+        return (self.default,)
 
     def describe(self) -> str:
         text = _TYPE_NAMES.get(self.type, self.type.__name__)
@@ -63,6 +74,8 @@ class Option:
             text = "a finite number"
         if self.min is not None:
             text += f" >= {self.min}"
+        if self.max is not None:
+            text += f" and <= {self.max}" if self.min is not None else f" <= {self.max}"
         return f"one of {list(self.choices)}" if self.choices else text
 
 

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import pass_registry
+from . import declared_target, pass_registry
 from .errors import SpecirError
 from .ir.nodes import Pipeline
 from .ir.printer import print_pipeline
@@ -26,6 +26,12 @@ def facts_of(pipeline: Pipeline) -> tuple[str, ...]:
 def with_facts(pipeline: Pipeline, facts) -> Pipeline:
     facts = tuple(sorted(set(facts)))
     return pipeline.with_(attrs=pipeline.attrs.set(facts=facts or None))
+
+
+def _describe(declared) -> str:
+    if declared is None or isinstance(declared, str):
+        return declared or "none"
+    return f"@{declared.model} = {declared.source} ({declared.digest[:19]}..., {declared.dtype})"
 
 
 @dataclass
@@ -47,6 +53,7 @@ class PassManager:
         verify(pipeline)
         if self.passes:
             require_step(pipeline, f"running pass {self.passes[0].name}")
+        declared = declared_target.read(pipeline)
         done: list[str] = []
         for p in self.passes:
             before = ", ".join(done) or "none"
@@ -88,6 +95,15 @@ class PassManager:
                 raise SpecirError(f"pass {p.name} returned {type(result).__name__}, not a Pipeline", location=where,
                                   hint="Pass.run must return the (new) pipeline")
             result = with_facts(result, set(facts_of(result)) | set(p.provides))
+            try:
+                now = declared_target.read(result)
+            except SpecirError as exc:
+                now = exc.message
+            if now != declared:
+                raise SpecirError(f"pass {p.name} changed the declared target (passes run before it: {before}): "
+                                  f"{_describe(declared)} -> {_describe(now)}", location=where,
+                                  hint="passes may rewrite the target's graph, never which checkpoint judges the "
+                                       "pipeline (its model, source, digest or dtype)")
             try:
                 verify(result)
             except SpecirError as exc:

@@ -17,6 +17,13 @@ from .time_limit import TimeLimitExceeded, pass_timeout, time_limit
 
 _REGISTRY: dict[str, type[Pass]] = {}
 _LOADED = False
+_FOREIGN: list[str] = []  # plugin files and entry points imported into this process
+
+
+def foreign_code_loaded() -> list[str]:
+    """What this process imported beyond specir itself (plugins, entry points); the guard judges in
+    a fresh process when this is not empty."""
+    return list(_FOREIGN)
 
 
 def register(cls: type[Pass]) -> type[Pass]:
@@ -76,6 +83,7 @@ def load_builtin() -> None:
 def load_entry_points() -> None:
     from importlib.metadata import entry_points
     for ep in entry_points(group="specir.passes"):
+        _FOREIGN.append(f"entry point {ep.name} ({ep.value})")
         try:
             with time_limit(pass_timeout(), f"entry point {ep.name}"):
                 obj = ep.load()
@@ -101,6 +109,7 @@ def load_plugin(path: str | Path) -> list[str]:
                           hint="--plugin takes a .py file that defines a Pass subclass")
     load_builtin()  # first, so that a plugin pass named like a built-in one is refused, not shadowed
     module_name = f"specir_plugin_{path.stem}_{abs(hash(str(path.resolve()))) % 10**8}"
+    _FOREIGN.append(str(path.resolve()))
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise SpecirError(f"cannot import {str(path)!r} as a Python module", path=str(path),

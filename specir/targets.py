@@ -78,11 +78,18 @@ def host_target() -> str:
     return "cpu"
 
 
+def interpreting_triton() -> bool:
+    """TRITON_INTERPRET=1: Triton kernels run in Triton's CPU interpreter (slow; for tests)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
 def require_available(target: Target) -> None:
-    """Raise when this machine cannot execute code for `target`."""
+    """Raise when this machine cannot execute code for `target` (a GPU target runs on a CPU only in
+    Triton's interpreter, TRITON_INTERPRET=1)."""
     if target.kind == "gpu":
         import torch
-        if not torch.cuda.is_available():
+        if not torch.cuda.is_available() and not interpreting_triton():
             raise SpecirError(f"target {target.name} needs an NVIDIA GPU, and this machine has none",
-                              hint="use --target cpu here, or run on a machine with the GPU "
-                                   "(compiling for a GPU target works anywhere)")
+                              hint="use --target cpu here, run on a machine with the GPU (compiling for a GPU "
+                                   "target works anywhere), or set TRITON_INTERPRET=1 to run its Triton kernels "
+                                   "in Triton's CPU interpreter (slow; for tests)")

@@ -23,3 +23,9 @@ def lower(pipeline: Pipeline, target: Target, folder: Path) -> Lowering:
     used = sorted({op.name for m in pipeline.models if m.graph for op in m.graph.ops})
     kernels = [{"op": name, "kernel": TORCH_KERNELS.get(name, "plugin"), "backend": "reference"} for name in used]
     return Lowering("reference", pipeline, kernels)
+
+
+def step_backend(pipeline: Pipeline, device, build=None):
+    """The decode step's backend: torch kernels everywhere."""
+    from .step_backend import TableStepBackend
+    return TableStepBackend(device)

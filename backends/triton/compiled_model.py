@@ -78,3 +78,5 @@ class CompiledModel:
 
     def forward(self, cache: KVCache, inputs: ForwardInputs) -> StaticForward:
         return StaticForward(self, cache, inputs)
+
+    forward_on = forward  # the executor interface of specir.step

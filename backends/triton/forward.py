@@ -14,12 +14,11 @@ reused once every IR value living in it is dead).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import triton
 
 from specir.errors import SpecirError
+from specir.step.forward_inputs import ForwardInputs  # noqa: F401 (re-exported)
 
 from .add_kernel import add as add_kernel
 from .kernels._interpreter_compat import interpreting
@@ -32,24 +31,6 @@ from .kernels.linear import linear_bf12, linear_bf16
 from .kernels.linear_config import choose
 from .kernels.norm import add_rms_norm, rms_norm
 from .kernels.rope import rope, rope_kv_write
-
-
-@dataclass
-class ForwardInputs:
-    ids: torch.Tensor
-    pos: torch.Tensor
-    lens: torch.Tensor
-    slots: torch.Tensor | None = None
-    offsets: torch.Tensor | None = None
-    mask: torch.Tensor | None = None
-
-    @classmethod
-    def allocate(cls, B: int, T: int, device, *, mask_width: int | None = None, slots: bool = False,
-                 offsets: bool = False) -> "ForwardInputs":
-        z = lambda *shape, dtype: torch.zeros(*shape, dtype=dtype, device=device)  # noqa: E731
-        return cls(z(B, T, dtype=torch.long), z(B, T, dtype=torch.long), z(B, dtype=torch.int32),
-                   z(B, dtype=torch.int32) if slots else None, z(B, dtype=torch.int32) if offsets else None,
-                   z(B, T, mask_width, dtype=torch.bool) if mask_width else None)
 
 
 def linear_config(m: int, n: int, k: int, fmt: str = "bf16"):

@@ -21,33 +21,37 @@ is likely representative; measure before lowering the threshold). Chain verify a
 therefore still runs Triton; tree verify (65 rows), tree-level drafts (topk rows), prefill run
 cuBLAS.
 
-Exception (BF12): a model region that has any `packed_linear` keeps every linear on Triton. Its
+The policy is the IR's: a model region's attribute `cublas_min_rows = N` (0: never) decides; the
+Triton lowering writes the default below into every model it lowers, so `build/pipeline.spec`
+shows it, and the `gemm-policy` pass sets it explicitly. No environment variable changes it.
+
+Default exception (BF12): a model region that has any `packed_linear` keeps every linear on Triton. Its
 contract (DESIGN.md section 5, docs/BF12.md) is bit-identity with the same Triton kernels over the
 unpacked weights, and cuBLAS sums in another order. A plain model's forwards below the threshold
 (decode, chain verify, short prefills) are then bit-identical to its packed counterpart's
 (tests/bf12_pipeline/test_triton_exactness.py); forwards of CUBLAS_MIN_ROWS rows or more are not.
-`SPECIR_TRITON_CUBLAS_MIN_ROWS=off` (or a row count) overrides the threshold, e.g. to compare
-packed and plain pipelines bit for bit at any width.
+`gemm-policy{cublas_min_rows=0}` on the plain pipeline compares the two bit for bit at any width.
 """
 from __future__ import annotations
-
-import os
 
 CUBLAS_MIN_ROWS = 8
 CUBLAS_KERNEL = "cublas.linear"   # the name launch configs and manifests give the cuBLAS route
 CUBLAS_CALL = "torch.nn.functional.linear"
 
 
+def default_min_rows(model) -> int:
+    """The policy the lowering writes when a model region states none: 0 (never) with packed weights."""
+    if any(op.name == "packed_linear" for op in model.graph.ops):
+        return 0
+    return CUBLAS_MIN_ROWS
+
+
 def cublas_min_rows(program) -> int | None:
     """Rows from which this program's plain bf16 linear groups run cuBLAS (None: never)."""
-    if any(launch.kind == "packed_linear" for launch in program.launches):
-        return None
-    env = os.environ.get("SPECIR_TRITON_CUBLAS_MIN_ROWS", "").strip().lower()
-    if env in ("off", "none", "never", "0"):
-        return None
-    if env:
-        return max(1, int(env))
-    return CUBLAS_MIN_ROWS
+    stated = program.cublas_min_rows
+    if stated is None:  # a region that states no policy (planned outside a lowering): the default
+        stated = 0 if any(launch.kind == "packed_linear" for launch in program.launches) else CUBLAS_MIN_ROWS
+    return stated if stated > 0 else None
 
 
 def uses_cublas(program, launch, rows: int) -> bool:
@@ -63,5 +67,5 @@ def reason(program) -> str:
     if threshold is None:
         return ("Triton for every linear (the model has packed BF12 weights: bit-identity with the Triton kernel)"
                 if any(launch.kind == "packed_linear" for launch in program.launches)
-                else "Triton for every linear (SPECIR_TRITON_CUBLAS_MIN_ROWS=off)")
+                else "Triton for every linear (cublas_min_rows = 0)")
     return f"bf16 linear groups with M >= {threshold} rows run cuBLAS ({CUBLAS_CALL}); smaller M runs Triton"

@@ -4,17 +4,18 @@
 `lower(pipeline, target, folder)` plans every model graph the step uses (program.py) and writes
 into the build folder:
 - `kernels/*.py`: copies of the Triton kernel sources the plan launches (plus their helpers);
-- `launch_configs.json`: per model and per forward shape of the device schedule (verify width,
-  drafter catch-up / draft / tree-level widths, batch 1) the launch parameters of every launch
+- `launch_configs.json`: per model and per forward the step runs (the step ops' `forwards`
+  interfaces: verify width, drafter catch-up / draft / tree-level widths; batch 1) the launch
+  parameters of every launch
   (block sizes, warps, stages, split-K and split-KV counts) for the target's SM count; linear
   groups that run cuBLAS at that width (gemm_route.py) say kernel "cublas.linear", and the
   manifest lists torch.nn.functional.linear (backend cublas) with the forwards that use it;
-- `ptx/<module>.<kernel>.<n>.ptx` with SPECIR_TRITON_PTX=1: every launched kernel compiled
+- `ptx/<module>.<kernel>.<n>.ptx` with `emit_ptx` (`compile --emit-ptx`): every launched kernel compiled
   offline for the target's architecture, specialised as the runtime's JIT does (ptx.py).
 It returns a Lowering whose `kernels` list one entry per kernel with the IR ops it implements,
-its source, its configurations and its PTX, and notes on what runs on the host path.
+its source, its configurations and its PTX, and notes on how the step is lowered (its segments).
 
-`make_engine(pipeline, device, build, weights=None)` returns engine.TritonEngine.
+`step_backend(pipeline, device, build)` returns the decode step's backend (step_backend.py).
 """
 from __future__ import annotations
 
@@ -29,7 +30,6 @@ from specir.targets import Target
 from . import gemm_route
 from .gemm_route import CUBLAS_CALL, CUBLAS_KERNEL
 from .program import plan_program
-from .schedule import Schedule, match_schedule
 
 KERNEL_DIR = Path(__file__).with_name("kernels")
 HELPERS = ("_numerics.py", "_interpreter_compat.py", "_device.py", "__init__.py")
@@ -43,42 +43,43 @@ def _used_models(pipeline: Pipeline):
     return [m for m in pipeline.models if m.name in used and m.graph is not None]
 
 
-def forward_shapes(schedule, model_name: str) -> dict[str, int]:
-    """The forwards (name -> new tokens T, batch 1) the device schedule runs on a model."""
-    if not isinstance(schedule, Schedule):
-        return {"decode": 1}
-    if model_name == schedule.target:
-        shapes = {"verify": schedule.verify_width}
-        if schedule.kind == "ngram":
-            shapes["verify_no_draft"] = 1
-        return shapes
-    shapes = {"catch_up": schedule.feed_width}
-    if schedule.kind == "chain" and schedule.k > 1:
-        shapes["draft"] = 1
-    if schedule.kind == "tree" and schedule.depth > 1:
-        shapes["tree_level"] = schedule.topk
-    return shapes
+def forward_shapes(pipeline: Pipeline, model_name: str) -> dict[str, int]:
+    """The forwards (purpose -> new tokens T, batch 1) the step runs on a model (op interfaces)."""
+    from specir.step.interfaces import StepInfo
+    shapes = {}
+    for f in StepInfo(pipeline).forwards():
+        if f.model == model_name:
+            shapes[f.purpose if f.purpose not in shapes else f"{f.purpose}-{f.tokens}"] = f.tokens
+    return shapes or {"decode": 1}
+
+
+def with_gemm_policy(pipeline: Pipeline) -> Pipeline:
+    """Every model the step uses states its gemm policy (`cublas_min_rows`, gemm_route.py) in the IR."""
+    for model in _used_models(pipeline):
+        if "cublas_min_rows" not in model.attrs:
+            pipeline = pipeline.with_model(model.with_attrs(cublas_min_rows=gemm_route.default_min_rows(model)))
+    return pipeline
 
 
 def _source_files(module: str) -> tuple[str, ...]:
     return LIBRARY_OF.get(module, (f"{module}.py",))
 
 
-def lower(pipeline: Pipeline, target: Target, folder: Path) -> Lowering:
+def lower(pipeline: Pipeline, target: Target, folder: Path, *, emit_ptx: bool = False) -> Lowering:
     from .launch_configs import launch_configs
     folder = Path(folder)
-    schedule = match_schedule(pipeline)
-    notes = []
-    if isinstance(schedule, Schedule):
-        notes.append(f"device schedule: {schedule.kind} (draft, verify, greedy acceptance and commit captured "
-                     f"as CUDA graphs); temperature > 0 runs on the host path")
-    else:
-        notes.append(f"host path: {schedule}")
+    pipeline = with_gemm_policy(pipeline)
+    from specir.step.program import StepProgram
+    from specir.step.backend import StepBackend
+    segments = StepProgram(pipeline, StepBackend("cpu")).describe()
+    notes = ["step: " + " | ".join(("host: " if seg["host"] else "device: ") + ", ".join(seg["ops"])
+                                   for seg in segments)
+             + " (device segments are captured as CUDA graphs, per batch size and sampling mode)"]
     programs = {m.name: plan_program(m) for m in _used_models(pipeline)}
     configs, kernels = {}, {}
     for name, program in programs.items():
         configs[name] = {}
-        for shape, T in forward_shapes(schedule, name).items():
+        for shape, T in forward_shapes(pipeline, name).items():
             configs[name][shape] = {"B": 1, "T": T, "max_seq": REPRESENTATIVE_CONTEXT,
                                     "launches": launch_configs(program, target, 1, T, REPRESENTATIVE_CONTEXT)}
         for launch in program.launches:
@@ -94,11 +95,10 @@ def lower(pipeline: Pipeline, target: Target, folder: Path) -> Lowering:
                 cublas.setdefault(name, []).append(f"{shape} (T={entry['T']}: {len(routed)} linear groups)")
     for name, program in programs.items():
         notes.append(f"@{name}: {gemm_route.reason(program)}")
-    step_kernels = {"argmax.argmax": "verify.* (the target's greedy choice)"}
-    if isinstance(schedule, Schedule):
-        step_kernels["accept.greedy_accept_tree"] = "accept.*"
-        if schedule.compact:
-            step_kernels["kv_cache.kv_compact"] = 'commit {kv = "compact"}'
+    step_kernels = {"argmax.argmax": "accept.* (the verifier's greedy choice)",
+                    "accept.greedy_accept_tree": "accept.*"}
+    if any(op.attrs.get("kv") == "compact" for op in pipeline.step.ops):
+        step_kernels["kv_cache.kv_compact"] = 'commit {kv = "compact"}'
     for kernel, op in step_kernels.items():
         kernels.setdefault(kernel, {"ops": {op}, "launches_per_forward": {}})
 
@@ -126,12 +126,12 @@ def lower(pipeline: Pipeline, target: Target, folder: Path) -> Lowering:
                      "forwards": cublas, "config": "launch_configs.json (kernel cublas.linear)"})
     (folder / "launch_configs.json").write_text(json.dumps(
         {"target": target.name, "arch": target.arch, "sm_count": target.sm_count,
-         "schedule": schedule.__dict__ if isinstance(schedule, Schedule) else {"host_path": schedule},
+         "step": segments,
          "models": configs}, indent=1, default=str) + "\n")
     from specir.ir.printer import print_pipeline
 
-    from .ptx import emit_ptx
-    ptx, note = emit_ptx(print_pipeline(pipeline), target, folder / "ptx")
+    from .ptx import emit_ptx as compile_ptx
+    ptx, note = compile_ptx(print_pipeline(pipeline), target, folder / "ptx", emit_ptx)
     if note:
         notes.append(note)
     for row in rows:
@@ -142,8 +142,7 @@ def lower(pipeline: Pipeline, target: Target, folder: Path) -> Lowering:
     return Lowering("triton", pipeline, rows, notes)
 
 
-def make_engine(pipeline: Pipeline, device, build=None, weights: dict | None = None):
-    """The engine that executes `pipeline` with Triton kernels on `device` ("cuda", or "cpu" under
-    TRITON_INTERPRET=1: no CUDA graphs there)."""
-    from .engine import TritonEngine
-    return TritonEngine(pipeline, device, weights=weights)
+def step_backend(pipeline: Pipeline, device, build=None):
+    """The decode step's backend: Triton kernels, CUDA graphs on a GPU (TRITON_INTERPRET=1 on a CPU)."""
+    from .step_backend import TritonStepBackend
+    return TritonStepBackend(device)

@@ -68,6 +68,7 @@ class Program:
     layers: dict[int, tuple[int, int]]  # attention layer -> (kv_heads, head_dim)
     notes: list[str] = field(default_factory=list)
     dtype: str = "bf16"  # the model's activation dtype (IR name)
+    cublas_min_rows: int | None = None  # the region's gemm policy attribute (gemm_route.py); None: unstated
 
 
 def _uses(ops) -> dict[str, list[int]]:
@@ -194,8 +195,9 @@ def plan_program(model: Model) -> Program:
                                     "window": int(a.get("window") or 0)}, (op.result,)))
         elif name == "swiglu":
             launches.append(Launch("swiglu", (op.result,), op.values, {}, (op.result,)))
+    policy = model.attrs.get("cublas_min_rows")
     return Program(model.name, launches, values, params, model.graph.result, layers,
-                   dtype=str(model.attrs.get("dtype", "bf16")))
+                   dtype=str(model.attrs.get("dtype", "bf16")), cublas_min_rows=None if policy is None else int(policy))
 
 
 def describe(program: Program) -> list[dict]:

@@ -1,8 +1,8 @@
 """PTX of exactly the kernels a lowering launches, compiled for the target's architecture with no
 GPU (Triton's bundled ptxas).
 
-Contract: `emit_ptx(programs, schedule, target, folder) -> ({"module.function": [paths]}, note)`.
-With SPECIR_TRITON_PTX=1 in the environment it runs every forward of the device schedule (and
+Contract: `emit_ptx(pipeline_text, target, folder, enabled) -> ({"module.function": [paths]}, note)`.
+With `enabled` (`specir compile --emit-ptx`) it runs every forward the step's ops declare (and
 the step kernels: argmax, acceptance, KV compaction) once on meta-sized CPU stand-ins with
 Triton's launch replaced by an offline compile (`JITFunction.run(warmup=True)` under a driver
 that reports the target's architecture), so each kernel is specialised exactly as the runtime's
@@ -19,13 +19,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-ENV = "SPECIR_TRITON_PTX"
-
-
-def emit_ptx(pipeline_text: str, target, folder: Path) -> tuple[dict, str]:
-    if os.environ.get(ENV, "0") in ("0", ""):
-        return {}, (f"PTX not emitted (set {ENV}=1 to compile every launched kernel for {target.arch} here; "
-                    "the runtime JIT-compiles them for the GPU it runs on)")
+def emit_ptx(pipeline_text: str, target, folder: Path, enabled: bool = False) -> tuple[dict, str]:
+    if not enabled:
+        return {}, (f"PTX not emitted (compile with --emit-ptx to compile every launched kernel for {target.arch} "
+                    "here; the runtime JIT-compiles them for the GPU it runs on)")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     spec = folder / "pipeline.spec"
@@ -141,11 +138,13 @@ def _compile_all(spec: str, arch: int, folder: Path) -> dict:
     from .kernels.accept import greedy_accept_tree
     from .kernels.argmax import argmax
     from .kernels.kv_cache import kv_compact
-    from .lowering import REPRESENTATIVE_CONTEXT, _used_models, forward_shapes
-    from .schedule import Schedule, match_schedule
+    from specir.step.interfaces import StepInfo
+
+    from .lowering import REPRESENTATIVE_CONTEXT, _used_models
 
     pipeline = load_pipeline(spec)
-    schedule = match_schedule(pipeline)
+    forwards = StepInfo(pipeline).forwards()
+    compact = any(op.attrs.get("kv") == "compact" for op in pipeline.step.ops)
     compiled: dict[str, list] = {}
     original = JITFunction.run
 
@@ -169,16 +168,18 @@ def _compile_all(spec: str, arch: int, folder: Path) -> dict:
         for model in _used_models(pipeline):
             stand_in = _StandIn(model)
             cache = _OneLayerCache(stand_in.program.layers, REPRESENTATIVE_CONTEXT, stand_in.dtype)
-            for shape, T in forward_shapes(schedule, model.name).items():
-                tree = shape in ("verify", "tree_level") and isinstance(schedule, Schedule) and schedule.kind == "tree"
-                offsets = shape in ("draft", "tree_level")
-                inputs = ForwardInputs.allocate(1, T, "cpu", mask_width=T if tree else None, offsets=offsets)
+            for f in forwards if forwards else []:
+                if f.model != model.name:
+                    continue
+                T = f.tokens
+                inputs = ForwardInputs.allocate(1, T, "cpu", mask_width=f.mask_width or None,
+                                                offsets=f.purpose in ("draft", "tree-level"))
                 logits = StaticForward(stand_in, cache, inputs).run()
                 argmax(logits)
-                if shape == "verify" and isinstance(schedule, Schedule):
+                if f.purpose == "verify":
                     ids = torch.zeros(1, T, dtype=torch.long)
                     greedy_accept_tree(ids, torch.zeros(1, T, dtype=torch.int32), ids, emitted=torch.zeros_like(ids))
-                    if schedule.compact:
+                    if compact:
                         k_cache, v_cache = cache.layer(next(iter(cache.k)))
                         kv_compact(k_cache, v_cache, inputs.lens, torch.zeros(1, T, dtype=torch.int32),
                                    torch.zeros(1, dtype=torch.int32))

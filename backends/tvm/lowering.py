@@ -170,3 +170,9 @@ def kernels_for(pipeline: Pipeline, build: Path | None) -> dict:
         import sys
         print(f"note: {note}", file=sys.stderr)
     return kernel_table(cpu)
+
+
+def step_backend(pipeline: Pipeline, device, build: Path | None = None):
+    """The decode step's backend: the model regions on this op table (TVM kernels), step ops in torch."""
+    from specir.backends.reference.step_backend import TableStepBackend
+    return TableStepBackend(device, kernels_for(pipeline, build), "tvm")

@@ -57,7 +57,7 @@ def _forward_info(state) -> _ForwardInfo:
         set_threads(torch.get_num_threads())
         slot_list = [int(s) for s in state.slots.tolist()]
         start_list = [int(s) for s in state.write_start.tolist()]
-        lens = torch.tensor([state.cache.lens[s] for s in slot_list], dtype=torch.int32)
+        lens = state.lens.to(torch.int32).cpu()
         starts = torch.tensor(start_list, dtype=torch.int32)
         offsets = starts - lens
         info = _ForwardInfo(lens, offsets, torch.tensor(slot_list, dtype=torch.int32), slot_list, start_list,

@@ -6,11 +6,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..errors import SpecirError
 from ..build_folder import atomic_write_text
+from ..errors import SpecirError
+from ..runtime.baseline import ar_pipeline
 from ..runtime.bench import bench, format_table, plot
 from ..runtime.memory import check_batch_fits
-from ..runtime.session import make_engine
+from ..step.engine import StepEngine
 from .common_run import add_source_options, positive, prompts_from, session_from
 
 
@@ -25,6 +26,8 @@ def register(sub) -> None:
     p.add_argument("--limit", type=int, default=8, help="prompts per workload (default 8)")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--out", default="bench-results", help="folder for bench.json and bench.png")
+    p.add_argument("--check", action="store_true",
+                   help="token-force every timed output against the declared target (adds its forwards after timing)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
     p.set_defaults(func=run)
 
@@ -40,14 +43,22 @@ def run(args) -> int:
         workloads.setdefault(rec.get("workload", "prompts"), []).append(ids)
     check_batch_fits(session.pipeline, max(sizes), max(len(p) for p in prompts), args.max_new_tokens, session.device)
     engine = session.engine()
+    ar_engine = StepEngine(ar_pipeline(session.pipeline), engine.backend, base=session.base)
+    reference = None
+    if args.check:
+        from ..declared_target import read
+        from ..runtime.token_forcing import Reference
+        reference = Reference(read(session.pipeline), session.device)
     total = 2 * sum(len(v) + (-len(v)) % bs for v in workloads.values() for bs in sizes)
     bar = _progress(total)
-    rows = bench(engine, lambda p: make_engine(p, session.backend, session.device, session.build, weights=None),
-                 workloads, sizes, args.max_new_tokens, progress=bar.update if bar else None)
+    rows = bench(engine, ar_engine, workloads, sizes, args.max_new_tokens, progress=bar.update if bar else None,
+                 reference=reference)
     if bar:
         bar.close()
     meta = {"source": args.source or "<default zoo pair>", "target": session.target.name,
-            "backend": session.backend, "max_new_tokens": args.max_new_tokens}
+            "backend": session.backend, "max_new_tokens": args.max_new_tokens,
+            "setup_s": {"pipeline": round(engine.setup_s, 3), "ar": round(ar_engine.setup_s, 3)},
+            "timing": "tokens_per_s and speedup: decoding (prefill excluded); e2e_*: prefill included"}
     atomic_write_text(out / "bench.json", json.dumps({**meta, "rows": [r.as_dict() for r in rows]}, indent=2) + "\n")
     plotted = plot(rows, out / "bench.png")
     if args.json:

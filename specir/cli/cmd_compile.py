@@ -15,6 +15,9 @@ def register(sub) -> None:
     p.add_argument("spec", help="pipeline file (.spec)")
     p.add_argument("--target", required=True, help="one of: " + ", ".join(all_targets()))
     p.add_argument("-o", "--output", default="build", help="build folder (default: build)")
+    p.add_argument("--emit-ptx", action="store_true",
+                   help="GPU targets: also compile every launched Triton kernel to PTX for the target's architecture "
+                        "(build/ptx/; about a second per kernel)")
     add_pipeline_option(p)
     p.set_defaults(func=run)
 
@@ -22,7 +25,8 @@ def register(sub) -> None:
 def run(args) -> int:
     load_plugins(args)
     manifest = compile_pipeline(args.spec, args.target, args.output, args.passes,
-                                print_after_all=args.print_after_all, debug=args.debug)
+                                print_after_all=args.print_after_all, debug=args.debug, plugins=args.plugin,
+                                emit_ptx=args.emit_ptx)
     est = manifest["cost_model"]["step_seconds"]
     step = f"{est * 1e3:.3f} ms" if est >= 1e-4 else f"{est * 1e6:.2f} us"
     print(f"compiled {args.spec} for {manifest['target']} ({manifest['backend']} backend) -> "

@@ -24,7 +24,7 @@ def register(sub) -> None:
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true",
-                   help="print {tokens, text, accept_lengths, tokens_per_s} as JSON")
+                   help="print {tokens, text, accept_lengths, tokens_per_s (decoding), prefill_s, setup_s, ...} as JSON")
     p.set_defaults(func=run)
 
 
@@ -48,13 +48,18 @@ def run(args) -> int:
     engine = session.engine()
     result = engine.generate([prompt], args.max_new_tokens, temperature=args.temperature, seed=args.seed)[0]
     text = decode(folder, result.tokens)
-    tps = len(result.tokens) / result.seconds if result.seconds > 0 else 0.0
+    t = engine.timings
+    tps = len(result.tokens) / t["decode_s"] if t["decode_s"] > 0 else 0.0
+    e2e = len(result.tokens) / (t["decode_s"] + t["prefill_s"]) if t["decode_s"] + t["prefill_s"] > 0 else 0.0
     if args.json:
         print(json.dumps({"tokens": result.tokens, "text": text, "accept_lengths": result.accept_lengths,
-                          "tokens_per_s": round(tps, 3), "tau": round(result.tau, 4),
+                          "tokens_per_s": round(tps, 3), "e2e_tokens_per_s": round(e2e, 3),
+                          "prefill_s": round(t["prefill_s"], 6), "setup_s": round(engine.setup_s, 3),
+                          "tau": round(result.tau, 4), "finish_reason": result.finish_reason,
                           "target": session.target.name, "backend": session.backend}))
     else:
         sys.stdout.write(text + ("\n" if not text.endswith("\n") else ""))
-        print(f"[{len(result.tokens)} tokens, {tps:.1f} tok/s, tau {result.tau:.2f}, "
-              f"{session.backend} backend on {session.target.name}]", file=sys.stderr)
+        print(f"[{len(result.tokens)} tokens, {tps:.1f} tok/s decoding ({e2e:.1f} with the prefill), tau "
+              f"{result.tau:.2f}, set-up {engine.setup_s:.1f} s, {session.backend} backend on "
+              f"{session.target.name}]", file=sys.stderr)
     return 0

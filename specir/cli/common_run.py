@@ -24,6 +24,15 @@ def session_from(args) -> Session:
 
 def prompts_from(args, session: Session, *, limit: int | None) -> tuple[list[dict], list[list[int]]]:
     """Prompts from --prompts FILE, else from --workload (all shipped workloads by default)."""
+    target = session.pipeline.model(_target(session))
+    return read_prompts(args, str(session.target_folder()), target.graph.result_type.width,
+                        target.attrs.get("max_position"), limit=limit)
+
+
+def read_prompts(args, tokenizer_folder: str, vocab: int, context: int | None, *,
+                 limit: int | None) -> tuple[list[dict], list[list[int]]]:
+    """Prompt records and their ids (tokenized with the target's tokenizer), each checked against the
+    vocabulary and the context (`context` tokens with max-new-tokens)."""
     if getattr(args, "limit", None) is not None and args.limit < 0:
         raise SpecirError(f"--limit must be 0 (all prompts) or more, got {args.limit}", hint="e.g. --limit 5")
     if getattr(args, "prompts", None):
@@ -31,16 +40,14 @@ def prompts_from(args, session: Session, *, limit: int | None) -> tuple[list[dic
         records = records[:limit] if limit else records
     else:
         records = workload_records(getattr(args, "workload", None), limit)
-    target = session.pipeline.model(_target(session))
-    ids = to_ids(records, str(session.target_folder()), target.graph.result_type.width)
-    _check_context(records, ids, target, getattr(args, "max_new_tokens", None), getattr(args, "prompts", None))
+    ids = to_ids(records, tokenizer_folder, vocab)
+    _check_context(records, ids, context, getattr(args, "max_new_tokens", None), getattr(args, "prompts", None))
     return records, ids
 
 
-def _check_context(records, ids, target, max_new, prompts_file) -> None:
+def _check_context(records, ids, context, max_new, prompts_file) -> None:
     """Every prompt must fit the target's context with max-new-tokens; checked up front so the error names
     the prompt's line or workload id (not its place in a batch) and comes before any decoding."""
-    context = target.attrs.get("max_position")
     if context is None:
         return
     context = int(context)

@@ -9,7 +9,7 @@ import sys
 from ..errors import SpecirError
 from ..time_limit import PASS_TIMEOUT_S, set_pass_timeout
 
-COMMANDS = ["init", "opt", "compile", "run", "check", "bench", "search", "targets", "zoo"]
+COMMANDS = ["init", "opt", "compile", "run", "check", "bench", "search", "memory", "calibrate", "targets", "zoo"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,13 +19,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"specir.cli.cmd_{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"specir.cli.cmd_{name}":
-                continue  # command not built yet
-            raise
-        module.register(sub)
+        importlib.import_module(f"specir.cli.cmd_{name}").register(sub)
+    for command in sub.choices.values():  # --debug is accepted after the command too
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                             help="show Python tracebacks on errors")
     return parser
 
 

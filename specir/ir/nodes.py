@@ -15,8 +15,17 @@ from ..errors import SourceLocation
 from .types import TensorType, Type
 
 
+class Symbol(str):
+    """A model symbol as an attribute value (`target = @target`); the string is the name without '@'."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"@{str(self)}"
+
+
 class Attrs(Mapping):
-    """A frozen, key-sorted attribute dictionary. Values: int, float, bool, str, tuple, Attrs."""
+    """A frozen, key-sorted attribute dictionary. Values: int, float, bool, str, Symbol, tuple, Attrs."""
 
     __slots__ = ("_items",)
 
@@ -148,6 +157,9 @@ class Model:
     @property
     def is_import(self) -> bool:
         return self.graph is None
+
+    def with_attrs(self, **changes: Any) -> "Model":
+        return replace(self, attrs=self.attrs.set(**changes))
 
     def weight(self, name: str) -> Weight | None:
         index = self.__dict__.get("_weight_index")

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .types import ACCEPTED, TOKENS, TREE, Type, act, logits
+from .types import Type, act, logits
 
 MISSING = object()
 
@@ -72,6 +72,8 @@ class OpDef:
     infer: Callable[..., Type | None] = lambda op, ctx: None
     pure: bool = True
     doc: str = ""
+    role: str = ""  # step ops: "draft" | "verify" | "accept" | "commit" (the declared target is the last verify's)
+    step: Any = None  # step ops: specir.step.interfaces.StepInterfaces (width, forwards, lowering, ...)
     cache_layer: str | None = None  # the attribute naming the KV-cache layer this op writes (one op per layer)
 
 
@@ -233,102 +235,6 @@ register_op(OpDef("add", "model", (value("a", "act"), value("b", "act")), {}, _i
                   doc="Elementwise sum (residual)."))
 
 
-# ---------------------------------------------------------------- decode-step type rules
-
-def _model_vocab(ctx, symbol_name):
-    model = ctx.model(symbol_name)
-    return model.graph.result_type.params[0] if model and model.graph else None
-
-
-def _const(t):
-    return lambda op, ctx: t
-
-
-def _infer_verify(kind):
-    def rule(op, ctx):
-        mask = ctx.model_mask(op.operands[0])
-        if mask is not None and mask != kind:
-            hint = ("run the tree-verify pass, which rewrites the model's mask to mask<tree>"
-                    if kind == "tree" else "a chain is verified by a model whose mask is mask<causal>")
-            raise TypeRuleError(f"verify.{kind} needs model {op.operands[0]} with mask<{kind}>, "
-                                f"but its graph takes mask<{mask}>", hint)
-        return logits()
-    return rule
-
-
-DRAFT_K = AttrSpec("int", doc="number of drafted tokens per step")
-
-
-def _infer_draft_chain(op, ctx):
-    if op.attrs["k"] < 1:
-        raise TypeRuleError(f"k must be at least 1, got {op.attrs['k']}",
-                            "k is the number of drafted tokens per step (for plain decoding, drop the draft op)")
-    if op.attrs["k"] > MAX_DRAFT_TOKENS:
-        raise TypeRuleError(f"k must be at most {MAX_DRAFT_TOKENS}, got {op.attrs['k']}",
-                            "k is the number of drafted tokens per step; a few (2-16) pay off")
-    if op.name == "draft.ngram":
-        lo, hi = op.attrs.get("min_ngram", 1), op.attrs.get("max_ngram", 3)
-        if lo < 1 or hi < lo:
-            raise TypeRuleError(f"need 1 <= min_ngram <= max_ngram, got min_ngram = {lo}, max_ngram = {hi}",
-                                "the n-gram lengths matched against earlier context, e.g. min_ngram = 1, max_ngram = 3")
-        if hi > MAX_DRAFT_TOKENS:
-            raise TypeRuleError(f"max_ngram must be at most {MAX_DRAFT_TOKENS}, got {hi}",
-                                "the n-gram lengths matched against earlier context, e.g. min_ngram = 1, max_ngram = 3")
-    return TOKENS
-
-
-register_op(OpDef("draft.chain", "step", (symbol("drafter"), value("ctx", "context")),
-                  {"k": DRAFT_K}, _infer_draft_chain, doc="k greedy tokens from a draft model."))
-register_op(OpDef("draft.ngram", "step", (value("ctx", "context"),),
-                  {"k": DRAFT_K, "max_ngram": AttrSpec("int", 3), "min_ngram": AttrSpec("int", 1)},
-                  _infer_draft_chain, doc="Prompt lookup: continue the longest earlier match of the last n tokens."))
-def _infer_draft_tree(op, ctx):
-    mask = ctx.model_mask(op.operands[0])
-    if mask is not None and mask != "tree":
-        raise TypeRuleError(f"draft.tree runs {op.operands[0]} over tree nodes, so its graph needs mask<tree>, "
-                            f"not mask<{mask}>", "the tree-verify pass rewrites both models' masks")
-    a = op.attrs
-    if a["depth"] < 1 or a["topk"] < 1 or a["budget"] < 1:
-        raise TypeRuleError("depth, topk and budget must be at least 1", "e.g. {budget = 32, depth = 4, topk = 4}")
-    for key, most in (("depth", MAX_DRAFT_TOKENS), ("topk", MAX_DRAFT_TOKENS), ("budget", MAX_TREE_BUDGET)):
-        if a[key] > most:
-            raise TypeRuleError(f"{key} must be at most {most}, got {a[key]}", "e.g. {budget = 32, depth = 4, topk = 4}")
-    vocab = _model_vocab(ctx, op.operands[0])
-    if vocab is not None and a["topk"] > vocab:
-        raise TypeRuleError(f"topk {a['topk']} is more than the drafter's vocabulary of {vocab} tokens",
-                            "topk is the number of children per node, at most the vocabulary size")
-    return TREE
-
-
-register_op(OpDef("draft.tree", "step", (symbol("drafter"), value("ctx", "context")),
-                  {"depth": AttrSpec("int", doc="maximum tree depth (drafted tokens on a path)"),
-                   "topk": AttrSpec("int", doc="children considered per node"),
-                   "budget": AttrSpec("int", doc="drafted nodes per step (the verify width is budget + 1)"),
-                   "expand": AttrSpec("str", "static", choices=("static", "dynamic"),
-                                      doc="static: best-first by cumulative draft probability up to the budget; "
-                                          "dynamic: stop expanding nodes whose draft confidence is below `threshold`"),
-                   "threshold": AttrSpec("float", 0.0, doc="dynamic expansion: minimum path probability",
-                                         valid=in_range(0, 1))},
-                  _infer_draft_tree, doc="A token tree: static top-k expansion or dynamic by draft confidence."))
-register_op(OpDef("verify.chain", "step",
-                  (symbol("target"), value("ctx", "context"), value("draft", "tokens", optional=True)),
-                  {}, _infer_verify("causal"), pure=False,
-                  doc="One target forward over the pending token and the drafted chain."))
-register_op(OpDef("verify.tree", "step", (symbol("target"), value("ctx", "context"), value("draft", "tree")),
-                  {}, _infer_verify("tree"), pure=False,
-                  doc="One target forward over a token tree with the tree attention mask."))
-for _rule in ("greedy", "sample"):
-    register_op(OpDef(f"accept.{_rule}", "step",
-                      (value("draft", "tokens", "tree", optional=True), value("logits", "logits")),
-                      {}, _const(ACCEPTED),
-                      doc=("Greedy acceptance." if _rule == "greedy" else
-                           "Lossless speculative (rejection) sampling; greedy at temperature 0.")))
-register_op(OpDef("commit", "step", (value("ctx", "context"), value("accepted", "accepted")),
-                  {"kv": AttrSpec("str", "prefix", choices=("prefix", "compact"),
-                                  doc="prefix: accepted tokens are a prefix; compact: move the accepted path")},
-                  lambda op, ctx: None, pure=False, doc="Append accepted tokens, commit their KV."))
-
-
 def _token_ids(value) -> str | None:
     ok = all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < 2**31 for t in value)
     return None if ok else "must be a list of token ids (integers >= 0)"
@@ -356,3 +262,7 @@ def without_defaults(opname: str, attrs: dict) -> dict:
             continue
         out[key] = val
     return out
+
+
+# The step ops: one file each under specir/step/ops (definition, interfaces, semantics).
+from ..step import ops as _step_ops  # noqa: E402,F401

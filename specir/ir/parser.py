@@ -10,7 +10,7 @@ import lark
 from lark import Token, Transformer, v_args
 
 from ..errors import SourceLocation, SpecirError, location_in
-from .nodes import Attrs, Graph, Model, Op, Pipeline, Step, Weight
+from .nodes import Attrs, Graph, Model, Op, Pipeline, Step, Symbol, Weight
 from .types import TensorType, Type
 
 GRAMMAR = Path(__file__).with_name("grammar.lark")
@@ -50,6 +50,9 @@ class _Builder(Transformer):
 
     def string(self, items):
         return _unquote(items[0])
+
+    def symbol(self, items):
+        return Symbol(str(items[0])[1:])
 
     def true(self, _):
         return True

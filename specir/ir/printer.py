@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 
-from .nodes import Attrs, Graph, Model, Op, Pipeline, Step, Weight
+from .nodes import Attrs, Graph, Model, Op, Pipeline, Step, Symbol, Weight
 
 
 def format_value(value) -> str:
@@ -23,6 +23,8 @@ def format_value(value) -> str:
             return "inf" if value > 0 else "-inf"
         text = repr(value)
         return text if any(c in text for c in ".en") else text + ".0"
+    if isinstance(value, Symbol):
+        return f"@{value}"
     if isinstance(value, str):
         return json.dumps(value)
     if isinstance(value, tuple):

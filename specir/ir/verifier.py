@@ -15,12 +15,13 @@ import difflib
 import math
 from dataclasses import replace
 
+from ..declared_target import check_declared
 from ..errors import SpecirError
-from .nodes import Attrs, Graph, Model, Op, Pipeline, Step
+from .nodes import Attrs, Graph, Model, Op, Pipeline, Step, Symbol
 from .opdefs import MODEL_ATTRS, OPS, OpDef, TypeRuleError
 from .types import WEIGHT_DTYPES, TensorType, Type
 
-_KIND_NAMES = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false",
+_KIND_NAMES = {"int": "an integer", "float": "a number", "str": "a string", "symbol": "a model (@name)", "bool": "true or false",
                "list": "a list", "dict": "a dictionary {k = v}"}
 
 
@@ -30,7 +31,9 @@ def _fits(kind: str, value) -> bool:
     if kind == "float":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if kind == "str":
-        return isinstance(value, str)
+        return isinstance(value, str) and not isinstance(value, Symbol)
+    if kind == "symbol":
+        return isinstance(value, Symbol)
     if kind == "bool":
         return isinstance(value, bool)
     if kind == "list":
@@ -199,6 +202,9 @@ def _walk(ops, region: str, scope: _Scope, fallback, fill: bool) -> tuple[Op, ..
         if opdef.region != region:
             raise _error(f"op {op.name} belongs in a {opdef.region} region, not in a {region}", op, fallback,
                          f"move it into the {opdef.region}" + (" graph" if opdef.region == "model" else ""))
+        if region == "step" and getattr(opdef, "step", None) is None:
+            raise _error(f"step op {op.name} declares no step interfaces (width, forwards, lowering)", op, fallback,
+                         "a step op's OpDef needs step=StepInterfaces(...); see specir/step/interfaces.py")
         _check_attrs(op, opdef, fallback)
         _check_operands(op, opdef, scope, fallback)
         try:
@@ -331,6 +337,7 @@ def _run(pipeline: Pipeline, fill: bool) -> Pipeline:
     _check_vocab(pipeline)
     if pipeline.step is not None:
         pipeline = replace(pipeline, step=_check_step(pipeline, pipeline.step, fill))
+    check_declared(pipeline, lambda message, node, hint: _error(message, node, pipeline, hint))
     return pipeline
 
 

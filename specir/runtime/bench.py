@@ -1,16 +1,19 @@
 """Benchmarking a pipeline against its autoregressive baseline in the same engine and run.
 
-For each workload and batch size: tokens/s of the pipeline and of AR decoding (same backend,
-same device, stock target weights), speedup, mean accepted length (tau: tokens emitted per
-target forward), and whether the greedy outputs equal AR's token for token.
+Contract: `bench(engine, ar_engine, workloads, batch_sizes, max_new, progress=None, reference=None)`
+times, per workload and batch size, both warm engines (the same backend; sessions built and graphs
+captured in an untimed warm-up at that batch size first) on the same batches (prompts repeated
+to fill the last batch), and returns a BenchRow each:
+- tokens/s and speedup of decoding (prefill excluded: what a serving engine's steady state
+  sees), and end to end (prefill included);
+- tau (tokens emitted per step), whether the outputs equal AR's token for token;
+- with `reference` (a token_forcing.Reference of the declared target), every output of the timed
+  run is token-forced: mismatches and near-ties (the figures are then proved, not assumed).
+Requests of a batch finish at different times; finished ones stop committing.
 """
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
-
-from .baseline import ar_pipeline
-from .engine import Engine
+from dataclasses import asdict, dataclass
 
 
 @dataclass
@@ -22,11 +25,16 @@ class BenchRow:
     ar_tokens_per_s: float
     tokens_per_s: float
     speedup: float
+    ar_e2e_tokens_per_s: float
+    e2e_tokens_per_s: float
+    e2e_speedup: float
     tau: float
     agree_with_ar: float
+    mismatches: int | None = None
+    near_ties: int | None = None
 
     def as_dict(self) -> dict:
-        return dict(self.__dict__)
+        return asdict(self)
 
 
 def _batches(items, size):
@@ -37,45 +45,60 @@ def _batches(items, size):
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-def _timed(engine: Engine, batches, max_new, progress):
-    outs, seconds, tokens = [], 0.0, 0
+def _timed(engine, batches, max_new, progress):
+    outs, decode_s, e2e_s, tokens = [], 0.0, 0.0, 0
     for batch in batches:
-        start = time.perf_counter()
         results = engine.generate(batch, max_new)
-        seconds += time.perf_counter() - start
+        decode_s += engine.timings["decode_s"]
+        e2e_s += engine.timings["decode_s"] + engine.timings["prefill_s"]
         tokens += sum(len(r.tokens) for r in results)
         outs += results
         if progress:
             progress(len(batch))
-    return outs, seconds, tokens
+    return outs, decode_s, e2e_s, tokens
 
 
-def bench(engine: Engine, make_engine, workloads: dict[str, list[list[int]]], batch_sizes: list[int],
-          max_new: int, progress=None) -> list[BenchRow]:
-    """`make_engine(pipeline, weights)` builds an engine of the same backend for the baseline."""
-    ar = make_engine(ar_pipeline(engine.pipeline))
-    warm = next(iter(workloads.values()))[:1]
-    engine.generate(warm, 4)
-    ar.generate(warm, 4)
+def warm_up(engine, prompts, batch_size: int, max_new: int) -> None:
+    """Build the session of this batch size (room for the longest prompt) and capture its graphs."""
+    longest = max(prompts, key=len)
+    engine.session(batch_size, engine.rows_needed(len(longest), max_new), False)
+    engine.generate([longest] * batch_size, min(max_new, 8))
+
+
+def bench(engine, ar_engine, workloads: dict[str, list[list[int]]], batch_sizes: list[int], max_new: int,
+          progress=None, reference=None) -> list[BenchRow]:
+    from .token_forcing import force
+    everything = [p for prompts in workloads.values() for p in prompts]
+    for bs in batch_sizes:
+        warm_up(ar_engine, everything, bs, max_new)
+        warm_up(engine, everything, bs, max_new)
     rows = []
     for name, prompts in workloads.items():
         for bs in batch_sizes:
             batches = _batches(prompts, bs)
-            ar_out, ar_s, ar_tok = _timed(ar, batches, max_new, progress)
-            out, s, tok = _timed(engine, batches, max_new, progress)
+            ar_out, ar_s, ar_e2e, ar_tok = _timed(ar_engine, batches, max_new, progress)
+            out, s, e2e, tok = _timed(engine, batches, max_new, progress)
             steps = sum(len(r.accept_lengths) for r in out)
             agree = sum(a.tokens == b.tokens for a, b in zip(out, ar_out)) / max(len(out), 1)
-            rows.append(BenchRow(name, bs, len(prompts), tok, ar_tok / ar_s, tok / s, (tok / s) / (ar_tok / ar_s),
-                                 tok / max(steps, 1), agree))
+            row = BenchRow(name, bs, len(prompts), tok, ar_tok / ar_s, tok / s, (tok / s) / (ar_tok / ar_s),
+                           ar_tok / ar_e2e, tok / e2e, (tok / e2e) / (ar_tok / ar_e2e), tok / max(steps, 1), agree)
+            if reference is not None:
+                flat = [p for b in batches for p in b]
+                report = force(reference, flat, [r.tokens for r in out])
+                row.mismatches, row.near_ties = report.mismatches, report.near_ties
+            rows.append(row)
     return rows
 
 
 def format_table(rows: list[BenchRow]) -> str:
-    lines = ["| workload | batch | prompts | AR tok/s | tok/s | speedup | tau | = AR |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    checked = any(r.mismatches is not None for r in rows)
+    lines = ["| workload | batch | prompts | AR tok/s | tok/s | speedup | e2e speedup | tau | = AR |"
+             + (" mismatches |" if checked else ""),
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if checked else "")]
     for r in rows:
         lines.append(f"| {r.workload} | {r.batch_size} | {r.prompts} | {r.ar_tokens_per_s:.1f} | "
-                     f"{r.tokens_per_s:.1f} | {r.speedup:.2f}x | {r.tau:.2f} | {r.agree_with_ar:.0%} |")
+                     f"{r.tokens_per_s:.1f} | {r.speedup:.2f}x | {r.e2e_speedup:.2f}x | {r.tau:.2f} | "
+                     f"{r.agree_with_ar:.0%} |" + (f" {r.mismatches} |" if checked else ""))
     return "\n".join(lines)
 
 
@@ -95,7 +118,7 @@ def plot(rows: list[BenchRow], path) -> bool:
         by = {r.workload: r for r in rows if r.batch_size == bs}
         axes[0].bar(xs, [by[w].speedup if w in by else 0 for w in workloads], width, label=f"batch {bs}")
         axes[1].bar(xs, [by[w].tau if w in by else 0 for w in workloads], width, label=f"batch {bs}")
-    for ax, title in zip(axes, ("speedup over AR", "mean accepted length (tau)")):
+    for ax, title in zip(axes, ("decode speedup over AR", "mean accepted length (tau)")):
         ax.set_xticks([j + width * (len(sizes) - 1) / 2 for j in range(len(workloads))])
         ax.set_xticklabels(workloads, rotation=20)
         ax.set_title(title)

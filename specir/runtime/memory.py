@@ -20,17 +20,6 @@ from ..ir.nodes import Model, Pipeline
 _DTYPE_BYTES = {"bf16": 2, "f16": 2, "f32": 4}
 
 
-def draft_width(pipeline: Pipeline) -> int:
-    """The most tokens one step drafts (the engine sizes its caches with it)."""
-    width = 0
-    for op in pipeline.step.ops:
-        if op.name == "draft.tree":
-            width = max(width, op.attrs["budget"], op.attrs["topk"] * op.attrs["depth"])
-        elif op.name.startswith("draft."):
-            width = max(width, op.attrs.get("k", 0))
-    return width
-
-
 def _model_bytes(model: Model, batch: int, tokens: int, max_seq: int) -> int:
     dtype = _DTYPE_BYTES.get(str(model.attrs.get("dtype", "bf16")), 4)
     attention = [op for op in model.graph.ops if op.name == "attention"]
@@ -49,14 +38,24 @@ def _model_bytes(model: Model, batch: int, tokens: int, max_seq: int) -> int:
     return cache + per_forward
 
 
+ROW_QUANTUM = 256  # the engine rounds cache rows up to this (specir.step.engine.ROW_QUANTUM)
+
+
 def generate_bytes(pipeline: Pipeline, batch: int, prompt_len: int, max_new: int) -> int:
-    """Bytes one generate call of `batch` prompts (the longest `prompt_len` tokens) needs at least."""
-    width = draft_width(pipeline)
-    max_seq = prompt_len + max_new + 2 * width + 4
-    tokens = max(prompt_len, width + 1)
-    used = {s.lstrip("@") for op in pipeline.step.ops for s in op.symbols}
-    return sum(_model_bytes(m, batch, tokens, max_seq) for m in pipeline.models
-               if m.name in used and m.graph is not None)
+    """Bytes one generate call of `batch` prompts (the longest `prompt_len` tokens) needs at least.
+    Cache rows and forward widths come from the step ops' interfaces, as the engine sizes them."""
+    from ..step.interfaces import StepInfo
+    info = StepInfo(pipeline)
+    scratch = info.scratch_rows()
+    widest = max((f.tokens for f in info.forwards()), default=1)
+    tokens = max(prompt_len, widest, info.emit_width)
+    total = 0
+    for m in pipeline.models:
+        if m.graph is None or not any(m.name == s.lstrip("@") for op in pipeline.step.ops for s in op.symbols):
+            continue
+        rows = prompt_len + max_new + scratch.get(m.name, 0) + info.emit_width + 8
+        total += _model_bytes(m, batch, tokens, -(-rows // ROW_QUANTUM) * ROW_QUANTUM)
+    return total
 
 
 def available_bytes(device: str) -> int | None:

@@ -1,12 +1,17 @@
-"""ModelRunner: executes a model region of the IR, op by op, with a backend's kernel table.
+"""Executing a model region of the IR op by op with a backend's kernel table (reference, TVM).
 
-What runs is what the IR says: the runner walks `model.graph.ops` in order and calls the kernel
+What runs is what the IR says: the plan walks `model.graph.ops` in order and calls the kernel
 registered for each op name with the op's attributes resolved (weights, rope tables).
 
-forward(slots, ids [B, T], positions [B, T], offsets, mask) -> logits [B, T, V]:
-new token t of request b is written to cache row lens[slot]+offsets[b]+t and attends to every
-committed row plus the scratch rows lens..lens+offsets[b]+T-1 allowed by `mask` [B, T, U]
-(U = max(offsets) + T, column u = row lens+u); without a mask, causally (u <= offsets[b] + t).
+Two interfaces over one implementation (`ModelRunner.run_inputs`):
+- `ModelRunner.new_cache(B, max_seq)` / `ModelRunner.forward_on(cache, inputs) -> forward` with
+  `forward.run() -> logits [B, T, V]`: the executor interface the decode step uses for every
+  backend (specir.step; inputs are specir.step.forward_inputs.ForwardInputs, lens a tensor);
+- `ModelRunner.forward(slots, ids, positions, offsets, mask)` over the runner's own cache, whose
+  `lens` list the caller commits (tests and tools).
+New token t of request b is written to cache row lens[b] + offsets[b] + t of slot slots[b] and
+attends to every committed row plus the scratch rows lens .. lens + offsets[b] + T - 1 allowed by
+`mask` [B, T, U] (U >= max(offsets) + T, column u = row lens + u); without a mask, causally.
 """
 from __future__ import annotations
 
@@ -39,6 +44,7 @@ class RopeTable:
 @dataclass
 class ForwardState:
     cache: KVCache
+    lens: torch.Tensor  # [B] committed rows per request
     slots: torch.Tensor  # [B]
     write_start: torch.Tensor  # [B] first row written
     attend_len: int  # rows 0 .. S-1 are looked at
@@ -67,6 +73,7 @@ class ModelRunner:
         for op in model.graph.ops:
             if op.name == "attention":
                 layers[op.attrs["layer"]] = (op.attrs["kv_heads"], op.attrs["head_dim"])
+        self.layers = layers
         self.cache = KVCache(layers, slots, max_seq, self.dtype, self.device)
         self.weights = {n: (t.to(self.dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t)
                         for n, t in weights.items()}  # packed (BF12Matrix) weights stay as loaded
@@ -93,32 +100,50 @@ class ModelRunner:
         params.setdefault("scale", 0.0)
         return op.result, kernel, op.values, params
 
+    # ------------------------------------------------------------------ executor interface
+    def new_cache(self, slots: int, max_seq: int) -> KVCache:
+        return KVCache(self.layers, slots, max_seq, self.dtype, self.device)
+
+    def forward_on(self, cache: KVCache, inputs) -> "BoundForward":
+        return BoundForward(self, cache, inputs)
+
     # ------------------------------------------------------------------ forward
     def forward(self, slots: list[int], ids: torch.Tensor, positions: torch.Tensor,
                 offsets: list[int] | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
-        B, T = ids.shape
-        offsets = offsets or [0] * B
-        lens = torch.tensor([self.cache.lens[s] for s in slots], device=self.device)
-        off = torch.tensor(offsets, device=self.device)
-        U = max(offsets) + T
-        if mask is None:
-            u = torch.arange(U, device=self.device)
-            t = torch.arange(T, device=self.device)
-            mask = u[None, None, :] <= (off[:, None, None] + t[None, :, None])
-        S = int(max(self.cache.lens[s] + o for s, o in zip(slots, offsets))) + T
-        if S > self.cache.max_seq:
-            raise SpecirError(f"the KV cache holds {self.cache.max_seq} rows; this forward needs {S}",
-                              hint="lower --max-new-tokens or the draft budget")
+        B = ids.shape[0]
+        lens = torch.tensor([self.cache.lens[s] for s in slots], dtype=torch.int32, device=self.device)
+        off = torch.tensor(offsets or [0] * B, dtype=torch.int32, device=self.device)
         slot_t = torch.tensor(slots, device=self.device)
-        rel = torch.arange(S, device=self.device)[None, :] - lens[:, None]  # [B, S]
+        return self.run_inputs(self.cache, ids, positions, lens, slot_t, off, mask)
+
+    def run_inputs(self, cache: KVCache, ids: torch.Tensor, positions: torch.Tensor, lens: torch.Tensor,
+                   slots: torch.Tensor | None, offsets: torch.Tensor | None, mask: torch.Tensor | None) -> torch.Tensor:
+        B, T = ids.shape
+        dev = self.device
+        lens = lens.to(dev).long()
+        off = torch.zeros(B, dtype=torch.long, device=dev) if offsets is None else offsets.to(dev).long()
+        slot_t = torch.arange(B, device=dev) if slots is None else slots.to(dev).long()
+        U = int(off.max()) + T
+        if mask is None:
+            u = torch.arange(U, device=dev)
+            t = torch.arange(T, device=dev)
+            mask = u[None, None, :] <= (off[:, None, None] + t[None, :, None])
+        else:
+            mask = mask.to(dev)
+            U = mask.shape[2]
+        S = int((lens + off).max()) + T
+        if S > cache.max_seq:
+            raise SpecirError(f"the KV cache holds {cache.max_seq} rows; this forward needs {S}",
+                              hint="lower --max-new-tokens or the draft budget")
+        rel = torch.arange(S, device=dev)[None, :] - lens[:, None]  # [B, S]
         inside = (rel >= 0) & (rel < U)
         gathered = torch.gather(mask, 2, rel.clamp(0, U - 1)[:, None, :].expand(B, T, S))
         visible = (rel < 0)[:, None, :] | (inside[:, None, :] & gathered)
         write_start = lens + off
-        rows = write_start[:, None] + torch.arange(T, device=self.device)[None, :]
-        self.cache.pos[slot_t[:, None].expand(B, T), rows] = positions
-        state = ForwardState(self.cache, slot_t, write_start, S, visible, positions,
-                             int(positions.max()), self.cache.pos[slot_t, :S])
+        rows = write_start[:, None] + torch.arange(T, device=dev)[None, :]
+        cache.pos[slot_t[:, None].expand(B, T), rows] = positions
+        state = ForwardState(cache, lens, slot_t, write_start, S, visible, positions,
+                             int(positions.max()), cache.pos[slot_t, :S])
         env = {}
         inputs = {"ids": ids, "positions": positions, "mask": mask}
         for name, type_ in self.model.graph.params:
@@ -128,3 +153,14 @@ class ModelRunner:
             if result is not None:
                 env[result] = out
         return env[self.model.graph.result]
+
+
+class BoundForward:
+    """One forward of a ModelRunner bound to a cache and ForwardInputs (read when it runs)."""
+
+    def __init__(self, runner: ModelRunner, cache: KVCache, inputs):
+        self.runner, self.cache, self.inputs = runner, cache, inputs
+
+    def run(self) -> torch.Tensor:
+        i = self.inputs
+        return self.runner.run_inputs(self.cache, i.ids, i.pos, i.lens, i.slots, i.offsets, i.mask)

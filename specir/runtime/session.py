@@ -13,7 +13,7 @@ from ..ir.nodes import Pipeline
 from ..ir.verifier import require_step
 from ..load import load_pipeline
 from ..targets import Target, get_target, host_target, require_available
-from .engine import Engine
+from ..step.engine import StepEngine
 from .packed_weights import FOLDER as PACKED_FOLDER
 from .weights import check_checkpoints, load_weights, model_folder
 
@@ -28,14 +28,15 @@ class Session:
 
     @property
     def device(self) -> str:
-        return "cuda" if self.target.kind == "gpu" else "cpu"
+        import torch
+        return "cuda" if self.target.kind == "gpu" and torch.cuda.is_available() else "cpu"
 
     def target_folder(self) -> Path:
         engine_target = _target_model(self.pipeline)
         return model_folder(engine_target, self.base)
 
-    def engine(self, **kwargs) -> Engine:
-        return make_engine(self.pipeline, self.backend, self.device, self.build, **kwargs)
+    def engine(self, **kwargs) -> StepEngine:
+        return make_engine(self.pipeline, self.backend, self.device, self.build, base=self.base, **kwargs)
 
 
 def _target_model(pipeline: Pipeline):
@@ -64,6 +65,9 @@ def open_session(source: str | None, target: str | None = None, passes: str = ""
             raise SpecirError(f"{source} is a folder but not a specir build (no manifest.json / pipeline.spec)",
                               path=source, hint="give a .spec file or a folder written by specir compile")
         manifest = read_manifest(path)
+        from ..pass_registry import load_plugin
+        for plugin in manifest.get("plugins") or []:
+            load_plugin(plugin)  # the build's IR may use the step ops its plugins define
         if target and target != manifest["target"]:
             raise SpecirError(f"{source} was compiled for {manifest['target']}, not {target}", path=source,
                               hint=f"recompile with --target {target}, or drop --target")
@@ -91,7 +95,7 @@ def _backend_for(target: Target) -> str:
         module = backend_module(target.backend)
     except SpecirError:
         return "reference"
-    if not (hasattr(module, "make_engine") or hasattr(module, "kernels_for")):
+    if not hasattr(module, "step_backend"):
         return "reference"
     missing = getattr(module, "unavailable_reason", lambda: None)()
     if missing:  # e.g. tvm not installed: say so in one line and run on torch
@@ -100,25 +104,24 @@ def _backend_for(target: Target) -> str:
         return "reference"
     if target.kind == "gpu":
         import torch
-        if not torch.cuda.is_available():
+        from ..targets import interpreting_triton
+        if not torch.cuda.is_available() and not interpreting_triton():
             return "reference"
     return target.backend
 
 
-def make_engine(pipeline: Pipeline, backend: str, device: str, build: Path | None, **kwargs) -> Engine:
-    """The engine of `backend`: its module's own `make_engine(pipeline, device, build, **kwargs)`
-    when it has one (e.g. triton), else the reference engine with the module's kernel table.
-    A build holding packed weights (compile after pack-weights) hands them to the engine loaded."""
-    if build is not None and kwargs.get("weights") is None and has_packed_weights(build):
-        kwargs["weights"] = build_weights(pipeline, device, build)
-    kernels = None
-    if backend != "reference":
-        from ..backends_api import backend_module
-        module = backend_module(backend)
-        if hasattr(module, "make_engine"):
-            return module.make_engine(pipeline, device, build, **kwargs)
-        kernels = module.kernels_for(pipeline, build)
-    return Engine(pipeline, device=device, kernels=kernels, backend=backend, **kwargs)
+def make_engine(pipeline: Pipeline, backend: str, device: str, build: Path | None, *, weights: dict | None = None,
+                base: Path | None = None) -> StepEngine:
+    """The warm engine of `pipeline` on `backend` (its module's `step_backend(pipeline, device, build)`:
+    the executors of its model regions and its lowerings of step ops). A build holding packed weights
+    (compile after pack-weights) hands them to the engine loaded; `weights` (model name -> tensors)
+    replaces loading from the checkpoints."""
+    from ..backends_api import backend_module
+    module = backend_module(backend)
+    step_backend = module.step_backend(pipeline, device, build)
+    if build is not None and weights is None and has_packed_weights(build):
+        weights = build_weights(pipeline, device, build)
+    return StepEngine(pipeline, step_backend, weights=weights, base=base, build=build)
 
 
 def has_packed_weights(build: Path) -> bool:

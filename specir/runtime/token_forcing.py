@@ -9,8 +9,10 @@ The default tolerance is a few units in the last place of the dtype at the posit
 logit: `abs + rel * max|logit|` (bf16: 1/16 + 2^-6 |l|, i.e. two bf16 ulps; f16: 1/64 + 2^-9 |l|;
 f32: 1e-4 + 1e-5 |l|). `--tolerance X` replaces it by a fixed gap X.
 
-References: `transformers` (AutoModelForCausalLM on the target checkpoint, the default), or
-`ir` (the target's freshly imported graph, no passes, on the reference backend).
+References: `transformers` (AutoModelForCausalLM on the declared target's checkpoint, the
+default), or `ir` (that checkpoint freshly imported, no passes, on the reference kernels), in the
+declared dtype. A produced id outside the vocabulary is a mismatch; positions where the reference's
+logits are not finite are counted (`non_finite`): the guard fails them.
 """
 from __future__ import annotations
 
@@ -19,8 +21,8 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from ..declared_target import DeclaredTarget
 from ..errors import SpecirError
-from ..ir.nodes import Model
 from .dtypes import torch_dtype
 
 DEFAULT_TOLERANCE = {"f32": (1e-4, 1e-5), "f16": (2.0 ** -6, 2.0 ** -9), "bf16": (2.0 ** -4, 2.0 ** -6)}
@@ -32,6 +34,7 @@ class SequenceReport:
     checked: int = 0
     near_ties: list = field(default_factory=list)  # (position, produced, reference, gap)
     mismatches: list = field(default_factory=list)
+    non_finite: int = 0  # positions whose reference logits hold NaN or inf
 
     @property
     def ok(self) -> bool:
@@ -57,21 +60,28 @@ class ForcingReport:
         return sum(len(s.near_ties) for s in self.sequences)
 
     @property
+    def non_finite(self) -> int:
+        return sum(s.non_finite for s in self.sequences)
+
+    @property
     def ok(self) -> bool:
-        return self.mismatches == 0
+        return self.mismatches == 0 and self.non_finite == 0
 
     def as_dict(self) -> dict:
         return {"ok": self.ok, "tokens_checked": self.checked, "mismatches": self.mismatches,
-                "near_ties": self.near_ties, "tolerance": self.tolerance, "reference": self.reference,
+                "near_ties": self.near_ties, "non_finite": self.non_finite, "tolerance": self.tolerance,
+                "reference": self.reference,
                 "sequences": [{"index": s.index, "checked": s.checked, "near_ties": s.near_ties,
                                "mismatches": s.mismatches} for s in self.sequences]}
 
 
 class Reference:
-    """Logits of the stock target for whole sequences: [T, V] for ids [T]."""
+    """Logits of the declared target's checkpoint for whole sequences: [T, V] for ids [T]."""
 
-    def __init__(self, target: Model, folder, device: str, kind: str = "auto"):
-        self.dtype_name = str(target.attrs.get("dtype", "bf16"))
+    def __init__(self, declared: DeclaredTarget, device: str, kind: str = "auto"):
+        from ..importers import resolve_source
+        folder = resolve_source(declared.source)
+        self.dtype_name = declared.dtype
         self.device = device
         self.kind = kind
         if kind in ("auto", "transformers"):
@@ -91,10 +101,16 @@ class Reference:
         from ..backends.reference.ops import KERNELS
         from ..importers import import_model
         from .weights import load_weights
-        fresh = import_model(target.name, str(target.attrs["source"]))
+        fresh = import_model(declared.model, declared.source)
         fresh = replace(fresh, attrs=fresh.attrs.set(dtype=self.dtype_name))
         self.fresh, self.weights, self.kernels = fresh, load_weights(fresh, device), KERNELS
         self.kind = "ir"
+
+    @classmethod
+    def of_model(cls, model, device: str, kind: str = "auto") -> "Reference":
+        """The reference for an expanded model region's checkpoint (`source`) in its dtype."""
+        declared = DeclaredTarget(model.name, str(model.attrs["source"]), "", str(model.attrs.get("dtype", "bf16")))
+        return cls(declared, device, kind)
 
     @torch.no_grad()
     def logits(self, ids: list[int]) -> torch.Tensor:
@@ -118,14 +134,19 @@ def force(reference: Reference, prompts: list[list[int]], outputs: list[list[int
         if out:
             seq = list(prompt) + list(out[:-1])
             logits = reference.logits(seq)[len(prompt) - 1:]
+            finite = torch.isfinite(logits).all(-1).tolist()
             best = logits.argmax(-1).tolist()
             bound = (abs_tol + rel_tol * logits.abs().amax(-1)).tolist()
+            vocab = logits.shape[-1]
             for j, tok in enumerate(out):
                 rep.checked += 1
+                if not finite[j]:
+                    rep.non_finite += 1
+                    continue
                 if best[j] == tok:
                     continue
-                gap = float(logits[j, best[j]] - logits[j, tok])
-                entry = {"position": j, "produced": tok, "reference": best[j], "gap": round(gap, 6),
+                gap = float(logits[j, best[j]] - logits[j, tok]) if 0 <= tok < vocab else float("inf")
+                entry = {"position": j, "produced": tok, "reference": best[j], "gap": round(gap, 6) if gap != float("inf") else None,
                          "bound": round(bound[j], 6)}
                 (rep.near_ties if gap <= bound[j] else rep.mismatches).append(entry)
         reports.append(rep)

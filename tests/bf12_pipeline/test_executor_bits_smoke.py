@@ -14,11 +14,3 @@ def test_packed_and_plain_executor_logits_are_bit_identical(capsys):
         pytest.skip("CPU smoke test; on a GPU run the benchmark itself")
     assert load_bench_script("bf12_executor_bits").main(["--tiny", "--layers", "1", "--decodes", "1"]) == 0
     assert "bit-identical" in capsys.readouterr().out
-
-
-def test_the_script_leaves_the_cublas_setting_as_it_found_it(monkeypatch):
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        pytest.skip("CPU smoke test")
-    monkeypatch.delenv("SPECIR_TRITON_CUBLAS_MIN_ROWS", raising=False)
-    load_bench_script("bf12_executor_bits").main(["--tiny", "--layers", "1", "--decodes", "0"])
-    assert "SPECIR_TRITON_CUBLAS_MIN_ROWS" not in os.environ

@@ -12,7 +12,7 @@ import torch
 from specir.load import load_pipeline
 from specir.pass_manager import PassManager
 from specir.pass_pipeline import build_passes
-from specir.runtime.engine import Engine
+from specir.runtime.session import make_engine
 from specir.runtime.model_runner import ModelRunner
 from specir.runtime.weights import load_weights
 from tests.bf12_pipeline.conftest import SPARSE
@@ -106,8 +106,8 @@ def test_packed_pipeline_gives_the_same_tokens_and_passes_check(wide_pair, tmp_p
     target, drafter = wide_pair
     plain, packed = plain_and_packed(target, drafter)
     prompts = [[5, 17, 99, 3, 42, 7], [200, 1, 1, 64], [9, 9, 9]]
-    want = Engine(plain).generate(prompts, 16)
-    got = Engine(packed).generate(prompts, 16)
+    want = make_engine(plain, "reference", "cpu", None).generate(prompts, 16)
+    got = make_engine(packed, "reference", "cpu", None).generate(prompts, 16)
     assert [r.tokens for r in got] == [r.tokens for r in want]
     assert [r.accept_lengths for r in got] == [r.accept_lengths for r in want]
 
@@ -142,7 +142,7 @@ def test_compile_stores_packed_weights_and_the_runtime_loads_them(wide_pair, tmp
     code, out, err = specir_cli("run", build, "--prompt-ids", "5,17,99,3", "--max-new-tokens", 12, "--json")
     assert code == 0, err
     plain = load_pipeline(spec)
-    want = Engine(plain).generate([[5, 17, 99, 3]], 12)[0].tokens
+    want = make_engine(plain, "reference", "cpu", None).generate([[5, 17, 99, 3]], 12)[0].tokens
     assert json.loads(out)["tokens"] == want
 
     monkeypatch.undo()  # a checkpoint touched after compile: the build's matrices are not trusted

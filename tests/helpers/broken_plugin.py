@@ -4,54 +4,67 @@
 - commit.shifted: commits the KV rows one slot too far along (the wrong KV slot);
 - accept.no_correction: on the first rejected draft, emits the drafter's token instead of the
   target's correction (skips the bonus-token correction).
-Each registers an op definition (so the IR verifies) and a runtime (so it executes).
+Each registers an op definition with its step interfaces (so the IR verifies and the step runs on
+every backend); their semantics are the built-in ones with one deliberate fault.
 """
+import dataclasses
+
+import torch
+
 from specir.ir.opdefs import OPS, OpDef, register_op
-from specir.pass_base import Pass
-from specir.runtime import acceptance
-from specir.runtime.engine import STEP_OPS
-from specir.runtime.values import Accepted
-
-register_op(OpDef("accept.trusting", "step", OPS["accept.greedy"].operands, {}, OPS["accept.greedy"].infer))
-register_op(OpDef("accept.no_correction", "step", OPS["accept.greedy"].operands, {}, OPS["accept.greedy"].infer))
-register_op(OpDef("commit.shifted", "step", OPS["commit"].operands, {}, OPS["commit"].infer, pure=False))
+from specir.pass_base import Option, Pass
+from specir.step.ops.accept_greedy import accept_path
+from specir.step.ops.commit import lower as commit_lower
+from specir.step.values import Accepted
 
 
-def _trusting(engine, op, env, state):
-    v = env[op.values[-1]]
-    greedy = acceptance.greedy(v.logits, v.tokens, v.parents)
-    paths = [list(range(len(t))) for t in v.tokens]  # every node of a chain, verified or not
-    emitted = [t[1:] + [g[-1]] for t, g in zip(v.tokens, greedy.emitted)]
-    return Accepted(paths, emitted)
+def _trusting(ctx, op, args):
+    v = args[-1]
+    nodes = v.nodes
+    B, N = nodes.tokens.shape
+    count = nodes.valid.sum(1).to(torch.int32)  # every valid node of the chain, verified or not
+    target = ctx.backend.argmax(v.logits)
+    path = torch.arange(N, device=ctx.device)[None, :].expand(B, N).to(torch.int32)
+    path = torch.where(path < count[:, None], path, -1)
+    last = (count.long() - 1)[:, None]
+    j = torch.arange(N, device=ctx.device)[None, :]
+    shifted = torch.cat([nodes.tokens[:, 1:], torch.zeros_like(nodes.tokens[:, :1])], dim=1)
+    emitted = torch.where(j < last, shifted, torch.where(j == last, target.gather(1, last), 0))
+    return Accepted(path, count, emitted, count.clone(), v.model)
 
 
-def _no_correction(engine, op, env, state):
-    v = env[op.values[-1]]
-    good = acceptance.greedy(v.logits, v.tokens, v.parents)
-    emitted = []
-    for toks, path, out in zip(v.tokens, good.paths, good.emitted):
-        nxt = path[-1] + 1
-        emitted.append(out[:-1] + [toks[nxt]] if nxt < len(toks) else out)
-    return Accepted(good.paths, emitted)
+def _no_correction(ctx, op, args):
+    v = args[-1]
+    good = accept_path(v.nodes, ctx.backend.argmax(v.logits), v.model)
+    nxt = good.n_path.long()  # the first rejected node, if any
+    N = v.nodes.width
+    has = (nxt < N) & v.nodes.valid.gather(1, nxt.clamp(max=N - 1)[:, None])[:, 0]
+    drafted = v.nodes.tokens.gather(1, nxt.clamp(max=N - 1)[:, None])[:, 0]
+    last = (good.n_emit.long() - 1)[:, None]
+    wrong = torch.where(has, drafted, good.emitted.gather(1, last)[:, 0])
+    emitted = good.emitted.scatter(1, last, wrong[:, None])
+    return dataclasses.replace(good, emitted=emitted)
 
 
-def _commit_shifted(engine, op, env, state):
-    active, accepted = env[op.values[0]], env[op.values[1]]
-    runner = engine.runners[engine.target]
-    for r, path in zip(active, accepted.paths):
-        runner.cache.commit_path(r.slot, [p + 1 for p in path])  # one row too far: another token's KV
-    engine.record(active, accepted)
+def _commit_shifted(ctx, op, args):
+    acc = args[1]
+    shifted = torch.where(acc.path >= 0, acc.path + 1, acc.path)  # one row too far: another token's KV
+    return commit_lower(ctx, op.with_(attrs=op.attrs.set(kv="compact")), [args[0], dataclasses.replace(acc, path=shifted)])
 
 
-STEP_OPS["accept.trusting"] = _trusting
-STEP_OPS["accept.no_correction"] = _no_correction
-STEP_OPS["commit.shifted"] = _commit_shifted
+def _like(base: str, name: str, lower) -> None:
+    d = OPS[base]
+    register_op(dataclasses.replace(d, name=name, attrs={}, step=dataclasses.replace(d.step, lower=lower, lowerings={})))
+
+
+_like("accept.greedy", "accept.trusting", _trusting)
+_like("accept.greedy", "accept.no_correction", _no_correction)
+_like("commit", "commit.shifted", _commit_shifted)
 
 
 class UseBroken(Pass):
     """Rewrite the step to use one broken op: which = trusting | shifted | no_correction."""
     name = "use-broken"
-    from specir.pass_base import Option
     options = {"which": Option(str, "trusting", choices=("trusting", "shifted", "no_correction"))}
 
     def run(self, pipeline):
@@ -65,3 +78,6 @@ class UseBroken(Pass):
         if ops == pipeline.step.ops:
             raise ValueError(f"use-broken: nothing to replace for {self.which}")
         return replace(pipeline, step=replace(pipeline.step, ops=ops))
+
+
+assert OpDef  # re-exported for plugin authors reading this file

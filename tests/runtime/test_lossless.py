@@ -38,8 +38,8 @@ def test_pipeline_is_lossless(kind, batch, tmp_path, pair, specir_cli):
 @pytest.mark.parametrize("kind", ["chain", "tree_static"])
 def test_drafted_pipelines_accept_drafts(kind, tmp_path, pair):
     from specir.load import load_pipeline
-    from specir.runtime.engine import Engine
+    from specir.runtime.session import make_engine
     target, drafter = pair
     spec = write_spec(tmp_path, kind, target, drafter, **PIPELINES[kind])
-    results = Engine(load_pipeline(spec)).generate([[1, 2, 3, 4], [9, 8, 7]], 32)
+    results = make_engine(load_pipeline(spec), "reference", "cpu", None).generate([[1, 2, 3, 4], [9, 8, 7]], 32)
     assert all(r.tau > 1.8 for r in results), [r.tau for r in results]

@@ -8,7 +8,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from specir.load import load_pipeline
-from specir.runtime.engine import Engine
+from specir.runtime.session import make_engine
 from specir.runtime.model_runner import ModelRunner
 from specir.runtime.weights import load_weights
 from tests.helpers.checkpoints import FAMILIES
@@ -52,7 +52,7 @@ def test_logits_match_transformers(family, dtype, family_checkpoints):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_greedy_tokens_equal_generate(family, family_checkpoints):
     folder = family_checkpoints[family]
-    engine = Engine(ar_pipeline(folder, "f32"))
+    engine = make_engine(ar_pipeline(folder, "f32"), "reference", "cpu", None)
     prompts = [[5, 17, 33, 2, 9, 41, 7, 8, 60, 11], [3, 4], [90]]
     results = engine.generate(prompts, 16)
     hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()

@@ -15,8 +15,9 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
+from specir.ir.opdefs import OPS
 from specir.load import load_pipeline
-from specir.runtime.engine import STEP_OPS, Engine
+from specir.runtime.session import make_engine
 from tests.helpers.checkpoints import make_checkpoint
 from tests.helpers.specs import write_spec
 
@@ -49,7 +50,7 @@ def exact_marginals(target_folder) -> list[torch.Tensor]:
 
 
 def sample_tokens(spec, seed=0) -> torch.Tensor:
-    engine = Engine(load_pipeline(spec))
+    engine = make_engine(load_pipeline(spec), "reference", "cpu", None)
     results = engine.generate([PROMPT] * N, STEPS, temperature=T, seed=seed)
     return torch.tensor([r.tokens[:STEPS] for r in results])
 
@@ -77,12 +78,20 @@ def test_speculative_sampling_matches_target_sampling(kind, passes, small_pair):
 def test_unverified_sampling_is_rejected(small_pair, monkeypatch):
     """Negative control: emitting drafted tokens without the rejection step changes the law."""
     root, target, drafter = small_pair
-    from specir.runtime.values import Accepted
+    import dataclasses
 
-    def trusting(engine, op, env, state):
-        v = env[op.values[-1]]
-        return Accepted([list(range(len(t))) for t in v.tokens], [t[1:] + [t[-1]] for t in v.tokens])
+    from specir.step.values import Accepted
 
-    monkeypatch.setitem(STEP_OPS, "accept.sample", trusting)
+    def trusting(ctx, op, args):
+        nodes = args[-1].nodes
+        B, N = nodes.tokens.shape
+        path = torch.arange(N, dtype=torch.int32)[None, :].expand(B, N)
+        n = torch.full((B,), N, dtype=torch.int32)
+        emitted = torch.cat([nodes.tokens[:, 1:], nodes.tokens[:, -1:]], dim=1)
+        return Accepted(path, n, emitted, n.clone(), args[-1].model)
+
+    definition = OPS["accept.sample"]
+    monkeypatch.setitem(OPS, "accept.sample", dataclasses.replace(
+        definition, step=dataclasses.replace(definition.step, lower=trusting, lowerings={})))
     spec = write_spec(root, "chain_bad", target, drafter, k=3, dtype="f32")
     assert min(chi2_pvalues(sample_tokens(spec), exact_marginals(target))) < 1e-30

@@ -34,7 +34,9 @@ def _make_specir_importable():
 _make_specir_importable()
 
 # relative-error bounds per activation dtype (see `close`)
-TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 1e-2, torch.float16: 2e-3}
+# bf16: an element is rounded once in the kernel and once in the reference, and sums in another order:
+# up to about four bf16 ulps (2^-8 each) of relative error on the largest elements
+TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 2e-2, torch.float16: 2e-3}
 
 
 @pytest.fixture

@@ -13,6 +13,13 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 VOCAB = 259
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # the interpreter on a CPU
+
+
+@pytest.fixture
+def device() -> str:
+    """Where the Triton backend runs these tests: the GPU when there is one, else the interpreter."""
+    return DEVICE
 
 
 @pytest.fixture(scope="session")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.triton_backend.pipelines import assert_device_schedule_lossless
+from tests.triton_backend.pipelines import assert_device_step_lossless
 
 
 @pytest.mark.parametrize("kind", ["tree", "ngram"])
-def test_device_schedule_is_lossless(kind, tiny_pair):
-    assert_device_schedule_lossless(kind, *tiny_pair)
+def test_device_step_is_lossless(kind, tiny_pair):
+    assert_device_step_lossless(kind, *tiny_pair)

@@ -1,7 +1,7 @@
 """Which library runs a linear group (gemm_route.py): bf16 groups of forwards with M >= 8 rows run
 cuBLAS (torch.nn.functional.linear), smaller M the Triton kernel; models with packed BF12 weights
 keep Triton everywhere; the choice is what the runtime records and what launch_configs.json and
-the manifest list. Here on the CPU (torch's CPU GEMM stands in for cuBLAS)."""
+the manifest list. On a CPU torch's CPU GEMM stands in for cuBLAS."""
 from __future__ import annotations
 
 import dataclasses
@@ -15,22 +15,24 @@ from tests.triton_backend.pipelines import pipeline
 def _forward(model, T: int, lens: int = 4):
     from specir.backends.triton.forward import ForwardInputs
     cache = model.new_cache(1, 64)
-    inputs = ForwardInputs.allocate(1, T, "cpu")
+    inputs = ForwardInputs.allocate(1, T, model.device)
     inputs.ids.copy_(torch.arange(T)[None] * 7 % 250 + 3)
     inputs.pos.copy_(torch.arange(T)[None] + lens)
     inputs.lens.fill_(lens)
     return model.forward(cache, inputs)
 
 
-def _compiled(tiny_pair, dtype="bf16"):
+def _compiled(tiny_pair, dtype="bf16", **attrs):
     from specir.backends.triton.compiled_model import CompiledModel
     from specir.runtime.weights import load_weights
     target, drafter = tiny_pair
     m = pipeline("chain", target, drafter, dtype=dtype).model("target")
-    return CompiledModel(m, load_weights(m, "cpu"), "cpu")
+    m = m.with_attrs(**attrs) if attrs else m
+    from tests.triton_backend.conftest import DEVICE
+    return CompiledModel(m, load_weights(m, DEVICE), DEVICE)
 
 
-def test_wide_bf16_forwards_run_cublas_and_match_triton(tiny_pair, monkeypatch):
+def test_wide_bf16_forwards_run_cublas_and_match_triton(tiny_pair):
     model = _compiled(tiny_pair)
     wide = _forward(model, 9)
     kernels = {c["kernel"] for c in wide.configs if c.get("m") == 9}
@@ -38,8 +40,7 @@ def test_wide_bf16_forwards_run_cublas_and_match_triton(tiny_pair, monkeypatch):
     narrow = _forward(model, 5)
     assert {c["kernel"] for c in narrow.configs if "m" in c} == {"linear.linear_bf16"}
     a = wide.run().clone()
-    monkeypatch.setenv("SPECIR_TRITON_CUBLAS_MIN_ROWS", "off")
-    triton_only = _forward(model, 9)
+    triton_only = _forward(_compiled(tiny_pair, cublas_min_rows=0), 9)  # the IR's policy: Triton everywhere
     assert {c["kernel"] for c in triton_only.configs if "m" in c} == {"linear.linear_bf16"}
     b = triton_only.run()
     assert torch.allclose(a.float(), b.float(), atol=0.05 * float(b.float().abs().max()))
@@ -77,7 +78,8 @@ def test_launch_configs_and_manifest_name_cublas(tiny_pair, tmp_path, specir_cli
     assert verify["T"] == 13
     linear = [r for r in verify["launches"] if "m" in r]
     assert linear and all(r["kernel"] == "cublas.linear" and r["config"]["library"] == "cuBLAS" for r in linear)
-    catch_up = configs["models"]["drafter"]["catch_up"]
+    assert "cublas_min_rows = 8" in (tmp_path / "build" / "pipeline.spec").read_text()  # the policy, printed
+    catch_up = configs["models"]["drafter"]["catch-up"]
     assert catch_up["T"] < 8 and all(r["kernel"] == "linear.linear_bf16" for r in catch_up["launches"] if "m" in r)
     attention = [r for r in verify["launches"] if r["kernel"] == "attention.attention"]
     assert attention and all(r["config"]["launches"] == 1 for r in attention)

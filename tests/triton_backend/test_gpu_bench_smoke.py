@@ -1,6 +1,7 @@
 """Run bench/gpu_bench.py end to end at tiny shapes on the CPU (Triton interpreter, timer faked,
 no CUDA graphs), so the script the lead runs once on the GPU has no Python errors: every section
-runs, the end-to-end outputs pass token forcing, and the report files are written."""
+runs, the end-to-end rows come from specir.runtime.bench (what `specir bench` runs) and pass token
+forcing, and the report files are written."""
 from __future__ import annotations
 
 import argparse
@@ -20,13 +21,13 @@ def test_gpu_bench_runs_every_section(tmp_path, capsys):
     sections = data["sections"]
     assert set(sections) >= {"env", "copy", "models", "ar_step", "breakdown", "verify", "draft", "e2e", "peers"}
     e2e = sections["e2e"]
-    assert e2e["all_lossless"] and {r["pipeline"] for r in e2e["rows"]} == {"ar", "chain", "tree", "ngram",
+    assert e2e["all_lossless"] and {r["pipeline"] for r in e2e["rows"]} == {"chain", "tree", "ngram",
                                                                             "chain-3l", "tree-3l"}
+    assert all(r["mismatches"] == 0 and r["ar_tokens_per_s"] > 0 for r in e2e["rows"])
     assert {r["drafter"] for r in e2e["rows"] if r["pipeline"].endswith("-3l")} == {"1B-3L"}
     steps = sections["draft"]["steps"]
     assert {"chain", "tree", "chain-3l", "tree-3l"} <= set(steps) and steps["tree-3l"]["drafter"] == "1B-3L"
     assert "drafter_level_ms" in steps["tree-3l"] and "drafter_one_token_ms" in steps["chain-3l"]
-    assert all(r["path"] == "device" for r in e2e["rows"]), e2e["rows"]
     assert all("error" not in r for r in sections["ar_step"]["torch"]), sections["ar_step"]["torch"]
     assert all("error" not in r for r in sections["peers"].values()), sections["peers"]
     assert json.loads((tmp_path / "gpu_bench.json").read_text())["sections"]

@@ -1,6 +1,6 @@
 """`specir compile --target h200` with the Triton backend (no GPU needed): the build holds the
 kernel sources, per-shape launch configurations and a manifest listing the kernels; the session
-picks the backend's own engine; sampling runs on the host path."""
+picks the backend's step; sampling and dynamic trees run on the device like every other step."""
 from __future__ import annotations
 
 import json
@@ -26,50 +26,54 @@ def test_compile_for_h200_writes_kernels_and_configs(tiny_pair, tmp_path, specir
     for k in manifest["kernels"]:
         assert all((build / s).is_file() for s in k["sources"]), k
     configs = json.loads((build / "launch_configs.json").read_text())
-    assert configs["schedule"]["kind"] == "tree"
+    assert configs["step"] == [{"ops": ["draft.tree", "verify.tree", "accept.sample", "commit"], "host": False}]
     verify = configs["models"]["target"]["verify"]
     assert verify["T"] == 5  # budget 4 + the pending token
     linear = [r for r in verify["launches"] if r["kernel"] == "linear.linear_bf16"]
     assert linear and all({"block_n", "split", "num_warps", "num_stages"} <= set(r["config"]) for r in linear)
     attention = [r for r in verify["launches"] if r["kernel"] == "attention.attention"]
     assert attention and all(r["tree_mask"] and r["config"]["num_splits"] >= 1 for r in attention)
-    assert set(configs["models"]["drafter"]) == {"catch_up", "tree_level"}
+    assert set(configs["models"]["drafter"]) == {"catch-up", "tree-level"}
     # fused launches: one GEMV for q/k/v, one for gate/up; rope + kv write in one launch
     qkv = [r for r in linear if len(r["implements"]) == 3]
     assert qkv and qkv[0]["n"] == 64 + 2 * 32
 
 
-def test_session_uses_the_backends_engine(tiny_pair, monkeypatch):
+def test_session_uses_the_backends_step(tiny_pair, device):
+    from specir.backends.triton.step_backend import TritonStepBackend
     from specir.runtime import session
     from specir.targets import get_target
     target, drafter = tiny_pair
     assert session._backend_for(get_target("h200")) in ("triton", "reference")  # triton only with CUDA
-    engine = session.make_engine(pipeline("ar", target, drafter), "triton", "cpu", None)
-    from specir.backends.triton.engine import TritonEngine
-    assert isinstance(engine, TritonEngine) and engine.schedule.kind == "ar"
+    engine = session.make_engine(pipeline("ar", target, drafter), "triton", device, None)
+    assert isinstance(engine.backend, TritonStepBackend)
+    assert engine.program.describe() == [{"ops": ["verify.chain", "accept.greedy", "commit"], "host": False}]
 
 
-def test_sampling_takes_the_host_path(tiny_pair):
-    from specir.backends.triton.lowering import make_engine
+def test_sampling_runs_the_same_device_step_and_is_seeded(tiny_pair, device):
+    from specir.runtime.session import make_engine
     target, drafter = tiny_pair
-    engine = make_engine(pipeline("chain", target, drafter), "cpu")
+    engine = make_engine(pipeline("chain", target, drafter), "triton", device, None)
+    assert all(not seg["host"] for seg in engine.program.describe())
     first = engine.generate([[1, 2, 3]], 3, temperature=0.8, seed=7)[0]
-    assert engine.last_path.startswith("host: sampling")
     assert len(first.tokens) == 3 == sum(first.accept_lengths) and all(0 <= t < 259 for t in first.tokens)
     again = engine.generate([[1, 2, 3]], 3, temperature=0.8, seed=7)[0]
     assert again.tokens == first.tokens  # seeded
 
 
-@pytest.mark.parametrize("text", ["dynamic"])
-def test_dynamic_trees_take_the_host_path(text, tiny_pair):
-    from specir.backends.triton.schedule import match_schedule
+def test_dynamic_trees_run_on_the_device_and_are_lossless(tiny_pair, device):
     from specir.pass_manager import PassManager
     from specir.pass_pipeline import build_passes
+    from specir.runtime.session import make_engine
+    from tests.triton_backend.pipelines import PROMPTS, forced
     target, drafter = tiny_pair
     p = PassManager(build_passes("tree-verify{budget=4,topk=2,depth=2,expand=dynamic,threshold=0.1}")).run(
         pipeline("chain", target, drafter))
-    reason = match_schedule(p)
-    assert isinstance(reason, str) and "dynamic" in reason
+    engine = make_engine(p, "triton", device, None)
+    assert all(not seg["host"] for seg in engine.program.describe())
+    results = engine.generate(PROMPTS, 5)
+    report = forced(p, target, PROMPTS, [r.tokens for r in results])
+    assert report.checked == 10 and report.mismatches == 0, report.as_dict()
 
 
 def test_ptx_for_sm90_without_a_gpu(tiny_pair, tmp_path, specir_cli, monkeypatch):
@@ -83,8 +87,7 @@ def test_ptx_for_sm90_without_a_gpu(tiny_pair, tmp_path, specir_cli, monkeypatch
     target, drafter = tiny_pair
     spec = tmp_path / "ar.spec"
     spec.write_text(print_pipeline(pipeline("ar", target, drafter, dtype="bf16")))
-    monkeypatch.setenv("SPECIR_TRITON_PTX", "1")
-    code, _, err = specir_cli("compile", spec, "--target", "h100", "-o", tmp_path / "build")
+    code, _, err = specir_cli("compile", spec, "--target", "h100", "-o", tmp_path / "build", "--emit-ptx")
     assert code == 0, err
     manifest = json.loads((tmp_path / "build" / "manifest.json").read_text())
     with_ptx = {k["kernel"].rsplit(".", 1)[-1]: k["ptx"] for k in manifest["kernels"] if k.get("ptx")}

@@ -29,5 +29,5 @@ def forward_state(cache: KVCache, slots: list[int], positions: torch.Tensor, off
     write_start = lens + off
     rows = write_start[:, None] + torch.arange(T)[None, :]
     cache.pos[slot_t[:, None].expand(B, T), rows] = positions
-    return ForwardState(cache, slot_t, write_start, S, visible, positions, int(positions.max()),
+    return ForwardState(cache, lens, slot_t, write_start, S, visible, positions, int(positions.max()),
                         cache.pos[slot_t, :S])

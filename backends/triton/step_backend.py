@@ -1,0 +1,71 @@
+"""The decode step on the Triton backend: model regions as CompiledModels (Triton launches, and
+cuBLAS where the IR's gemm policy says), the step's device segments captured as CUDA graphs on a
+GPU (run eagerly under TRITON_INTERPRET=1 on a CPU), argmax / greedy acceptance / KV compaction
+as Triton kernels. Importing this module registers the Triton lowerings of step ops
+(step_kernels.py)."""
+from __future__ import annotations
+
+import torch
+
+from specir.errors import SpecirError
+from specir.step.backend import StepBackend
+
+from . import step_kernels  # noqa: F401  (registers the ops' "triton" lowerings)
+from .compiled_model import CompiledModel, concrete_device
+from .kernels._interpreter_compat import interpreting
+from .kernels.argmax import argmax
+from .kernels.kv_cache import kv_compact
+
+
+class TritonStepBackend(StepBackend):
+    name = "triton"
+    prefill_quantum = 32
+
+    def __init__(self, device):
+        device = concrete_device(device)
+        if device.type != "cuda" and not interpreting():
+            raise SpecirError(f"the triton backend runs on CUDA devices, not {device.type!r}",
+                              hint="use a GPU target, or set TRITON_INTERPRET=1 to run its kernels in Triton's "
+                                   "CPU interpreter (slow; for tests)")
+        super().__init__(device)
+        self.captures = device.type == "cuda"
+        if self.captures:
+            from .kernels.linear import _counter_buffer
+            # the linear kernels' split-K counters: grown once now, since a captured graph keeps their address
+            _counter_buffer(self.device, 1 << 20)
+            self.stream = torch.cuda.Stream(self.device)  # warm-ups and captures run here (per-stream lazy state)
+
+    def executor(self, model, weights):
+        return CompiledModel(model, weights, self.device)
+
+    def argmax(self, logits: torch.Tensor) -> torch.Tensor:
+        return argmax(logits.contiguous())
+
+    def commit_path(self, state, path, n, compact: bool) -> None:
+        if not compact:
+            return
+        for layer in state.cache.k:
+            k_cache, v_cache = state.cache.layer(layer)
+            kv_compact(k_cache, v_cache, state.lens, path, n)
+
+    def graph_pool(self):
+        return torch.cuda.graph_pool_handle()
+
+    def warm(self, fn):
+        """Run `fn` eagerly on the capture stream (cuBLAS workspaces and other per-stream state exist
+        before the capture), ordered with the current stream."""
+        current = torch.cuda.current_stream(self.device)
+        self.stream.wait_stream(current)
+        with torch.cuda.stream(self.stream):
+            out = fn()
+        current.wait_stream(self.stream)
+        return out
+
+    def capture(self, fn, pool):
+        current = torch.cuda.current_stream(self.device)
+        self.stream.wait_stream(current)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=pool, stream=self.stream):
+            outputs = fn()
+        current.wait_stream(self.stream)
+        return graph.replay, outputs

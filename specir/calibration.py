@@ -1,0 +1,143 @@
+"""Calibration of the cost model by microbenchmarks of this machine (`specir calibrate --target T`).
+
+Contract: `calibration(target)` returns the `Calibration` cached for this machine and target
+(`<user cache>/calibration/<machine>-<target>.json`, versioned by `VERSION`: a cache written by
+another version, or for another machine, is measured again); `measure(target)` runs the
+microbenchmarks: copy bandwidth (a large tensor copy, read + write counted), dense matmul rate
+(bf16 on a GPU, f32 on a CPU, one thread as the engine decodes), and the cost of one small op (a
+1-row linear of width 256, the launch/dispatch floor every op of a forward pays). Without a
+calibration the cost model uses the target's datasheet numbers and no per-op overhead.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .targets import Target
+from .user_cache import cache_root
+
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class Calibration:
+    target: str
+    machine: str
+    bandwidth: float  # bytes/s
+    flops: float  # FLOP/s
+    op_seconds: float  # one small op's fixed cost
+    version: int = VERSION
+    measured: str = ""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_target(cls, target: Target) -> "Calibration":
+        """The datasheet numbers, no per-op overhead (no microbenchmark ran)."""
+        return cls(target.name, "datasheet", target.bandwidth, target.flops, 0.0, VERSION, "")
+
+
+def machine_id() -> str:
+    """This machine: host name, CPU model and core count, and the GPU names."""
+    parts = [platform.node(), platform.machine(), str(os.cpu_count())]
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                parts.append(line.split(":", 1)[1].strip())
+                break
+    except OSError:
+        pass
+    try:
+        import torch
+        if torch.cuda.is_available():
+            parts += [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    except Exception:
+        pass
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+def cache_file(target_name: str) -> Path:
+    return cache_root() / "calibration" / f"{machine_id()}-{target_name}.json"
+
+
+def _best_of(fn, repeats: int = 5) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def measure(target: Target) -> Calibration:
+    import torch
+    gpu = target.kind == "gpu" and torch.cuda.is_available()
+    device = "cuda" if gpu else "cpu"
+    threads = torch.get_num_threads()
+    if not gpu:
+        torch.set_num_threads(1)
+    try:
+        sync = torch.cuda.synchronize if gpu else (lambda: None)
+        n = (1 << 28) if gpu else (1 << 24)  # bytes
+        src = torch.empty(n // 4, dtype=torch.float32, device=device)
+        dst = torch.empty_like(src)
+        dst.copy_(src)
+        sync()
+        copy = _best_of(lambda: (dst.copy_(src), sync()))
+        bandwidth = 2 * n / copy
+        size, dtype = (8192, torch.bfloat16) if gpu else (512, torch.float32)
+        a = torch.randn(size, size, device=device, dtype=dtype)
+        b = torch.randn(size, size, device=device, dtype=dtype)
+        (a @ b)
+        sync()
+        mm = _best_of(lambda: ((a @ b), sync()))
+        flops = 2 * size ** 3 / mm
+        x = torch.randn(1, 256, device=device, dtype=dtype)
+        w = torch.randn(256, 256, device=device, dtype=dtype)
+        calls = 200
+
+        def small():
+            for _ in range(calls):
+                torch.nn.functional.linear(x, w)
+            sync()
+        small()
+        op = _best_of(small) / calls
+    finally:
+        torch.set_num_threads(threads)
+    return Calibration(target.name, machine_id(), bandwidth, flops, op, VERSION,
+                       time.strftime("%Y-%m-%dT%H:%M:%S"))
+
+
+def load(target: Target) -> Calibration | None:
+    """The cached calibration of this machine for `target`, or None (missing, other version)."""
+    path = cache_file(target.name)
+    try:
+        data = json.loads(path.read_text())
+        cal = Calibration(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+    return cal if cal.version == VERSION and cal.machine == machine_id() and cal.target == target.name else None
+
+
+def save(cal: Calibration) -> Path:
+    path = cache_file(cal.target)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(cal.as_dict(), indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def calibration(target: Target, *, run: bool = True) -> Calibration:
+    """Cached, else measured and cached (`run`), else the datasheet numbers."""
+    cal = load(target)
+    if cal is None and run:
+        cal = measure(target)
+        save(cal)
+    return cal or Calibration.from_target(target)

@@ -1,0 +1,74 @@
+"""Running one guard stage in a fresh Python process: `python -m MODULE JOB.json OUT.json`.
+
+Contract: `run_stage(module, job, timeout)` writes `job` as JSON, starts the module in its own
+session (process group), relays everything it prints to our stderr line by line, kills the whole
+group when `timeout` seconds pass, and returns the JSON object the stage wrote to OUT.json, or
+{"timeout": True} / {"died": status} when it wrote none.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+
+def _relay(stream) -> None:
+    for line in iter(stream.readline, b""):
+        sys.stderr.write(line.decode(errors="replace"))
+        sys.stderr.flush()
+    stream.close()
+
+
+def run_stage(module: str, job: dict, timeout: float | None = None, prefix: list[str] | tuple = (),
+              folder: str | None = None) -> dict:
+    """`prefix`: a command line that runs the stage (e.g. a sandbox launcher, ending in its `--`);
+    `folder`: where the job and result files live (a sandbox's own folder), else a temp folder."""
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="specir-guard-", dir=folder or None) as tmp:
+        job_path, out_path = Path(tmp) / "job.json", Path(tmp) / "out.json"
+        job_path.write_text(json.dumps(job))
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        proc = subprocess.Popen([*prefix, sys.executable, "-m", module, str(job_path), str(out_path)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                env=env, start_new_session=True)
+        relay = threading.Thread(target=_relay, args=(proc.stdout,), daemon=True)
+        relay.start()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"timeout": True}
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            relay.join(timeout=5)
+        try:
+            result = json.loads(out_path.read_text())
+        except (OSError, ValueError):
+            return {"died": proc.returncode}
+    return result if isinstance(result, dict) else {"died": proc.returncode}
+
+
+def stage_main(fn, argv: list[str]) -> int:
+    """The body of a stage's `__main__`: read the job, write `fn(job)` or {"error": formatted message}."""
+    from ..errors import SpecirError
+    job_path, out_path = argv
+    with open(job_path) as f:
+        job = json.load(f)
+    try:
+        result, code = fn(job), 0
+    except SpecirError as exc:
+        result, code = {"error": exc.format()}, 2
+    except SystemExit as exc:
+        result, code = {"error": f"specir: error: the process exited ({exc.code}) before it finished"}, 2
+    except Exception as exc:  # noqa: BLE001 - a crash of the candidate is a verdict, not a traceback
+        result, code = {"error": f"specir: error: crashed: {type(exc).__name__}: {exc}"}, 2
+    with open(out_path, "w") as f:
+        json.dump(result, f)
+    return code

@@ -1,0 +1,79 @@
+"""What the cost model predicts for a pipeline without running it, and the gap to its ceiling.
+
+Contract: `predict(pipeline, target, calibration, profile, overhead_scale)` -> `Prediction`: tau
+(acceptance_model), the step time (step_time) and the AR step time of the same target, and
+speedup = tau * AR step / step. `gaps(prediction)` names what limits the pipeline: the speedup it
+would have with free drafting (draft), with a verify as cheap as an AR step (verify), with every
+drafted token on the accepted path accepted (acceptance) or with no step overhead (overhead);
+the biggest is `biggest`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .acceptance_model import Profile
+from .calibration import Calibration
+from .ir.nodes import Pipeline
+from .runtime.baseline import ar_pipeline
+from .step_time import StepTime, step_time
+from .targets import Target
+
+
+@dataclass
+class Prediction:
+    tau: float
+    step: StepTime
+    ar_step: float
+    max_tau: float
+
+    @property
+    def speedup(self) -> float:
+        return self.tau * self.ar_step / self.step.total if self.step.total > 0 else 1.0
+
+    def as_dict(self) -> dict:
+        return {"tau": self.tau, "speedup": self.speedup, "step_seconds": self.step.total,
+                "ar_step_seconds": self.ar_step, "draft_seconds": self.step.draft,
+                "verify_seconds": self.step.verify, "overhead_seconds": self.step.overhead}
+
+
+def draft_op(pipeline: Pipeline):
+    from .ir.opdefs import OPS
+    for op in pipeline.step.ops if pipeline.step else ():
+        if getattr(OPS.get(op.name), "role", "") == "draft":
+            return op
+    return None
+
+
+def _max_tau(op) -> float:
+    if op is None:
+        return 1.0
+    a = op.attrs
+    return 1.0 + float(a["depth"] if op.name == "draft.tree" else a.get("k", 0))
+
+
+def predict(pipeline: Pipeline, target: Target, calibration: Calibration, profile: Profile | None,
+            overhead_scale: float = 1.0, context: int = 512) -> Prediction:
+    op = draft_op(pipeline)
+    tau = profile.tau(op) if profile is not None else 1.0
+    step = step_time(pipeline, target, calibration, context, overhead_scale)
+    ar = step_time(ar_pipeline(pipeline, stock=False), target, calibration, context, overhead_scale).total
+    return Prediction(tau, step, ar, _max_tau(op))
+
+
+def gaps(p: Prediction) -> dict:
+    """Speedup with each limit lifted, and the biggest gap by name."""
+    s = p.step
+    verify_floor = min(s.verify, p.ar_step)
+
+    def speedup(tau, total):
+        return tau * p.ar_step / total if total > 0 else float("inf")
+    lifted = {
+        "draft": speedup(p.tau, s.total - s.draft),
+        "verify": speedup(p.tau, s.total - s.verify + verify_floor),
+        "acceptance": speedup(p.max_tau, s.total),
+        "overhead": speedup(p.tau, s.total - s.overhead),
+    }
+    biggest = max(lifted, key=lambda k: lifted[k] - p.speedup)
+    return {"predicted_speedup": p.speedup, "with_limit_lifted": lifted, "biggest": biggest,
+            "seconds": {"draft": s.draft, "verify": s.verify, "overhead": s.overhead, "ar_step": p.ar_step},
+            "tau": p.tau, "max_tau": p.max_tau}

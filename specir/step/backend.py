@@ -1,0 +1,82 @@
+"""What a backend gives the decode step, with torch defaults every backend may keep.
+
+`StepBackend(device)`:
+- `name`: picks an op's backend-specific lowering (`StepInterfaces.lowerings[name]`), else its torch
+  semantics run;
+- `executor(model, weights)`: the model region compiled for this backend: `new_cache(B, max_seq)`,
+  `forward_on(cache, ForwardInputs) -> .run() -> logits [B, T, V]`; `compiled(model, load)` returns
+  the one this backend instance already built for a region with the same weights, ops and attributes
+  (engines sharing a backend share device weights: a pipeline and its AR baseline), else builds it
+  from `load()`;
+- `prefill_quantum`: prefills are padded to a multiple of this many tokens (shapes a backend
+  compiles per length);
+- `captures`: whether device segments are captured (CUDA graphs) and replayed; `warm(fn)` runs a
+  segment eagerly the first time (where it will be captured), `capture(fn, pool) -> (replay,
+  outputs)` records it (it must read and write only tensors; `outputs` is what fn returned while
+  recording, the tensors every replay writes);
+- `argmax(logits)` (int64, first index on ties) and `commit_path(state, path, n, compact)` (the
+  accepted path's KV rows of a verifier moved into place: row lens + path[j] -> lens + j for
+  j < n[b], path ascending) as torch ops a backend may replace by kernels.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def compact_rows(cache_tensor: torch.Tensor, lens: torch.Tensor, path: torch.Tensor, n: torch.Tensor) -> None:
+    """In place over [B, H, S, D]: row lens[b] + path[b, j] -> row lens[b] + j for j < n[b]; capture-safe."""
+    B, H, S, D = cache_tensor.shape
+    W = path.shape[1]
+    j = torch.arange(W, device=path.device)[None, :]
+    keep = j < n.long()[:, None]
+    src = lens.long()[:, None] + torch.where(keep, path.long().clamp(min=0), j)
+    dst = lens.long()[:, None] + j
+    src, dst = src.clamp(max=S - 1), dst.clamp(max=S - 1)
+    index = src[:, None, :, None].expand(B, H, W, D)
+    rows = cache_tensor.gather(2, index)
+    cache_tensor.scatter_(2, dst[:, None, :, None].expand(B, H, W, D), rows)
+
+
+class StepBackend:
+    name = "torch"
+    captures = False
+    prefill_quantum = 1  # prefill lengths are padded to a multiple of this (fewer forward shapes)
+
+    def __init__(self, device):
+        self.device = torch.device(device)
+
+    def executor(self, model, weights):  # pragma: no cover - every backend defines it
+        raise NotImplementedError
+
+    def compiled(self, model, load):
+        """The executor of `model`, built once per region (the graph's mask type is not part of the key:
+        the executor reads the mask each forward is given)."""
+        cache = self.__dict__.setdefault("_executors", {})
+        key = (model.name, model.weights, model.graph.ops, model.attrs)
+        if key not in cache:
+            cache[key] = self.executor(model, load())
+        return cache[key]
+
+    def argmax(self, logits: torch.Tensor) -> torch.Tensor:
+        return logits.float().argmax(dim=-1)
+
+    def commit_path(self, state, path: torch.Tensor, n: torch.Tensor, compact: bool) -> None:
+        if not compact:
+            return
+        cache = state.cache
+        for layer in cache.k:
+            k, v = cache.layer(layer)
+            compact_rows(k, state.lens, path, n)
+            compact_rows(v, state.lens, path, n)
+        pos = cache.pos[:, None, :, None]
+        compact_rows(pos, state.lens, path, n)
+
+    def warm(self, fn):
+        """Run `fn` eagerly before it is captured (a capturing backend runs it where it will capture)."""
+        return fn()
+
+    def capture(self, fn, pool):  # pragma: no cover - only capturing backends call it
+        raise NotImplementedError
+
+    def graph_pool(self):
+        return None

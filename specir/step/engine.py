@@ -1,0 +1,280 @@
+"""The warm decode engine: prefill, then the IR's step until every request is done.
+
+Contract: `StepEngine(pipeline, backend, weights=None, base=None, build=None)` compiles every model
+the step uses once (the backend's executors: weights, kernels) and lowers the step once
+(program.py). Sessions (per batch size B and sampling mode: the caches, the step context, static
+buffers and captured graphs) are built on first use and kept: later prompts, batches and
+`generate` calls reuse them (a session is replaced only when a call needs more cache rows).
+- `generate(prompts, max_new_tokens, *, temperature, seed, on_step) -> [Result]`: every request's
+  emitted tokens (cut at max_new_tokens and after an end-of-sequence token) and the tokens
+  emitted per step; `timings` then holds prefill_s, decode_s, and `setup_s` the engine's
+  one-time cost (compiling, loading, packing) so far.
+- `open(capacity, max_rows, sampling)` -> DecodeSession: continuous batching, requests added and
+  finishing between steps (`add`, `step`, `cancel`).
+Invariant per request: the verifier's cache has committed every token but the pending one; a
+drafter has committed every token up to the pending one after its catch-up.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from ..declared_target import read as read_declared
+from ..errors import SpecirError
+from ..runtime.weights import load_weights
+from .context import StepContext
+from .forward_inputs import ForwardInputs
+from .program import StepProgram
+from .requests import Request, Result
+
+ROW_QUANTUM = 256  # cache rows are rounded up to this so that later calls reuse a session
+
+
+class StepEngine:
+    def __init__(self, pipeline, backend, *, weights: dict | None = None, base=None, build=None):
+        if pipeline.step is None:
+            raise SpecirError("the pipeline has no step", hint="add step(%ctx: context) { ... }")
+        start = time.perf_counter()
+        self.pipeline, self.backend, self.device = pipeline, backend, backend.device
+        self.program = StepProgram(pipeline, backend)
+        self.info = self.program.info
+        self.roles: list[tuple[str, str]] = []
+        for op in pipeline.step.ops:
+            iface = self.info.interfaces(op)
+            for symbol in op.symbols:
+                role = "draft" if "draft" in iface.effects else "verify" if "verify" in iface.effects else None
+                if role is None:
+                    raise SpecirError(f"step op {op.name} uses model {symbol} but declares neither a draft nor a "
+                                      f"verify effect", location=op.loc,
+                                      hint="its StepInterfaces.effects must say how it uses the model")
+                if (symbol[1:], role) not in self.roles:
+                    self.roles.append((symbol[1:], role))
+        verifiers = [name for name, role in self.roles if role == "verify"]
+        if not verifiers:
+            raise SpecirError("the step verifies nothing", hint="a step needs a verify op on the target")
+        declared = read_declared(pipeline)
+        self.target = declared.model if declared else verifiers[-1]
+        target = pipeline.model(self.target)
+        self.eos = set(target.attrs.get("eos", ()))
+        self.max_position = int(target.attrs.get("max_position", 1 << 30))
+        self.executors = {}
+        for name in dict.fromkeys(n for n, _ in self.roles):
+            model = pipeline.model(name)
+            given = (weights or {}).get(name)
+            self.executors[name] = backend.compiled(
+                model, lambda model=model, given=given: given if given is not None
+                else load_weights(model, self.device, base, build=build))
+        self.sessions: dict[tuple[int, bool], Session] = {}
+        self.setup_s = time.perf_counter() - start
+        self.timings: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ sizing
+    def rows_needed(self, longest_prompt: int, max_new: int) -> int:
+        scratch = max(self.info.scratch_rows().values(), default=0)
+        return longest_prompt + max_new + scratch + self.info.emit_width + 8
+
+    def check_lengths(self, prompts, max_new: int) -> None:
+        if max_new < 1:
+            raise SpecirError("max-new-tokens must be at least 1", hint="e.g. --max-new-tokens 64")
+        for i, p in enumerate(prompts):
+            if not p:
+                raise SpecirError(f"prompt {i} is empty", hint="give at least one token (--prompt TEXT)")
+            if len(p) >= self.max_position:
+                raise SpecirError(f"prompt {i} has {len(p)} tokens; the target's context is {self.max_position}",
+                                  hint="shorten the prompt")
+            if len(p) + max_new > self.max_position:
+                raise SpecirError(f"prompt {i} ({len(p)} tokens) + max-new-tokens ({max_new}) exceeds the "
+                                  f"target's context of {self.max_position}",
+                                  hint=f"use --max-new-tokens {max(self.max_position - len(p), 1)} or less")
+
+    def session(self, B: int, rows: int, sampling: bool) -> "Session":
+        key = (B, sampling)
+        sess = self.sessions.get(key)
+        if sess is None or sess.max_seq < rows:
+            if sess is not None:
+                del self.sessions[key]
+                sess.close()
+            start = time.perf_counter()
+            sess = Session(self, B, -(-rows // ROW_QUANTUM) * ROW_QUANTUM, sampling)
+            self.setup_s += time.perf_counter() - start
+            self.sessions[key] = sess
+        return sess
+
+    def open(self, capacity: int, max_rows: int, sampling: bool = True) -> "DecodeSession":
+        sess = self.session(capacity, max_rows, sampling)
+        sess.reset()
+        return DecodeSession(sess)
+
+    # ------------------------------------------------------------------ generate
+    def generate(self, prompts: list[list[int]], max_new_tokens: int = 64, *, temperature: float = 0.0,
+                 seed: int = 0, on_step=None) -> list[Result]:
+        self.check_lengths(prompts, max_new_tokens)
+        sampling = temperature > 0
+        rows = self.rows_needed(max(len(p) for p in prompts), max_new_tokens)
+        decode = self.open(len(prompts), rows, sampling)
+        start = time.perf_counter()
+        decode.add_many([(list(p), max_new_tokens, temperature, request_seed(seed, i)) for i, p in enumerate(prompts)])
+        self._sync()
+        decode_start = time.perf_counter()
+        while decode.active():
+            decode.step()
+            if on_step:
+                on_step(decode.requests)
+        self._sync()
+        end = time.perf_counter()
+        self.timings = {"prefill_s": decode_start - start, "decode_s": end - decode_start, "setup_s": self.setup_s}
+        return [Result(r.generated, r.accept_lengths, end - start, r.finish_reason) for r in decode.requests]
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
+def request_seed(seed: int, index: int) -> int:
+    """The random stream of request `index` of a generate call seeded `seed` (distinct per request)."""
+    return (int(seed) * 0x9E3779B1 + index * 0x85EBCA77 + 1) & 0x7FFFFFFF
+
+
+class Session:
+    """The caches, step context, static buffers and captured graphs of one (B, sampling) shape."""
+
+    def __init__(self, engine: StepEngine, B: int, max_seq: int, sampling: bool):
+        self.engine, self.B, self.max_seq, self.sampling = engine, B, max_seq, sampling
+        self.ctx = StepContext(B, max_seq, engine.device, engine.backend, sampling=sampling,
+                               emit_width=engine.info.emit_width)
+        for name, role in engine.roles:
+            self.ctx.add_model(name, role, engine.executors[name])
+        for op in engine.pipeline.step.ops:
+            setup = engine.info.interfaces(op).setup
+            if setup is not None:
+                setup(self.ctx, op)
+        self.static: dict = {}
+        self.captures: dict = {}
+        self.warmed: set = set()
+        self.pool = engine.backend.graph_pool() if engine.backend.captures else None
+        self.prefills: dict = {}
+
+    def reset(self) -> None:
+        self.ctx.active.zero_()
+        self.ctx.requests = [None] * self.B
+
+    def close(self) -> None:
+        self.captures.clear()
+        self.static.clear()
+        self.prefills.clear()
+
+    def prefill(self, entries: list[tuple[int, list[int]]]) -> None:
+        """Commit every prompt token but the last into every model's cache, in the given slots."""
+        ctx, dev = self.ctx, self.engine.device
+        feeds = [p[:-1] for _, p in entries]
+        longest = max(len(f) for f in feeds)
+        slots = torch.tensor([s for s, _ in entries], dtype=torch.int32, device=dev)
+        if longest > 0:
+            quantum = self.engine.backend.prefill_quantum
+            T = -(-longest // quantum) * quantum
+            ids = torch.zeros(len(entries), T, dtype=torch.long)
+            for b, f in enumerate(feeds):
+                ids[b, :len(f)] = torch.tensor(f, dtype=torch.long)
+            for state in ctx.models.values():
+                key = (state.name, state.role, len(entries), T)
+                entry = self.prefills.get(key)
+                if entry is None:
+                    inputs = ForwardInputs.allocate(len(entries), T, dev, slots=True)
+                    inputs.pos.copy_(torch.arange(T)[None, :].expand(len(entries), T))
+                    entry = self.prefills[key] = (inputs, state.executor.forward_on(state.cache, inputs))
+                inputs, forward = entry
+                inputs.ids.copy_(ids)
+                inputs.slots.copy_(slots)
+                inputs.lens.zero_()
+                forward.run()
+        lens = torch.tensor([len(f) for f in feeds], dtype=torch.int32, device=dev)
+        pending = torch.tensor([p[-1] for _, p in entries], dtype=torch.long, device=dev)
+        index = slots.long()
+        for state in ctx.models.values():
+            state.lens[index] = lens
+            if state.role == "draft":
+                state.feed[index, 0] = pending
+                state.n_feed[index] = 1
+        ctx.pending[index] = pending
+        ctx.counter[index] = 0
+        ctx.active[index] = 1
+
+
+class DecodeSession:
+    """Continuous batching over one Session: up to B requests decode together; requests are added
+    into free slots (prefilled at once) and leave when done, between steps."""
+
+    def __init__(self, session: Session):
+        self.session = session
+        self.requests: list[Request] = []  # in the order added
+        self.slots: list[Request | None] = [None] * session.B
+        self.step_seconds: list[float] = []
+
+    @property
+    def capacity(self) -> int:
+        return self.session.B
+
+    def free_slots(self) -> int:
+        return sum(1 for r in self.slots if r is None or r.done)
+
+    def active(self) -> int:
+        return sum(1 for r in self.slots if r is not None and not r.done)
+
+    def add_many(self, items) -> list[Request]:
+        """items: (prompt ids, max_new, temperature, seed[, stop ids]); returns their Requests."""
+        ctx, engine = self.session.ctx, self.session.engine
+        free = [s for s, r in enumerate(self.slots) if r is None or r.done]
+        if len(items) > len(free):
+            raise SpecirError(f"{len(items)} requests for {len(free)} free slots",
+                              hint="wait for requests to finish, or open a session with more capacity")
+        engine.check_lengths([item[0] for item in items], max(item[1] for item in items))
+        rows = engine.rows_needed(max(len(item[0]) for item in items), max(item[1] for item in items))
+        if rows > self.session.max_seq:
+            raise SpecirError(f"a request needs {rows} cache rows; this session holds {self.session.max_seq}",
+                              hint="open the session with a larger max_rows")
+        added, entries = [], []
+        for slot, item in zip(free, items):
+            prompt, max_new, temperature, seed = item[:4]
+            stop = frozenset(item[4]) if len(item) > 4 and item[4] else frozenset()
+            if temperature > 0 and not self.session.sampling:
+                raise SpecirError("this session decodes greedily; a request asks for temperature > 0",
+                                  hint="open the session with sampling=True")
+            r = Request(list(prompt), int(max_new), slot, tokens=list(prompt), stop=stop)
+            self.slots[slot] = r
+            self.requests.append(r)
+            added.append(r)
+            entries.append((slot, list(prompt)))
+            ctx.temperature[slot] = float(temperature)
+            ctx.seed[slot] = int(seed) & 0x7FFFFFFF
+        self.session.prefill(entries)
+        return added
+
+    def add(self, prompt: list[int], max_new: int, temperature: float = 0.0, seed: int = 0, stop=()) -> Request:
+        return self.add_many([(prompt, max_new, temperature, seed, stop)])[0]
+
+    def cancel(self, request: Request) -> None:
+        if not request.done:
+            request.done, request.finish_reason = True, "cancelled"
+            self.session.ctx.active[request.slot] = 0
+
+    def step(self) -> list[tuple[Request, list[int]]]:
+        """One decode step for every active request: (request, tokens it kept this step)."""
+        sess, ctx = self.session, self.session.ctx
+        ctx.requests = self.slots
+        start = time.perf_counter()
+        sess.engine.program.run(ctx, sess)
+        data = ctx.readback.cpu().tolist()
+        self.step_seconds.append(time.perf_counter() - start)
+        W = ctx.emit_width
+        events, finished = [], []
+        for slot, r in enumerate(self.slots):
+            if r is None or r.done:
+                continue
+            kept = r.append(data[slot][:data[slot][W]], sess.engine.eos)
+            events.append((r, kept))
+            if r.done:
+                finished.append(slot)
+        if finished:
+            ctx.active[torch.tensor(finished, device=ctx.device)] = 0
+        return events

@@ -1,0 +1,109 @@
+"""What a step op's definition declares (`OpDef.step`), read by the verifier, the cost model, cache
+sizing, kernel planning and the engine. Nothing else looks at step op names.
+
+`StepInterfaces`:
+- `width(op, info) -> int`: tokens per request the op drafts (draft ops) or verifies in one target
+  forward (verify ops, the pending token included); 0 for the others. One formula per op.
+- `depth(op, info) -> int`: the longest path of drafted tokens (draft ops), or the most tokens one
+  step can emit (verify ops: 1 + the depth of their draft); 0 for the others.
+- `forwards(op, info) -> [ModelForward]`: the model forwards the op runs per step (model, new
+  tokens T per request, how many, rows past the committed length they write). The cost model
+  prices them, cache sizing adds their scratch rows, kernel planning compiles their shapes.
+- `effects`: what the op reads and writes, as documentation the verifier checks against
+  (`"draft"`, `"verify"`, `"accept"`, `"commit"`: the role; `"host"`: reads host state).
+- `needs_host`: True when its semantics read host state (the request's token history), so the
+  engine runs it between captured device segments.
+- `lower(ctx, op, args) -> value`: the op's semantics in torch over batched tensors, shared by every
+  backend (specir/step/ops/*); capture-safe (no host read) unless `needs_host`.
+- `lowerings`: optional backend-specific implementations with the same contract ("triton": a fused
+  kernel), differentially tested against `lower`.
+- `setup(ctx, op)`: allocates the op's per-session state (drafter feeds, static buffers).
+- `overhead_s`: fixed seconds per step the cost model adds (host work, small launches).
+A step op without interfaces is a verifier error naming it; a missing one is never a silent 0.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ModelForward:
+    model: str  # the model symbol, without '@'
+    tokens: int  # new tokens per request (T)
+    count: int = 1  # forwards of this shape per step
+    purpose: str = ""  # catch-up | draft | tree-level | verify
+    scratch: int = 0  # rows past the committed length written, at most (offsets + T)
+    mask_width: int = 0  # U of a tree mask; 0 for causal forwards
+
+
+@dataclass(frozen=True)
+class StepInterfaces:
+    width: Callable
+    depth: Callable
+    forwards: Callable
+    lower: Callable
+    effects: tuple[str, ...] = ()
+    needs_host: bool = False
+    lowerings: dict = field(default_factory=dict)
+    setup: Callable | None = None
+    overhead_s: float = 0.0
+
+    def lowering_for(self, backend: str) -> Callable:
+        return self.lowerings.get(backend, self.lower)
+
+
+class StepInfo:
+    """Facts about a pipeline's step that interfaces need: the op producing a value, widths."""
+
+    def __init__(self, pipeline):
+        self.pipeline = pipeline
+        self.producer = {op.result: op for op in pipeline.step.ops if op.result} if pipeline.step else {}
+
+    def interfaces(self, op):
+        from ..errors import SpecirError
+        from ..ir.opdefs import OPS
+        opdef = OPS.get(op.name)
+        step = getattr(opdef, "step", None)
+        if step is None:
+            raise SpecirError(f"step op {op.name!r} declares no step interfaces (width, forwards, lowering)",
+                              location=op.loc, hint="a step op's OpDef needs step=StepInterfaces(...) "
+                                                    "(see specir/step/interfaces.py)")
+        return step
+
+    def width(self, op) -> int:
+        return int(self.interfaces(op).width(op, self))
+
+    def width_of(self, value: str | None) -> int:
+        """The width of the op producing `value` (0 when it is not an op's result)."""
+        op = self.producer.get(value) if value else None
+        return self.width(op) if op is not None else 0
+
+    def depth(self, op) -> int:
+        return int(self.interfaces(op).depth(op, self))
+
+    def depth_of(self, value: str | None) -> int:
+        op = self.producer.get(value) if value else None
+        return self.depth(op) if op is not None else 0
+
+    def has_role(self, op, role: str) -> bool:
+        return role in self.interfaces(op).effects
+
+    @property
+    def emit_width(self) -> int:
+        """Tokens one step can emit per request at most (accepted drafts + the bonus token)."""
+        depths = [self.depth(op) for op in self.pipeline.step.ops if self.has_role(op, "verify")]
+        return max(depths, default=1)
+
+    def forwards(self) -> list[ModelForward]:
+        out = []
+        for op in self.pipeline.step.ops:
+            out += self.interfaces(op).forwards(op, self)
+        return out
+
+    def scratch_rows(self) -> dict[str, int]:
+        """Rows past the committed length each model's cache needs per step."""
+        rows: dict[str, int] = {}
+        for f in self.forwards():
+            rows[f.model] = max(rows.get(f.model, 0), f.scratch)
+        return rows

@@ -1,0 +1,50 @@
+"""commit %ctx, %accepted {kv}: the step's last op; the accepted tokens become committed.
+
+Semantics for every active request (a frozen slot changes nothing): the verifier's cache commits
+the accepted path's rows (kv = "prefix": they are already in place, as for a chain; kv =
+"compact": row lens + path[j] moves to lens + j, as a tree needs), its lens grows by the path's
+length; the pending token becomes the bonus token; every drafter's feed becomes the emitted
+tokens (its next catch-up); `readback` holds the emitted tokens and their number; the random
+stream's counter advances. No forwards; width and depth 0.
+"""
+from __future__ import annotations
+
+import torch
+
+from specir.ir.opdefs import AttrSpec, OpDef, register_op, value
+from specir.step.interfaces import StepInterfaces
+
+from .common import no_forwards, zero
+
+
+def lower(ctx, op, args):
+    accepted = args[1]
+    state = ctx.state(accepted.model, "verify")
+    live = ctx.active != 0
+    n = torch.where(live, accepted.n_path, 0).to(torch.int32)
+    ctx.backend.commit_path(state, accepted.path, n, op.attrs.get("kv", "prefix") == "compact")
+    state.lens += n
+    last = (accepted.n_emit.long() - 1).clamp(min=0)[:, None]
+    bonus = accepted.emitted.gather(1, last)[:, 0]
+    ctx.pending.copy_(torch.where(live, bonus, ctx.pending))
+    W = ctx.emit_width
+    emitted = accepted.emitted[:, :W]
+    if emitted.shape[1] < W:
+        emitted = torch.nn.functional.pad(emitted, (0, W - emitted.shape[1]))
+    n_emit = torch.where(live, accepted.n_emit, 0).to(torch.int32)
+    for model in ctx.models.values():
+        if model.role == "draft":
+            model.feed.copy_(emitted)
+            model.n_feed.copy_(n_emit)
+    ctx.readback[:, :W] = emitted
+    ctx.readback[:, W] = n_emit
+    ctx.counter += 1
+    return None
+
+
+register_op(OpDef(
+    "commit", "step", (value("ctx", "context"), value("accepted", "accepted")),
+    {"kv": AttrSpec("str", "prefix", choices=("prefix", "compact"),
+                    doc="prefix: accepted tokens are a prefix; compact: move the accepted path")},
+    lambda op, ctx: None, pure=False, doc="Append accepted tokens, commit their KV.", role="commit",
+    step=StepInterfaces(width=zero, depth=zero, forwards=no_forwards, lower=lower, effects=("commit",))))

@@ -1,0 +1,61 @@
+"""draft.chain @drafter, %ctx {k}: k tokens per request from a draft model.
+
+Semantics: the drafter catches up (catch_up.py), then proposes token 1 from its logits after the
+pending token and tokens 2..k from k - 1 one-token forwards at scratch rows lens + i - 1 (greedy at
+temperature 0; in sampling mode a request at temperature T > 0 draws from q = softmax(logits / T)
+and q is kept for lossless acceptance).
+Width k, depth k. Forwards on @drafter per step: one catch-up of the emit width, k - 1 of one token.
+"""
+from __future__ import annotations
+
+import torch
+
+from specir.ir.opdefs import OpDef, register_op, symbol, value
+from specir.ir.types import TOKENS
+from specir.step.catch_up import catch_up
+from specir.step.interfaces import ModelForward, StepInterfaces
+from specir.step.values import Draft
+
+from .common import DRAFT_K, check_k, model_of
+
+STREAM = 101
+
+
+def _infer(op, ctx):
+    check_k(op)
+    return TOKENS
+
+
+def _forwards(op, info):
+    d, k, W = model_of(op), op.attrs["k"], info.emit_width
+    out = [ModelForward(d, W, 1, "catch-up", W)]
+    if k > 1:
+        out.append(ModelForward(d, 1, k - 1, "draft", W + k))
+    return out
+
+
+def lower(ctx, op, args):
+    state = ctx.state(model_of(op), "draft")
+    k = op.attrs["k"]
+    logits = catch_up(ctx, state)
+    tokens, qs = [], []
+    for i in range(k):
+        token, q = ctx.choose(logits, STREAM + i)
+        tokens.append(token)
+        qs.append(q)
+        if i + 1 < k:
+            inputs, forward = ctx.forward(state, ("draft", 1), 1, offsets=True)
+            inputs.ids[:, 0] = token
+            inputs.offsets.fill_(i)
+            torch.add(state.lens.long()[:, None], i, out=inputs.pos)
+            logits = forward.run()[:, 0]
+    count = torch.full((ctx.B,), k, dtype=torch.int32, device=ctx.device)
+    q = torch.stack(qs, dim=1) if ctx.sampling else None
+    return Draft(torch.stack(tokens, dim=1), count, q)
+
+
+register_op(OpDef(
+    "draft.chain", "step", (symbol("drafter"), value("ctx", "context")), {"k": DRAFT_K}, _infer,
+    doc="k greedy tokens from a draft model.", role="draft",
+    step=StepInterfaces(width=lambda op, info: op.attrs["k"], depth=lambda op, info: op.attrs["k"],
+                        forwards=_forwards, lower=lower, effects=("draft",))))

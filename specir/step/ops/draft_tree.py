@@ -1,0 +1,186 @@
+"""draft.tree @drafter, %ctx {depth, topk, budget, expand, threshold}: a token tree (EAGLE-2 style).
+
+Semantics, in fixed shapes (K = topk): the drafter catches up; the root proposes its K best tokens
+(candidates 0..K-1, score = draft log-probability); each further level feeds the K best candidates of
+the previous level (by cumulative score, earlier candidate first on ties) to the drafter in one
+forward at scratch rows, each proposing its K best children (candidates in creation order: frontier
+position, then child rank). The tree keeps the `budget` best candidates overall (score, then
+creation order), listed in creation order after node 0 (the pending token); a child's score never
+exceeds its parent's, so every kept node's parent is kept. `expand = "dynamic"`: candidates whose
+path probability is below `threshold` get score -inf; they are never expanded and the nodes they
+fill are invalid (never accepted). Drafting is deterministic at every temperature (acceptance
+samples over the candidates losslessly).
+Candidates C = K + (depth - 1) K^2; width N = min(budget, C) drafted nodes (verify width N + 1);
+depth `depth`. Forwards on @drafter: one catch-up of the emit width, depth - 1 of K tokens with a
+tree mask over the (depth - 1) K fed rows.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from specir.ir.opdefs import MAX_DRAFT_TOKENS, MAX_TREE_BUDGET, AttrSpec, OpDef, TypeRuleError, in_range, register_op, symbol, value
+from specir.ir.types import TREE
+from specir.step.catch_up import catch_up
+from specir.step.interfaces import ModelForward, StepInterfaces
+from specir.step.values import Nodes
+
+from .common import model_of, model_vocab
+
+MAX_CANDIDATES = 1 << 16  # topk + (depth - 1) topk^2: the candidate table of one request
+
+
+def candidates(op) -> int:
+    a = op.attrs
+    return a["topk"] + (a["depth"] - 1) * a["topk"] ** 2
+
+
+def width(op, info=None) -> int:
+    return min(op.attrs["budget"], candidates(op))
+
+
+def _infer(op, ctx):
+    mask = ctx.model_mask(op.operands[0])
+    if mask is not None and mask != "tree":
+        raise TypeRuleError(f"draft.tree runs {op.operands[0]} over tree nodes, so its graph needs mask<tree>, "
+                            f"not mask<{mask}>", "the tree-verify pass rewrites both models' masks")
+    a = op.attrs
+    if a["depth"] < 1 or a["topk"] < 1 or a["budget"] < 1:
+        raise TypeRuleError("depth, topk and budget must be at least 1", "e.g. {budget = 32, depth = 4, topk = 4}")
+    for key, most in (("depth", MAX_DRAFT_TOKENS), ("topk", MAX_DRAFT_TOKENS), ("budget", MAX_TREE_BUDGET)):
+        if a[key] > most:
+            raise TypeRuleError(f"{key} must be at most {most}, got {a[key]}", "e.g. {budget = 32, depth = 4, topk = 4}")
+    vocab = model_vocab(ctx, op.operands[0])
+    if vocab is not None and a["topk"] > vocab:
+        raise TypeRuleError(f"topk {a['topk']} is more than the drafter's vocabulary of {vocab} tokens",
+                            "topk is the number of children per node, at most the vocabulary size")
+    if candidates(op) > MAX_CANDIDATES:
+        raise TypeRuleError(f"a tree of depth {a['depth']} and topk {a['topk']} has {candidates(op)} candidates per "
+                            f"step; at most {MAX_CANDIDATES}", "lower depth or topk (candidates: topk + (depth - 1) "
+                                                               "topk^2)")
+    return TREE
+
+
+def _forwards(op, info):
+    d, a, W = model_of(op), op.attrs, info.emit_width
+    out = [ModelForward(d, W, 1, "catch-up", W)]
+    if a["depth"] > 1:
+        fed = (a["depth"] - 1) * a["topk"]
+        out.append(ModelForward(d, a["topk"], a["depth"] - 1, "tree-level", W + fed, mask_width=fed))
+    return out
+
+
+class TreeState:
+    """The candidate table of one batch, in fixed shapes (see the module docstring)."""
+
+    def __init__(self, B: int, depth: int, topk: int, budget: int, device, log_min: float):
+        K = topk
+        self.B, self.depth, self.K, self.log_min = B, depth, K, log_min
+        self.C = K + (depth - 1) * K * K
+        self.N = min(budget, self.C)
+        self.U = max((depth - 1) * K, 1)
+        z = lambda *shape, dtype: torch.zeros(*shape, dtype=dtype, device=device)  # noqa: E731
+        self.score = z(B, self.C, dtype=torch.float32)
+        self.token = z(B, self.C, dtype=torch.long)
+        self.parent = z(B, self.C, dtype=torch.long)
+        self.cand_depth = z(B, self.C, dtype=torch.long)
+        self.fed_row = z(B, self.C, dtype=torch.long)
+        self.row_mask = z(B, self.U, self.U, dtype=torch.bool)
+        self.frontier = z(B, K, dtype=torch.long)
+        self.arange_k = torch.arange(K, device=device)
+        self.eye_k = torch.eye(K, dtype=torch.bool, device=device)
+        self.node_numbers = torch.arange(1, self.N + 1, device=device)[None, :].expand(B, self.N).contiguous()
+        self.eye_n = torch.eye(self.N + 1, dtype=torch.bool, device=device)[None].expand(B, -1, -1).contiguous()
+
+    def _pruned(self, scores: torch.Tensor) -> torch.Tensor:
+        return scores if self.log_min == -math.inf else torch.where(scores >= self.log_min, scores, -math.inf)
+
+    def root(self, logits: torch.Tensor) -> None:
+        K = self.K
+        vals, toks = torch.topk(torch.log_softmax(logits.float(), dim=-1), K, dim=-1)
+        self.score[:, :K] = self._pruned(vals)
+        self.token[:, :K] = toks
+        self.parent[:, :K] = -1
+        self.cand_depth[:, :K] = 1
+        self.frontier.copy_(self.arange_k[None, :].expand(self.B, K))
+
+    def level_inputs(self, level: int, ids: torch.Tensor, mask: torch.Tensor) -> None:
+        """ids [B, K] and mask [B, K, U] of the level forward (frontier fed at rows (level-1)K + t)."""
+        K, first = self.K, (level - 1) * self.K
+        f = self.frontier
+        ids.copy_(self.token.gather(1, f))
+        parent = self.parent.gather(1, f)
+        parent_row = self.fed_row.gather(1, parent.clamp(min=0))
+        inherited = self.row_mask.gather(1, parent_row[:, :, None].expand(-1, -1, self.U))
+        rows = inherited & (parent >= 0)[:, :, None]
+        rows[:, :, first:first + K] |= self.eye_k
+        mask.copy_(rows)
+        self.row_mask[:, first:first + K] = rows
+        self.fed_row.scatter_(1, f, self.arange_k[None, :].expand(self.B, K) + first)
+
+    def propose(self, level: int, logits: torch.Tensor) -> None:
+        K = self.K
+        vals, toks = torch.topk(torch.log_softmax(logits.float(), dim=-1), K, dim=-1)
+        base = K + (level - 1) * K * K
+        scores = self._pruned((self.score.gather(1, self.frontier)[:, :, None] + vals).reshape(self.B, K * K))
+        self.score[:, base:base + K * K] = scores
+        self.token[:, base:base + K * K] = toks.reshape(self.B, K * K)
+        self.parent[:, base:base + K * K] = self.frontier[:, :, None].expand(-1, -1, K).reshape(self.B, K * K)
+        self.cand_depth[:, base:base + K * K] = level + 1
+        order = torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :K]
+        self.frontier.copy_(order + base)
+
+    def nodes(self, pending: torch.Tensor) -> Nodes:
+        N = self.N
+        chosen = torch.sort(self.score, dim=1, descending=True, stable=True).indices[:, :N]
+        chosen = torch.sort(chosen, dim=1).values
+        node_of = torch.zeros_like(self.parent)
+        node_of.scatter_(1, chosen, self.node_numbers)
+        cand_parent = self.parent.gather(1, chosen)
+        parent_node = torch.where(cand_parent >= 0, node_of.gather(1, cand_parent.clamp(min=0)), 0)
+        tokens = torch.cat([pending[:, None], self.token.gather(1, chosen)], dim=1)
+        parents = torch.cat([torch.full_like(parent_node[:, :1], -1), parent_node], dim=1).to(torch.int32)
+        depths = torch.cat([torch.zeros_like(parent_node[:, :1]), self.cand_depth.gather(1, chosen)], dim=1)
+        valid = torch.cat([torch.ones_like(chosen[:, :1], dtype=torch.bool),
+                           self.score.gather(1, chosen) > -math.inf], dim=1)
+        up = parents.long().clamp(min=0)[:, :, None].expand(-1, -1, N + 1)
+        anc = self.eye_n.clone()
+        for _ in range(self.depth):
+            anc = self.eye_n | anc.gather(1, up)
+        return Nodes(tokens, parents, depths, valid, anc, max_depth=self.depth, max_children=self.K)
+
+
+def setup(ctx, op) -> None:
+    a = op.attrs
+    threshold = float(a.get("threshold", 0.0))
+    log_min = math.log(threshold) if a.get("expand", "static") == "dynamic" and threshold > 0 else -math.inf
+    ctx.op_state[id(op)] = TreeState(ctx.B, a["depth"], a["topk"], a["budget"], ctx.device, log_min)
+
+
+def lower(ctx, op, args):
+    state = ctx.state(model_of(op), "draft")
+    tree: TreeState = ctx.op_state[id(op)]
+    tree.root(catch_up(ctx, state))
+    K = tree.K
+    for level in range(1, tree.depth):
+        inputs, forward = ctx.forward(state, ("tree-level", K), K, mask_width=tree.U, offsets=True)
+        tree.level_inputs(level, inputs.ids, inputs.mask)
+        inputs.offsets.fill_((level - 1) * K)
+        inputs.pos.copy_((state.lens.long()[:, None] + (level - 1)).expand(-1, K))
+        tree.propose(level, forward.run())
+    return tree.nodes(ctx.pending)
+
+
+register_op(OpDef(
+    "draft.tree", "step", (symbol("drafter"), value("ctx", "context")),
+    {"depth": AttrSpec("int", doc="maximum tree depth (drafted tokens on a path)"),
+     "topk": AttrSpec("int", doc="children considered per node"),
+     "budget": AttrSpec("int", doc="drafted nodes per step (the verify width is min(budget, candidates) + 1)"),
+     "expand": AttrSpec("str", "static", choices=("static", "dynamic"),
+                        doc="static: best-first by cumulative draft probability up to the budget; "
+                            "dynamic: also drop candidates whose path probability is below `threshold`"),
+     "threshold": AttrSpec("float", 0.0, doc="dynamic expansion: minimum path probability", valid=in_range(0, 1))},
+    _infer, doc="A token tree: static top-k expansion or dynamic by draft confidence.", role="draft",
+    step=StepInterfaces(width=width, depth=lambda op, info: op.attrs["depth"], forwards=_forwards, lower=lower,
+                        setup=setup, effects=("draft",))))

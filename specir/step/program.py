@@ -1,0 +1,111 @@
+"""The step lowered op by op, in IR order, into segments.
+
+Contract: `StepProgram(pipeline, backend)` takes each step op's lowering from its definition
+(`OpDef.step.lowering_for(backend.name)`) and groups consecutive ops into segments: a device
+segment (ops that read and write only tensors) or a host segment (one op whose interfaces say
+`needs_host`). `run(ctx)` executes one step:
+- host ops run eagerly; the tensors of their results are copied into static buffers (one set per
+  result shape), so the device segment after them reads fixed addresses;
+- device segments run eagerly where the backend does not capture (CPU). For a capturing backend a
+  segment whose inputs are all stable (the context's persistent tensors, host results' static
+  buffers, outputs of captured segments) runs eagerly the first time it sees those inputs (which
+  compiles the kernels and allocates lazily created buffers), is captured the second time and is
+  replayed from then on; a segment reading a value an eager run produced runs eagerly.
+What a step computes is exactly its ops' semantics in order; capture only changes how it is
+launched. Values flow through an environment keyed by the IR's value names.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from .interfaces import StepInfo
+
+
+def _tensors(value):
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if dataclasses.is_dataclass(value):
+        return [t for f in dataclasses.fields(value) for t in _tensors(getattr(value, f.name))]
+    return []
+
+
+def _to_static(value, buffers: dict, key):
+    """A copy of `value` whose tensors live in buffers kept under (key, field, shape)."""
+    if isinstance(value, torch.Tensor):
+        k = (key, tuple(value.shape), value.dtype)
+        buf = buffers.get(k)
+        if buf is None:
+            buf = buffers[k] = torch.empty_like(value)
+        buf.copy_(value)
+        return buf
+    if dataclasses.is_dataclass(value):
+        return dataclasses.replace(value, **{f.name: _to_static(getattr(value, f.name), buffers, (key, f.name))
+                                             for f in dataclasses.fields(value)})
+    return value
+
+
+@dataclasses.dataclass
+class Segment:
+    ops: list  # (op, lowering fn)
+    host: bool
+    reads: list  # values read from before the segment
+
+
+class StepProgram:
+    def __init__(self, pipeline, backend):
+        self.pipeline, self.backend = pipeline, backend
+        self.info = StepInfo(pipeline)
+        step = pipeline.step
+        self.ctx_name = step.params[0][0]
+        self.segments: list[Segment] = []
+        for op in step.ops:
+            iface = self.info.interfaces(op)
+            fn = iface.lowering_for(backend.name)
+            if iface.needs_host or not self.segments or self.segments[-1].host:
+                self.segments.append(Segment([], iface.needs_host, []))
+            self.segments[-1].ops.append((op, fn))
+        for seg in self.segments:
+            defined = {op.result for op, _ in seg.ops if op.result}
+            seg.reads = sorted({v for op, _ in seg.ops for v in op.values if v not in defined and v != self.ctx_name})
+
+    def describe(self) -> list[dict]:
+        return [{"ops": [op.name for op, _ in seg.ops], "host": seg.host} for seg in self.segments]
+
+    @staticmethod
+    def _run_ops(ops, ctx, env) -> dict:
+        out = {}
+        for op, fn in ops:
+            value = fn(ctx, op, [out[v] if v in out else env[v] for v in op.values])
+            if op.result is not None:
+                out[op.result] = value
+        return out
+
+    def run(self, ctx, session) -> None:
+        """One step over `ctx`; `session.static`, `.captures`, `.warmed` and `.pool` keep buffers and graphs."""
+        env = {self.ctx_name: ctx}
+        stable = {self.ctx_name}
+        for index, seg in enumerate(self.segments):
+            if seg.host:
+                produced = self._run_ops(seg.ops, ctx, env)
+                env.update({k: _to_static(v, session.static, (index, k)) for k, v in produced.items()})
+                stable.update(produced)
+                continue
+            if self.backend.captures and all(v in stable for v in seg.reads):
+                key = (index, tuple((t.data_ptr(), tuple(t.shape), t.dtype)
+                                    for v in seg.reads for t in _tensors(env[v])))
+                entry = session.captures.get(key)
+                if entry is None and key in session.warmed:
+                    entry = session.captures[key] = self.backend.capture(
+                        lambda: self._run_ops(seg.ops, ctx, env), session.pool)
+                if entry is not None:
+                    replay, outputs = entry
+                    replay()
+                    env.update(outputs)
+                    stable.update(outputs)
+                    continue
+                session.warmed.add(key)
+                env.update(self.backend.warm(lambda: self._run_ops(seg.ops, ctx, env)))
+                continue
+            env.update(self._run_ops(seg.ops, ctx, env))

@@ -1,0 +1,89 @@
+"""The declared target: written by init, filled in by load, kept by the printer, the parser and every
+built-in pass, recorded by compile before any pass, and fixed against passes that try to move it."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specir.declared_target import read
+from specir.errors import SpecirError
+from specir.importers.digest import checkpoint_digest
+from specir.ir.parser import parse
+from specir.ir.printer import print_pipeline
+from specir.load import load_pipeline
+from specir.pass_base import Pass
+from specir.pass_manager import PassManager
+from specir.pass_pipeline import build_passes
+from tests.helpers.specs import write_spec
+
+
+def test_init_declares_the_target_with_its_digest(specir_cli, pair):
+    code, out, err = specir_cli("init", "--target-model", pair[0], "--drafter", pair[1])
+    assert code == 0, err
+    declared = read(parse(out))
+    assert declared.model == "target" and declared.source == str(pair[0].resolve())
+    assert declared.digest == checkpoint_digest(pair[0]) and declared.dtype == "bf16"
+    assert print_pipeline(parse(out)) == out
+
+
+@pytest.mark.parametrize("passes", ["canonicalize", "tree-verify{budget=8,topk=2}", "pack-weights{format=bf12}",
+                                    "tree-verify,pack-weights{format=bf12},canonicalize"])
+def test_every_builtin_pass_keeps_the_declaration(pair, tmp_path, passes):
+    pipeline = load_pipeline(write_spec(tmp_path, "chain", *pair, k=3))
+    out = PassManager(build_passes(passes)).run(pipeline)
+    assert read(out) == read(pipeline)
+    assert read(parse(print_pipeline(out))) == read(pipeline)
+
+
+class ChangeDigest(Pass):
+    name = "change-digest-test"
+
+    def run(self, pipeline):
+        declared = pipeline.attrs["target"]
+        return pipeline.with_(attrs=pipeline.attrs.set(target=declared.set(digest="sha256:ff")))
+
+
+class ChangeDtype(Pass):
+    name = "change-dtype-test"
+
+    def run(self, pipeline):
+        declared = pipeline.attrs["target"]
+        return pipeline.with_(attrs=pipeline.attrs.set(target=declared.set(dtype="f32")))
+
+
+@pytest.mark.parametrize("cheat", [ChangeDigest, ChangeDtype])
+def test_a_pass_may_not_change_the_declaration(pair, tmp_path, cheat):
+    pipeline = load_pipeline(write_spec(tmp_path, "chain", *pair, k=3))
+    with pytest.raises(SpecirError, match="changed the declared target"):
+        PassManager([cheat()]).run(pipeline)
+
+
+def test_a_hand_written_pipeline_gets_its_final_verify_model_declared(pair):
+    text = (f'pipeline p {{\n  model @t = import("{pair[0]}")\n  step(%ctx: context) {{\n'
+            "    %lg = verify.chain @t, %ctx\n    %acc = accept.greedy %lg\n    commit %ctx, %acc\n  }\n}\n")
+    declared = read(load_pipeline("<test>", text=text))
+    assert declared.model == "t" and declared.digest == checkpoint_digest(pair[0])
+
+
+def test_compile_records_the_declared_target_before_the_passes(specir_cli, pair, tmp_path):
+    spec = write_spec(tmp_path, "chain", *pair, k=3)
+    code, _, err = specir_cli("compile", spec, "--target", "cpu", "-o", tmp_path / "b", "-p", "tree-verify")
+    assert code == 0, err
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert manifest["declared_target"] == read(load_pipeline(spec)).as_dict()
+
+
+def test_the_digest_is_cached_but_sees_rewritten_bytes(pair, tmp_path):
+    import os
+    import shutil
+    folder = shutil.copytree(pair[0], tmp_path / "t")
+    first = checkpoint_digest(folder)
+    assert checkpoint_digest(folder) == first
+    weights = folder / "model.safetensors"
+    st = weights.stat()
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))  # same size and mtime: only ctime tells
+    assert checkpoint_digest(folder) != first
