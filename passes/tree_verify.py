@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from specir.errors import SpecirError
 from specir.ir.nodes import Attrs, Model, Pipeline
-from specir.ir.opdefs import without_defaults
+from specir.ir.opdefs import MAX_DRAFT_TOKENS, MAX_TREE_BUDGET, without_defaults
 from specir.ir.types import TREE, mask
 from specir.pass_base import Option, Pass
 
@@ -37,11 +37,14 @@ def with_mask(model: Model, kind: str) -> Model:
 class TreeVerify(Pass):
     name = "tree-verify"
     options = {
-        "depth": Option(int, 0, "tree depth; 0 takes the chain's k", min=0, search=(0, 2, 3, 4, 5, 6, 8)),
-        "topk": Option(int, 4, "children per node", min=1, search=(1, 2, 3, 4, 6, 8)),
-        "budget": Option(int, 32, "drafted nodes per step", min=1, search=(4, 8, 12, 16, 24, 32, 48, 64)),
+        "depth": Option(int, 0, "tree depth; 0 takes the chain's k", min=0, max=MAX_DRAFT_TOKENS,
+                        search=(0, 2, 3, 4, 5, 6, 8)),
+        "topk": Option(int, 4, "children per node (at most the drafter's vocabulary)", min=1, max=MAX_DRAFT_TOKENS,
+                       search=(1, 2, 3, 4, 6, 8)),
+        "budget": Option(int, 32, "drafted nodes per step", min=1, max=MAX_TREE_BUDGET,
+                         search=(4, 8, 12, 16, 24, 32, 48, 64)),
         "expand": Option(str, "static", "static or dynamic expansion", ("static", "dynamic")),
-        "threshold": Option(float, 0.0, "dynamic expansion: minimum path probability", min=0.0,
+        "threshold": Option(float, 0.0, "dynamic expansion: minimum path probability", min=0.0, max=1.0,
                             search=(0.0, 0.01, 0.05, 0.1)),
     }
     provides = frozenset({"tree-verify"})
@@ -55,6 +58,12 @@ class TreeVerify(Pass):
                     if "draft.tree" in kinds else "n-gram drafting stays a chain; use a draft model")
             raise SpecirError(f"tree-verify needs a model-drafted chain (draft.chain @model); this step drafts "
                               f"with: {kinds}", hint=hint)
+        for op in drafts.values():
+            drafter = pipeline.model(op.symbols[0])
+            vocab = drafter.graph.result_type.width if drafter is not None and drafter.graph is not None else None
+            if vocab is not None and self.topk > vocab:
+                raise self.option_error("topk", f"topk {self.topk} is more than the drafter's vocabulary of {vocab} "
+                                        f"tokens", f"use topk={min(vocab, 4)} (children per node)")
         touched_models = set()
         for i, op in enumerate(ops):
             if op.name == "draft.chain":

@@ -14,15 +14,17 @@ from pathlib import Path
 
 from . import __version__
 from .backends_api import lower
-from .build_folder import atomic_build
+from .build_folder import atomic_build, check_output
 from .cost_model import estimate
 from .declared_target import read as read_declared
 from .ir.nodes import Pipeline
 from .ir.printer import print_pipeline
+from .ir.verifier import require_step
 from .load import load_pipeline
 from .pass_manager import PassManager, facts_of
 from .pass_pipeline import build_passes
 from .runtime.packed_weights import write_packed_weights
+from .runtime.weights import check_checkpoints
 from .targets import get_target
 
 
@@ -44,11 +46,14 @@ def compile_pipeline(spec: str | Path, target_name: str, out: str | Path, pipeli
     """`plugins`: the --plugin files loaded for this compile; the manifest lists them so that run,
     check and bench load them again for the build (its IR may use their ops)."""
     target = get_target(target_name)
+    check_output(Path(out))  # before the passes: a refused -o costs nothing
     source = load_pipeline(spec)
     declared = read_declared(source)  # recorded before any pass runs; the pass manager keeps it fixed
     manager = PassManager(build_passes(pipeline_string) if pipeline_string else [],
                           print_after_all=print_after_all, debug=debug)
     pipeline = manager.run(source)
+    require_step(pipeline, "compiling")
+    check_checkpoints(pipeline, _spec_folder(spec))  # declared weights vs the safetensors headers, before lowering
     with atomic_build(Path(out)) as tmp:
         lowering = lower(pipeline, target, tmp, emit_ptx=emit_ptx)
         packed = write_packed_weights(lowering.pipeline, tmp, _spec_folder(spec))

@@ -40,7 +40,7 @@ class SpecirError(Exception):
         where = str(self.location) if self.location else (self.path or "specir")
         lines = [f"{where}: error: {self.message}"]
         if self.location and self.location.source_line:
-            text = self.location.source_line.rstrip("\n")
+            text = self.location.source_line.rstrip("\r\n")
             lines.append(f"    {text}")
             lines.append("    " + " " * max(self.location.column - 1, 0) + "^")
         if self.hint:
@@ -53,6 +53,6 @@ class SpecirError(Exception):
 
 def location_in(text: str, file: str, line: int, column: int) -> SourceLocation:
     """Build a location, attaching the offending source line from `text`."""
-    lines = text.splitlines()
-    source_line = lines[line - 1] if 1 <= line <= len(lines) else ""
+    lines = text.split("\n")  # lines end at \n only, as the lexer counts them
+    source_line = lines[line - 1].rstrip("\r") if 1 <= line <= len(lines) else ""
     return SourceLocation(file, line, column, source_line)

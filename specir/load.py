@@ -19,7 +19,7 @@ def expand_imports(pipeline: Pipeline) -> Pipeline:
     for m in pipeline.models:
         if m.is_import:
             source = m.import_path if m.import_path.startswith("zoo:") else \
-                str(resolve_source(m.import_path, base).resolve())
+                str(resolve_source(m.import_path, base, m.loc).resolve())
             imported = import_model(m.name, source, base=base, where=m.loc)
             merged = dict(imported.attrs.items())
             merged.update(m.attrs.items())

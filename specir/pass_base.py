@@ -7,6 +7,7 @@ Subclasses implement `run`; the PassManager verifies the IR after every pass.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -47,10 +48,14 @@ class Option:
             raise ValueError
         if self.choices and value not in self.choices:
             raise ValueError
+        if self.type is float and not math.isfinite(value):
+            raise ValueError
         if self.min is not None and value < self.min:
             raise ValueError
         if self.max is not None and value > self.max:
             raise ValueError
+        if self.type is int and not -(2**63) <= value < 2**63:
+            raise TooLarge("must fit in 64 bits")  # every integer of the IR is 64-bit
         return value
 
     def search_values(self) -> tuple:
@@ -65,11 +70,17 @@ class Option:
 
     def describe(self) -> str:
         text = _TYPE_NAMES.get(self.type, self.type.__name__)
+        if self.type is float:
+            text = "a finite number"
         if self.min is not None:
             text += f" >= {self.min}"
         if self.max is not None:
             text += f" and <= {self.max}" if self.min is not None else f" <= {self.max}"
         return f"one of {list(self.choices)}" if self.choices else text
+
+
+class TooLarge(ValueError):
+    """An option value of the right type above its maximum (the message says which)."""
 
 
 class Pass:
@@ -92,9 +103,17 @@ class Pass:
         for key, raw in options.items():
             try:
                 self.values[key] = self.options[key].convert(raw)
-            except (ValueError, TypeError):
-                raise SpecirError(f"option {key!r} of pass {self.name} must be {self.options[key].describe()}, "
-                                  f"got {raw!r}") from None
+            except (ValueError, TypeError, OverflowError) as exc:
+                shown = raw if not isinstance(raw, str) or len(raw) <= 40 else raw[:37] + "..."
+                want = str(exc) if isinstance(exc, TooLarge) else f"must be {self.options[key].describe()}"
+                raise SpecirError(f"option {key!r} of pass {self.name} {want}, got {shown!r}",
+                                  hint=self.options[key].doc or None) from None
+
+    def option_error(self, key: str, message: str, hint: str | None = None) -> SpecirError:
+        """An error about option `key`, located at it in the -p string when the pass came from one."""
+        where = getattr(self, "where", None)
+        loc = (where or {}).get(key) or (where or {}).get("")
+        return SpecirError(message, location=loc, hint=hint)
 
     def __getattr__(self, key: str) -> Any:
         values = self.__dict__.get("values", {})

@@ -14,8 +14,9 @@ from . import declared_target, pass_registry
 from .errors import SpecirError
 from .ir.nodes import Pipeline
 from .ir.printer import print_pipeline
-from .ir.verifier import verify
+from .ir.verifier import require_step, verify
 from .pass_base import Pass
+from .time_limit import TimeLimitExceeded, pass_timeout, time_limit
 
 
 def facts_of(pipeline: Pipeline) -> tuple[str, ...]:
@@ -50,6 +51,8 @@ class PassManager:
 
     def run(self, pipeline: Pipeline) -> Pipeline:
         verify(pipeline)
+        if self.passes:
+            require_step(pipeline, f"running pass {self.passes[0].name}")
         declared = declared_target.read(pipeline)
         done: list[str] = []
         for p in self.passes:
@@ -59,20 +62,37 @@ class PassManager:
                 provider = pass_registry.provider_of(missing[0])
                 hint = f"run {provider} before it" if provider else "no registered pass provides it"
                 raise SpecirError(f"pass {p.name} requires fact {missing[0]!r}, which the pipeline lacks "
-                                  f"(passes run before it: {before})", hint=hint)
+                                  f"(passes run before it: {before})", hint=hint,
+                                  location=(getattr(p, "where", None) or {}).get(""))
+            where = (getattr(p, "where", None) or {}).get("")
             try:
-                result = p.run(pipeline)
+                with time_limit(pass_timeout(), f"pass {p.name}"):
+                    result = p.run(pipeline)
             except SpecirError as exc:
                 raise SpecirError(f"pass {p.name} failed (passes run before it: {before}): {exc.message}",
-                                  location=exc.location, hint=exc.hint, path=exc.path) from None
+                                  location=exc.location or (None if exc.path else where), hint=exc.hint,
+                                  path=exc.path) from None
+            except TimeLimitExceeded as exc:
+                raise SpecirError(f"pass {p.name} did not finish within {exc.seconds:g} s (passes run before it: "
+                                  f"{before})", location=where,
+                                  hint="the pass may loop forever; raise the limit with --pass-timeout SECONDS "
+                                       "if it is only slow") from None
+            except SystemExit as exc:
+                raise SpecirError(f"pass {p.name} called sys.exit({exc.code!r}) (passes run before it: {before})",
+                                  location=where, hint="a pass returns the pipeline or raises an error; it must "
+                                                       "not exit the process") from None
+            except RecursionError:
+                raise SpecirError(f"pass {p.name} recursed too deeply (passes run before it: {before})",
+                                  location=where, hint="this is a bug in the pass (or an IR nested too deeply "
+                                                       "for it)") from None
             except Exception as exc:
                 if self.debug:
                     raise
                 raise SpecirError(f"pass {p.name} crashed (passes run before it: {before}): "
-                                  f"{type(exc).__name__}: {exc}",
+                                  f"{type(exc).__name__}: {exc}", location=where,
                                   hint="this is a bug in the pass; rerun with --debug for the traceback") from None
             if not isinstance(result, Pipeline):
-                raise SpecirError(f"pass {p.name} returned {type(result).__name__}, not a Pipeline",
+                raise SpecirError(f"pass {p.name} returned {type(result).__name__}, not a Pipeline", location=where,
                                   hint="Pass.run must return the (new) pipeline")
             result = with_facts(result, set(facts_of(result)) | set(p.provides))
             try:
@@ -81,7 +101,7 @@ class PassManager:
                 now = exc.message
             if now != declared:
                 raise SpecirError(f"pass {p.name} changed the declared target (passes run before it: {before}): "
-                                  f"{_describe(declared)} -> {_describe(now)}",
+                                  f"{_describe(declared)} -> {_describe(now)}", location=where,
                                   hint="passes may rewrite the target's graph, never which checkpoint judges the "
                                        "pipeline (its model, source, digest or dtype)")
             try:

@@ -31,6 +31,8 @@ def parse_pipeline_string(text: str) -> list[PassSpec]:
     while i < n:
         while i < n and text[i] in " \t":
             i += 1
+        if i >= n:
+            break  # blanks (after a trailing ',', or only blanks): nothing more
         m = _NAME.match(text, i)
         if not m:
             fail(f"expected a pass name, found {text[i]!r}", i, "pipeline strings look like a{k=v},b")
@@ -41,6 +43,10 @@ def parse_pipeline_string(text: str) -> list[PassSpec]:
             close = text.find("}", i)
             if close < 0:
                 fail("unclosed '{' in pass options", i, "close it with '}'")
+            inner = text.find("{", i + 1, close)
+            if inner >= 0:
+                fail("pass options cannot nest '{'", inner, f"write {name}{{key=value,key2=value2}}, "
+                     f"e.g. tree-verify{{budget=32}}")
             body_start = i + 1
             for part in _split_top(text[body_start:close]):
                 piece, offset = part
@@ -52,7 +58,7 @@ def parse_pipeline_string(text: str) -> list[PassSpec]:
                 key, value = piece.split("=", 1)
                 key = key.strip()
                 if key in options:
-                    fail(f"option {key!r} is given twice", col)
+                    fail(f"option {key!r} is given twice", col, "keep one of them")
                 options[key] = value.strip().strip('"')
                 columns[key] = col + len(piece) - len(piece.lstrip())
             i = close + 1
@@ -61,7 +67,7 @@ def parse_pipeline_string(text: str) -> list[PassSpec]:
             i += 1
         if i < n:
             if text[i] != ",":
-                fail(f"expected ',' between passes, found {text[i]!r}", i)
+                fail(f"expected ',' between passes, found {text[i]!r}", i, "pipeline strings look like a{k=v},b")
             i += 1
     return specs
 
@@ -86,9 +92,13 @@ def build_passes(text: str) -> list[Pass]:
             raise SpecirError(exc.message, location=SourceLocation("-p", 1, spec.column, text),
                               hint=exc.hint) from None
         try:
-            passes.append(cls(**spec.options))
+            instance = cls(**spec.options)
         except SpecirError as exc:
             key = next((k for k in spec.options if repr(k) in exc.message), None)
             col = spec.option_columns.get(key, spec.column - 1) + 1 if key else spec.column
             raise SpecirError(exc.message, location=SourceLocation("-p", 1, col, text), hint=exc.hint) from None
+        # where the pass and each option stand in the string: errors the pass raises later point there
+        instance.where = {"": SourceLocation("-p", 1, spec.column, text),
+                          **{k: SourceLocation("-p", 1, c + 1, text) for k, c in spec.option_columns.items()}}
+        passes.append(instance)
     return passes

@@ -12,8 +12,7 @@ import math
 import torch
 
 from .errors import SpecirError
-
-KINDS = ("default", "linear", "dynamic", "yarn", "longrope", "llama3")
+from .rope_params import KINDS
 
 
 def _base_inv_freq(theta: float, dim: int) -> torch.Tensor:

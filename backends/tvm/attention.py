@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import torch
 
+from .alignment import aligned
 from .host_target import parallel_allowed
 
 _DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
@@ -236,7 +237,7 @@ def attention(cache, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
         mask = _NO_MASK  # the causal kernel takes a 1-element placeholder it never reads
     y = out if out is not None else torch.empty(q.shape, dtype=q.dtype)
     scale = head_dim ** -0.5 if scale is None else scale
-    fn(q.contiguous(), k_cache, v_cache, lens32, slots32, offs32, mask, y, float(scale))
+    fn(aligned(q.contiguous()), aligned(k_cache), aligned(v_cache), lens32, slots32, offs32, mask, y, float(scale))
     return y
 
 

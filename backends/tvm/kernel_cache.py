@@ -20,10 +20,13 @@ import hashlib
 import json
 import os
 import re
+import sys
 import tempfile
 import threading
 from pathlib import Path
 from typing import Callable
+
+from .library_check import file_digest, library_problem
 
 _compile_listeners: list[Callable[[str, dict], None]] = []
 _compile_count = 0
@@ -51,7 +54,8 @@ def default_cache_dir() -> Path:
 
 
 # Files of this package that generate no kernel code (the runtime glue): editing them keeps keys.
-NOT_KERNEL_SOURCES = frozenset({"__init__.py", "lowering.py", "op_table.py", "kernel_plan.py", "progress.py"})
+NOT_KERNEL_SOURCES = frozenset({"__init__.py", "lowering.py", "op_table.py", "kernel_plan.py", "progress.py",
+                                "alignment.py", "library_check.py"})
 
 
 @functools.cache
@@ -79,6 +83,7 @@ class KernelCache:
         self._memo: dict[tuple, object] = {}  # frozen (kernel, params) -> function: the hot path
         self.plans: dict[tuple, object] = {}  # wrappers' memo: call signature -> what they resolved
         self._lock = threading.Lock()
+        self._checked: dict[tuple, str | None] = {}  # (library, mtime, size) -> problem
 
     def key(self, kernel: str, params: dict) -> tuple[str, dict]:
         material = {
@@ -112,22 +117,52 @@ class KernelCache:
         return fn
 
     def find(self, kernel: str, params: dict) -> Path | None:
-        """The compiled library of (kernel, params) on disk, or None."""
+        """The compiled library of (kernel, params) on disk, or None. A library that is not whole
+        (empty, garbage, cut short, changed since compiled: library_check.py) counts as absent."""
         name, _ = self.key(kernel, params)
         for folder in (*self.read_dirs, self.cache_dir):
-            if (folder / f"{name}.so").exists():
-                return folder / f"{name}.so"
+            path = folder / f"{name}.so"
+            if path.exists() and self.problem(path) is None:
+                return path
         return None
 
+    def problem(self, library: Path) -> str | None:
+        """Why `library` cannot be loaded (library_check.py), or None; memoised per file version."""
+        try:
+            st = library.stat()
+        except OSError:
+            return "missing"
+        stamp = (str(library), st.st_mtime_ns, st.st_size)
+        if stamp not in self._checked:
+            self._checked[stamp] = library_problem(library, _recorded_digest(library))
+        return self._checked[stamp]
+
     def _load_or_compile(self, name: str, material: dict, build: Callable[[], object]):
+        """Load the library from the first folder that holds it whole; else compile it into the cache
+        folder, atomically replacing a broken cache entry (a broken one in a read folder, e.g. a
+        build's tvm/, is left alone and shadowed by the fresh one in the cache)."""
         import tvm
 
         symbol = re.sub(r"\W", "_", name)
-        path = next((d / f"{name}.so" for d in self.read_dirs if (d / f"{name}.so").exists()),
-                    self.cache_dir / f"{name}.so")
-        if not path.exists():
+        candidates = [d / f"{name}.so" for d in self.read_dirs] + [self.cache_dir / f"{name}.so"]
+        path = next((c for c in candidates if c.exists() and self.problem(c) is None), None)
+        if path is None:
+            broken = next((c for c in candidates if c.exists()), None)
+            if broken is not None:
+                print(f"note: the TVM kernel library {broken} is {self.problem(broken)}; compiling it again",
+                      file=sys.stderr)
+            path = self.cache_dir / f"{name}.so"
             self._compile(path, symbol, material, build)
-        return tvm.runtime.load_module(str(path))[symbol]
+        try:
+            return tvm.runtime.load_module(str(path))[symbol]
+        except Exception as exc:  # whole by every check, yet not loadable: compile once more, then give up
+            if path.parent != self.cache_dir or getattr(self, "_retried", None) == name:
+                raise
+            self._retried = name
+            print(f"note: the TVM kernel library {path} does not load ({type(exc).__name__}); compiling it again",
+                  file=sys.stderr)
+            self._compile(path, symbol, material, build)
+            return tvm.runtime.load_module(str(path))[symbol]
 
     def _compile(self, path: Path, symbol: str, material: dict, build: Callable[[], object]):
         global _compile_count
@@ -140,7 +175,8 @@ class KernelCache:
         os.close(fd)
         try:
             executable.export_library(tmp)
-            path.with_suffix(".json").write_text(json.dumps(material, indent=1, sort_keys=True, default=str))
+            record = {**material, "library_sha256": file_digest(Path(tmp))}  # checked before every load
+            path.with_suffix(".json").write_text(json.dumps(record, indent=1, sort_keys=True, default=str))
             path.with_suffix(".tir.py").write_text(f"# {name_of(path)}: the scheduled TIR of this kernel\n"
                                                    + func.script())
             os.replace(tmp, path)
@@ -151,6 +187,15 @@ class KernelCache:
             _compile_count += 1
         for listener in list(_compile_listeners):
             listener(material["kernel"], material["params"])
+
+
+def _recorded_digest(library: Path) -> str | None:
+    """The sha256 recorded next to a library when it was compiled (its .json), if any."""
+    try:
+        digest = json.loads(library.with_suffix(".json").read_text()).get("library_sha256")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return digest if isinstance(digest, str) else None
 
 
 def name_of(library: Path) -> str:

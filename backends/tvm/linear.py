@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .alignment import aligned
 from .host_target import parallel_allowed
 from .weight_formats import WeightFormat, weight_format_for
 
@@ -159,6 +160,7 @@ def linear(cache, x: torch.Tensor, weight, bias: torch.Tensor | None = None, *,
     x2 = x if x.dim() == 2 else x.reshape(-1, k)  # torch ops cost microseconds: do few
     if not x2.is_contiguous():
         x2 = x2.contiguous()
+    x2 = aligned(x2)
     m = x2.shape[0]
     dense = isinstance(weight, torch.Tensor)
     plan_key = ("linear", x.dtype, m, k, weight.dtype, weight.shape[0], None if bias is None else bias.dtype,
@@ -172,7 +174,7 @@ def linear(cache, x: torch.Tensor, weight, bias: torch.Tensor | None = None, *,
 
     args = [*fmt.kernel_args(weight)]
     if bias is not None:
-        args.append(bias if bias.is_contiguous() else bias.contiguous())
+        args.append(aligned(bias if bias.is_contiguous() else bias.contiguous()))
     if tile.mr == 1:  # the GEMV path: no padding, no views
         y = out if out is not None and out.is_contiguous() and out.dtype == x.dtype else torch.empty(m, n, dtype=x.dtype)
         fn(x2, *args, y if y.dim() == 2 else y.view(m, n))

@@ -126,10 +126,19 @@ def _fallback_notes(pipeline: Pipeline) -> list[str]:
     if windows:
         notes.append(f"sliding-window attention runs on the torch reference kernel ({len(windows)} layers: "
                      f"{', '.join(windows[:4])}{' ...' if len(windows) > 4 else ''})")
+    dtype = _dtype_note(pipeline)
+    return notes + ([dtype] if dtype else [])
+
+
+def _dtype_note(pipeline: Pipeline) -> str | None:
+    """The models whose activation dtype has no TVM kernels (f16): they compute in that dtype, as the IR
+    says, on the reference (torch) kernels."""
+    from .kernel_plan import used_models
     other = sorted({str(m.attrs.get('dtype')) for m in used_models(pipeline)} - {"bf16", "f32"})
-    if other:
-        notes.append(f"activations in {', '.join(other)} have no TVM kernels; those models run the reference kernels")
-    return notes
+    if not other:
+        return None
+    return (f"activations in {', '.join(other)} have no TVM kernels; those models run the reference kernels "
+            f"(in {', '.join(other)}, as the IR says)")
 
 
 @functools.cache
@@ -156,6 +165,10 @@ def kernels_for(pipeline: Pipeline, build: Path | None) -> dict:
     read_dirs = (str(Path(build) / BUILD_SUBDIR),) if build is not None and (Path(build) / BUILD_SUBDIR).is_dir() else ()
     cpu = _kernels(read_dirs, str(default_cache_dir()))
     ensure_compiled(plan_kernels(pipeline, cpu.cache.host), cpu.cache)
+    note = _dtype_note(pipeline)
+    if note:
+        import sys
+        print(f"note: {note}", file=sys.stderr)
     return kernel_table(cpu)
 
 

@@ -17,6 +17,10 @@ the CPU kernels of `kernels.CPUKernels` doing the work.
 | embed, add    | torch (the reference kernels)                                                |
 Activations other than bf16/fp32 (f16) run the reference kernel of the op.
 
+Weights and biases reach the kernels 64-byte aligned (alignment.py): a weight memory-mapped
+from the checkpoint at an unaligned offset (float32 checkpoints) is copied once, into its op's
+params, on first use.
+
 Per forward, `_forward_info(state)` derives once what every attention layer shares (lens,
 offsets, slots as int32, whether the mask is causal) and sizes TVM's thread pool to torch's
 (the engine picks the thread count; one thread makes every kernel call serial).
@@ -30,6 +34,7 @@ import torch
 
 from specir.backends.reference import ops as ref
 
+from .alignment import aligned, is_aligned
 from .host_target import set_threads
 
 _TVM_DTYPES = (torch.bfloat16, torch.float32)
@@ -61,6 +66,14 @@ def _forward_info(state) -> _ForwardInfo:
     return info
 
 
+def _param(params: dict, key: str):
+    """params[key] (a weight or bias), replaced once by a 64-byte aligned copy when it is not aligned."""
+    t = params.get(key)
+    if isinstance(t, torch.Tensor) and not is_aligned(t):
+        t = params[key] = aligned(t)
+    return t
+
+
 def _is_causal(info: _ForwardInfo, mask: torch.Tensor) -> bool:
     """Whether mask [B, T, U] is the runtime's default (column u visible iff u <= offsets[b] + t)."""
     known = info.causal.get(id(mask))
@@ -90,7 +103,7 @@ class TVMOps:
         if x.dtype not in _TVM_DTYPES:
             return ref.linear(params, state, x)
         _forward_info(state)
-        return self.cpu.linear(x, params["weight"], params.get("bias"), schedule=self.schedule)
+        return self.cpu.linear(x, _param(params, "weight"), _param(params, "bias"), schedule=self.schedule)
 
     def packed_linear(self, params, state, x):
         if x.dtype not in _TVM_DTYPES:
@@ -102,8 +115,8 @@ class TVMOps:
             if not isinstance(weight, torch.Tensor):
                 from specir.bf12 import unpack
                 weight = unpack(weight.to("cpu") if weight.device.type != "cpu" else weight)
-            decoded = params["decoded"] = weight.to(x.dtype).contiguous()
-        return self.cpu.linear(x, decoded, params.get("bias"), schedule=self.schedule)
+            decoded = params["decoded"] = aligned(weight.to(x.dtype).contiguous())
+        return self.cpu.linear(x, decoded, _param(params, "bias"), schedule=self.schedule)
 
     def rms_norm(self, params, state, x):
         if x.dtype not in _TVM_DTYPES:
@@ -111,8 +124,8 @@ class TVMOps:
         _forward_info(state)
         group = params.get("group") or 0
         if group:
-            return self.cpu.rms_norm(x.reshape(-1, group), params["weight"], params["eps"]).view(x.shape)
-        return self.cpu.rms_norm(x, params["weight"], params["eps"])
+            return self.cpu.rms_norm(x.reshape(-1, group), _param(params, "weight"), params["eps"]).view(x.shape)
+        return self.cpu.rms_norm(x, _param(params, "weight"), params["eps"])
 
     def rope(self, params, state, x, positions):
         if x.dtype not in _TVM_DTYPES:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 
+from .alignment import aligned
 from .host_target import parallel_rows
 
 _DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
@@ -113,7 +114,7 @@ def rms_norm(cache, x: torch.Tensor, weight: torch.Tensor, eps: float, residual:
               "parallel": parallel}
     fn = cache.get("rms_norm", params, lambda: build_rms_norm(hidden, act, w_dtype, fused, lanes, parallel))
     y = out if out is not None else torch.empty(x.shape, dtype=x.dtype)
-    w = weight if weight.is_contiguous() else weight.contiguous()
+    w = aligned(weight if weight.is_contiguous() else weight.contiguous())
     if not fused:
         fn(x2, w, _rows(y, hidden), float(eps))
         return y
@@ -123,7 +124,7 @@ def rms_norm(cache, x: torch.Tensor, weight: torch.Tensor, eps: float, residual:
 
 
 def _rows(t: torch.Tensor, width: int) -> torch.Tensor:
-    """t [..., width] as a contiguous [rows, width] (no torch op when it already is one)."""
+    """t [..., width] as a contiguous, 64-byte aligned [rows, width] (no torch op when it already is one)."""
     if t.dim() != 2:
         t = t.reshape(-1, width)
-    return t if t.is_contiguous() else t.contiguous()
+    return aligned(t if t.is_contiguous() else t.contiguous())

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 
+from .alignment import aligned, is_aligned
 from .host_target import parallel_rows
 
 _DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
@@ -95,15 +96,19 @@ def build_rotary(heads: int, kv_heads: int, head_dim: int, act: str, lanes: int,
 
 def _rows(x: torch.Tensor, output: bool = False) -> torch.Tensor:
     """x [..., heads, D] as [n, heads, D] without copying when the last dim is contiguous
-    (inputs are copied otherwise; an output that cannot be viewed so is an error)."""
+    (inputs are copied otherwise, and when they are not 64-byte aligned: alignment.py; an output
+    that cannot be viewed so, or is not aligned, is an error)."""
     try:
-        if x.stride(-1) == 1:
-            return x.view(-1, x.shape[-2], x.shape[-1])
+        if x.stride(-1) == 1 and (output or is_aligned(x)):
+            rows = x.view(-1, x.shape[-2], x.shape[-1])
+            if output and not is_aligned(rows):
+                raise ValueError("rotary: q_out/k_out must start 64-byte aligned")
+            return rows
     except RuntimeError:
         pass
     if output:
         raise ValueError("rotary: q_out/k_out need a contiguous last dim and flattenable leading dims")
-    return x.reshape(-1, x.shape[-2], x.shape[-1]).contiguous()
+    return aligned(x.reshape(-1, x.shape[-2], x.shape[-1]).contiguous())
 
 
 def rotary(cache, q: torch.Tensor, k: torch.Tensor | None, pos: torch.Tensor, inv_freq: torch.Tensor,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from .alignment import aligned
 from .host_target import parallel_rows
 
 _DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
@@ -78,14 +79,14 @@ def silu_mul(cache, gate: torch.Tensor, up: torch.Tensor | None = None, *, out: 
     fn = cache.get("silu_mul", params, lambda: build_silu_mul(width, act, fused, lanes, parallel))
     y = out if out is not None else torch.empty(*lead, width, dtype=gate.dtype)
     if fused:
-        fn(gate.reshape(-1, 2, width).contiguous(), _rows(y, width))
+        fn(aligned(gate.reshape(-1, 2, width).contiguous()), _rows(y, width))
     else:
         fn(_rows(gate, width), _rows(up, width), _rows(y, width))
     return y
 
 
 def _rows(t: torch.Tensor, width: int) -> torch.Tensor:
-    """t [..., width] as a contiguous [rows, width] (no torch op when it already is one)."""
+    """t [..., width] as a contiguous, 64-byte aligned [rows, width] (no torch op when it already is one)."""
     if t.dim() != 2:
         t = t.reshape(-1, width)
-    return t if t.is_contiguous() else t.contiguous()
+    return aligned(t if t.is_contiguous() else t.contiguous())

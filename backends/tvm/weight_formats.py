@@ -17,6 +17,8 @@ from __future__ import annotations
 import torch
 from tvm import te
 
+from .alignment import aligned
+
 _TORCH_TO_TVM = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
 
 
@@ -70,7 +72,7 @@ class DenseWeights(WeightFormat):
         return w[n, k] if self.dtype == "float32" else w[n, k].astype("float32")
 
     def kernel_args(self, weight: torch.Tensor) -> list[torch.Tensor]:
-        return [weight if weight.is_contiguous() else weight.contiguous()]
+        return [aligned(weight if weight.is_contiguous() else weight.contiguous())]
 
 
 def weight_format_for(weight) -> WeightFormat:

@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from pathlib import Path
 
+from ..build_folder import atomic_write_text
 from ..errors import SpecirError
-from ..runtime.bench import bench, format_table, plot
 from ..runtime.baseline import ar_pipeline
+from ..runtime.bench import bench, format_table, plot
+from ..runtime.memory import check_batch_fits
 from ..step.engine import StepEngine
 from .common_run import add_source_options, positive, prompts_from, session_from
 
@@ -38,6 +41,7 @@ def run(args) -> int:
     workloads: dict[str, list] = {}
     for rec, ids in zip(records, prompts):
         workloads.setdefault(rec.get("workload", "prompts"), []).append(ids)
+    check_batch_fits(session.pipeline, max(sizes), max(len(p) for p in prompts), args.max_new_tokens, session.device)
     engine = session.engine()
     ar_engine = StepEngine(ar_pipeline(session.pipeline), engine.backend, base=session.base)
     reference = None
@@ -55,7 +59,7 @@ def run(args) -> int:
             "backend": session.backend, "max_new_tokens": args.max_new_tokens,
             "setup_s": {"pipeline": round(engine.setup_s, 3), "ar": round(ar_engine.setup_s, 3)},
             "timing": "tokens_per_s and speedup: decoding (prefill excluded); e2e_*: prefill included"}
-    (out / "bench.json").write_text(json.dumps({**meta, "rows": [r.as_dict() for r in rows]}, indent=2) + "\n")
+    atomic_write_text(out / "bench.json", json.dumps({**meta, "rows": [r.as_dict() for r in rows]}, indent=2) + "\n")
     plotted = plot(rows, out / "bench.png")
     if args.json:
         print(json.dumps({**meta, "rows": [r.as_dict() for r in rows]}))
@@ -87,6 +91,17 @@ def _out_folder(path: str) -> Path:
     except OSError as exc:
         raise SpecirError(f"cannot create --out folder {path!r}: {exc.strerror}", path=str(path),
                           hint="choose an --out whose parent folders exist and are writable") from None
+    for name in ("bench.json", "bench.png"):
+        target = out / name
+        if target.is_symlink() or (target.exists() and not target.is_file()):
+            raise SpecirError(f"--out {path!r}: {name} there is not a regular file", path=str(target),
+                              hint=f"move {name} away, or choose another --out")
+    try:  # writable? (a read-only folder or file system fails here, before the timing)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        raise SpecirError(f"cannot write into --out folder {path!r}: {exc.strerror}", path=str(path),
+                          hint="choose an --out folder you can write") from None
     return out
 
 

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import sys
 from pathlib import Path
 
-from ..errors import SpecirError
+from ..errors import SourceLocation, SpecirError
 from ..importers import resolve_source
 from ..importers.tokenizer_match import check_same_tokenizer
+from ..ir.opdefs import MAX_DRAFT_TOKENS, MAX_TREE_BUDGET
 from ..ir.printer import print_pipeline
 from ..load import load_pipeline
 from ..pass_manager import PassManager
@@ -44,20 +46,40 @@ def pipeline_text(name: str, target: str, drafter: str, k: int) -> str:
             "    commit %ctx, %accepted\n  }\n}\n")
 
 
+def _flag_location(flag: str, value: str) -> SourceLocation:
+    """The flag's value on a reconstructed command line, for the caret."""
+    line = f"specir init ... {flag} {value}"
+    return SourceLocation("command line", 1, len(line) - len(value) + 1, line)
+
+
 def _q(path: str) -> str:
-    return '"' + path.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return json.dumps(path, ensure_ascii=False)  # the IR's strings are JSON strings (any path, newlines included)
 
 
 def _source(path: str) -> str:
     return path if path.startswith("zoo:") else str(Path(path).expanduser().resolve())
 
 
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def run(args) -> int:
     if args.k < 1:
         raise SpecirError("--k must be at least 1", hint="e.g. --k 4")
-    for flag, value, example in (("--budget", args.budget, 32), ("--topk", args.topk, 4)):
+    for flag, value, example, most in (("--k", args.k, 4, MAX_DRAFT_TOKENS), ("--budget", args.budget, 32, MAX_TREE_BUDGET),
+                                       ("--topk", args.topk, 4, MAX_DRAFT_TOKENS)):
         if value < 1:
             raise SpecirError(f"{flag} must be at least 1, got {value}", hint=f"e.g. {flag} {example}")
+        if value > most:
+            shown = value if value < 10**24 else f"{str(value)[:12]}... ({len(str(value))} digits)"
+            raise SpecirError(f"{flag} must be at most {most}, got {shown}", hint=f"e.g. {flag} {example}")
+    for flag, value in (("--target-model", args.target_model), ("--drafter", args.drafter)):
+        if value is not None and not value.strip():
+            raise SpecirError(f"{flag} is empty", hint=f"give {flag} a checkpoint folder"
+                              + (" or 'ngram'" if flag == "--drafter" else "") + " (leave the flag out for the zoo pair)")
+    if args.name is not None and not _NAME.fullmatch(args.name):
+        raise SpecirError(f"--name {args.name!r} is not a pipeline name", location=_flag_location("--name", args.name),
+                          hint="a name starts with a letter or _ and holds only A-Z, a-z, 0-9 and _ (ASCII)")
     target = _source(args.target_model) if args.target_model else "zoo:code-target"
     drafter = args.drafter or ("zoo:code-drafter" if target == "zoo:code-target" else "ngram")
     if drafter != "ngram":

@@ -7,6 +7,7 @@ import sys
 
 from ..errors import SpecirError
 from ..runtime.baseline import target_name
+from ..runtime.memory import check_batch_fits
 from ..runtime.tokenizer import decode, encode, parse_prompt_ids
 from .common_run import add_source_options, positive, session_from
 
@@ -32,6 +33,9 @@ def run(args) -> int:
     if not (math.isfinite(args.temperature) and args.temperature >= 0):
         raise SpecirError(f"--temperature must be a finite number >= 0, got {args.temperature}",
                           hint="0 = greedy; e.g. --temperature 0.8")
+    if not 0 <= args.seed < 2**64:
+        shown = args.seed if abs(args.seed) < 10**24 else f"{str(args.seed)[:12]}... ({len(str(args.seed))} digits)"
+        raise SpecirError(f"--seed must be from 0 to 2**64 - 1, got {shown}", hint="e.g. --seed 0")
     session = session_from(args)
     folder = str(session.target_folder())
     prompt = parse_prompt_ids(args.prompt_ids) if args.prompt_ids is not None else encode(folder, args.prompt)
@@ -40,6 +44,7 @@ def run(args) -> int:
     if bad:
         raise SpecirError(f"token id {bad[0]} is outside the target's vocabulary of {vocab}",
                           hint=f"--prompt-ids takes ids from 0 to {vocab - 1}; or give --prompt TEXT")
+    check_batch_fits(session.pipeline, 1, len(prompt), args.max_new_tokens, session.device, "--max-new-tokens")
     engine = session.engine()
     result = engine.generate([prompt], args.max_new_tokens, temperature=args.temperature, seed=args.seed)[0]
     text = decode(folder, result.tokens)

@@ -7,6 +7,7 @@ import os
 import sys
 
 from ..errors import SpecirError
+from ..time_limit import PASS_TIMEOUT_S, set_pass_timeout
 
 COMMANDS = ["init", "opt", "compile", "run", "check", "bench", "search", "memory", "calibrate", "targets", "zoo"]
 
@@ -29,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     argv = sys.argv[1:] if argv is None else argv
     debug = "--debug" in argv
+    set_pass_timeout(PASS_TIMEOUT_S)  # per invocation (main may run many times in one process)
     try:
         parser = build_parser()
         args = parser.parse_args(argv)

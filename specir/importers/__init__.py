@@ -11,11 +11,14 @@ from .llama import MODEL_TYPES, build_llama
 IMPORTERS = {t: build_llama for t in MODEL_TYPES}
 
 
-def resolve_source(path: str, base: Path | None = None) -> Path:
+def resolve_source(path: str, base: Path | None = None, where: SourceLocation | None = None) -> Path:
     """`zoo:NAME` -> the shipped zoo folder; relative paths are relative to `base` (the .spec's folder)."""
     if path.startswith("zoo:"):
         from ..zoo.paths import zoo_model_dir
-        return zoo_model_dir(path[4:])
+        return zoo_model_dir(path[4:], where)
+    if not path.strip():
+        raise SpecirError("the checkpoint path is empty", location=where,
+                          hint='import("path/to/checkpoint") names a Hugging Face folder, or zoo:NAME')
     p = Path(path).expanduser()
     if not p.is_absolute() and base is not None:
         p = base / p
@@ -25,10 +28,10 @@ def resolve_source(path: str, base: Path | None = None) -> Path:
 def import_model(name: str, source: str, *, base: Path | None = None,
                  where: SourceLocation | None = None) -> Model:
     """Expand `model @name = import(source)` into a full model region."""
-    folder = resolve_source(source, base)
+    folder = resolve_source(source, base, where)
     config = read_config(folder, where)
     model_type = config.get("model_type")
-    build = IMPORTERS.get(model_type)
+    build = IMPORTERS.get(model_type) if isinstance(model_type, str) else None
     if build is None:
         raise SpecirError(f"model_type {model_type!r} is not supported", location=where,
                           path=str(folder / "config.json"),

@@ -7,6 +7,8 @@ checked against the safetensors headers (name, shape) without loading any tensor
 """
 from __future__ import annotations
 
+import math
+
 from ..errors import SourceLocation, SpecirError
 from ..ir.nodes import Attrs, Graph, Model, Op, Weight
 from ..ir.opdefs import without_defaults
@@ -15,6 +17,73 @@ from .checkpoint import TensorInfo
 
 MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
 ROPE_NEEDS_MAX_POSITION = ("dynamic", "yarn", "longrope")
+
+
+_POSITIVE_INTS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size",
+                  "num_key_value_heads", "head_dim", "max_position_embeddings")
+_POSITIVE_FLOATS = ("rms_norm_eps", "rope_theta")
+_BOOLS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window")
+_MAX_DIM = 2**31 - 1  # any one dimension of a tensor (the kernels index in 32 bits)
+
+
+def check_config(config: dict, where, path) -> None:
+    """The config.json values the importer reads have the right JSON types and ranges; else a
+    SpecirError naming the key (at the .spec's import line when there is one)."""
+    def fail(key, want, value):
+        shown = f"{value!r} (a string)" if isinstance(value, str) else repr(value)
+        raise SpecirError(f"config.json: {key!r} must be {want}, got {shown}", location=where, path=path,
+                          hint=f"fix {key} in {path or 'config.json'} (save_pretrained writes numbers, not strings)")
+    for key in _POSITIVE_INTS:
+        value = config.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _MAX_DIM:
+            fail(key, f"an integer from 1 to {_MAX_DIM}", value)
+    for key in _POSITIVE_FLOATS:
+        value = config.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            fail(key, "a finite number > 0", value)
+    for key in _BOOLS:
+        if config.get(key) is not None and not isinstance(config[key], bool):
+            fail(key, "true or false", config[key])
+    for key in ("rope_parameters", "rope_scaling"):
+        value = config.get(key)
+        if value is not None and not isinstance(value, dict):
+            fail(key, "an object (or null)", value)
+        for sub, v in (value or {}).items():
+            if sub in ("rope_type", "type"):
+                if not isinstance(v, str):
+                    fail(f"{key}.{sub}", "a string", v)
+            elif v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                                    or (sub == "rope_theta" and v <= 0)):
+                if isinstance(v, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+                    continue  # longrope's per-dimension factors
+                fail(f"{key}.{sub}", "a finite number" + (" > 0" if sub == "rope_theta" else ""), v)
+    eos = config.get("eos_token_id")
+    if eos is not None and not all(isinstance(e, int) and not isinstance(e, bool) and 0 <= e <= _MAX_DIM
+                                   for e in (eos if isinstance(eos, list) else [eos])):
+        fail("eos_token_id", "a token id or a list of token ids", eos)
+    start = config.get("max_window_layers")
+    if start is not None and (isinstance(start, bool) or not isinstance(start, int) or start < 0):
+        fail("max_window_layers", "an integer >= 0", start)
+    window = config.get("sliding_window")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 0):
+        fail("sliding_window", "an integer >= 0 (or null)", window)
+    heads, kv = config.get("num_attention_heads"), config.get("num_key_value_heads")
+    if heads and kv and heads % kv:
+        raise SpecirError(f"config.json: num_attention_heads ({heads}) is not a multiple of num_key_value_heads "
+                          f"({kv})", location=where, path=path, hint="grouped-query attention shares each kv head "
+                                                                    "among the same number of query heads")
+    hidden = config.get("hidden_size")
+    if heads and hidden and not config.get("head_dim") and hidden % heads:
+        raise SpecirError(f"config.json: hidden_size ({hidden}) is not a multiple of num_attention_heads ({heads})",
+                          location=where, path=path, hint="give head_dim explicitly, or fix the sizes")
+    types = config.get("layer_types")
+    layers = config.get("num_hidden_layers")
+    if types is not None and (not isinstance(types, list) or (layers and len(types) != layers)):
+        fail("layer_types", f"a list of {layers} layer kinds", types)
 
 
 def _get(config: dict, key: str, where, path, default=None, required=True):
@@ -30,9 +99,9 @@ def rope_attrs(config: dict) -> dict:
     params = dict(config.get("rope_parameters") or {})
     if not params:
         params = dict(config.get("rope_scaling") or {})
-        params["rope_theta"] = config.get("rope_theta", 10000.0)
-    if "rope_theta" not in params:
-        params["rope_theta"] = config.get("rope_theta", 10000.0)
+        params["rope_theta"] = config.get("rope_theta") or 10000.0
+    if params.get("rope_theta") is None:
+        params["rope_theta"] = config.get("rope_theta") or 10000.0
     if config.get("partial_rotary_factor") is not None and "partial_rotary_factor" not in params:
         params["partial_rotary_factor"] = config["partial_rotary_factor"]
     kind = params.pop("rope_type", None) or params.pop("type", None) or "default"
@@ -62,6 +131,9 @@ def max_position(config: dict) -> int:
 
 def _windows(config: dict, layers: int) -> list[int]:
     model_type = config.get("model_type")
+    start = config.get("max_window_layers")
+    if start is not None and (isinstance(start, bool) or not isinstance(start, int) or start < 0):
+        fail("max_window_layers", "an integer >= 0", start)
     window = config.get("sliding_window")
     if model_type == "mistral":
         return [int(window) if window else 0] * layers
@@ -79,12 +151,13 @@ def _windows(config: dict, layers: int) -> list[int]:
 def build_llama(config: dict, tensors: dict[str, TensorInfo], *, name: str, source: str,
                 where: SourceLocation | None = None, config_path: str | None = None) -> Model:
     """The model graph of a Llama-family checkpoint, weights checked against `tensors`."""
+    check_config(config, where, config_path)
     g = lambda k, d=None, r=True: _get(config, k, where, config_path, d, r)  # noqa: E731
     hidden, layers, heads = g("hidden_size"), g("num_hidden_layers"), g("num_attention_heads")
     vocab, inter = g("vocab_size"), g("intermediate_size")
     kv_heads = config.get("num_key_value_heads") or heads
     head_dim = config.get("head_dim") or hidden // heads
-    eps = float(config.get("rms_norm_eps", 1e-6))
+    eps = float(config.get("rms_norm_eps") or 1e-6)  # null means the default, as in transformers
     tied = bool(config.get("tie_word_embeddings", False))
     qk_norm = config.get("model_type") == "qwen3"
     rope = rope_attrs(config)

@@ -162,10 +162,13 @@ class Model:
         return replace(self, attrs=self.attrs.set(**changes))
 
     def weight(self, name: str) -> Weight | None:
-        for w in self.weights:
-            if w.name == name:
-                return w
-        return None
+        index = self.__dict__.get("_weight_index")
+        if index is None:  # built once per (immutable) model: a lookup per op stays O(1)
+            index = {}
+            for w in self.weights:
+                index.setdefault(w.name, w)
+            object.__setattr__(self, "_weight_index", index)
+        return index.get(name)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Text -> IR. Records source locations; every syntax error is a SpecirError at file:line:col."""
 from __future__ import annotations
 
+import gc
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -31,12 +32,14 @@ def _lark() -> lark.Lark:
 class _Builder(Transformer):
     def __init__(self, text: str, file: str):
         super().__init__()
-        self.text, self.file = text, file
+        self.file = file
+        self.lines = text.split("\n")  # once: a location costs O(1), not a scan of the file
 
     def _loc(self, meta) -> SourceLocation | None:
         if getattr(meta, "empty", True):
             return None
-        return location_in(self.text, self.file, meta.line, meta.column)
+        line = self.lines[meta.line - 1].rstrip("\r") if 1 <= meta.line <= len(self.lines) else ""
+        return SourceLocation(self.file, meta.line, meta.column, line)
 
     # values -------------------------------------------------------------
     def int(self, items):
@@ -66,11 +69,11 @@ class _Builder(Transformer):
     @v_args(meta=True)
     def attr_dict(self, meta, items):
         pairs = [i for i in items if i is not None]
-        keys = [k for k, _ in pairs]
-        for k in keys:
-            if keys.count(k) > 1:
-                raise SpecirError(f"attribute {k!r} is given twice", location=self._loc(meta),
-                                  hint="keep one of them")
+        if len({k for k, _ in pairs}) != len(pairs):
+            seen = set()
+            k = next(k for k, _ in pairs if k in seen or seen.add(k))
+            raise SpecirError(f"attribute {k!r} is given twice", location=self._loc(meta),
+                              hint="keep one of them")
         return Attrs(pairs)
 
     def attributes(self, items):
@@ -144,11 +147,12 @@ class _Builder(Transformer):
         attrs = next((i for i in items[1:] if isinstance(i, Attrs)), Attrs())
         models = tuple(i for i in items if isinstance(i, Model))
         step = next((i for i in items if isinstance(i, Step)), None)
-        names = [m.name for m in models]
+        seen = set()
         for m in models:
-            if names.count(m.name) > 1:
+            if m.name in seen:
                 raise SpecirError(f"model @{m.name} is defined twice", location=m.loc,
                                   hint="give each model its own @name")
+            seen.add(m.name)
         return Pipeline(str(items[0]), attrs, models, step, loc=self._loc(meta), source_file=self.file)
 
     def start(self, items):
@@ -159,18 +163,68 @@ def _unquote(token: str) -> str:
     return json.loads(str(token))
 
 
+MAX_NESTING = 32  # attribute values nested deeper than this are refused (the transformer recurses)
+MAX_TEXT_CHARS = 512 * 2**20  # a .spec larger than this is refused up front
+
+
 def parse(text: str, file: str = "<string>") -> Pipeline:
-    """Parse a `.spec` text. Raises SpecirError with file:line:col on any syntax error."""
+    """Parse a `.spec` text. Raises SpecirError with file:line:col on any syntax error.
+    Linear in the text; attribute values nest at most MAX_NESTING deep."""
+    if len(text) > MAX_TEXT_CHARS:
+        raise SpecirError(f"{file} has {len(text)} characters; specir reads pipelines of up to {MAX_TEXT_CHARS} "
+                          f"characters", path=file, hint="a pipeline this large is not a hand-written one: "
+                          "split it, or keep large data in the checkpoint")
+    _check_text(text, file)
+    collect = gc.isenabled()
+    gc.disable()  # the parse allocates millions of small objects and frees none: a collection only costs
     try:
-        tree = _lark().parse(text)
-    except lark.exceptions.UnexpectedInput as exc:
-        raise _syntax_error(exc, text, file) from None
-    try:
-        return _Builder(text, file).transform(tree)
-    except lark.exceptions.VisitError as exc:
-        if isinstance(exc.orig_exc, SpecirError):
-            raise exc.orig_exc from None
-        raise
+        try:
+            tree = _lark().parse(text)
+        except lark.exceptions.UnexpectedInput as exc:
+            raise _syntax_error(exc, text, file) from None
+        _check_nesting(tree, text, file)
+        try:
+            return _Builder(text, file).transform(tree)
+        except lark.exceptions.VisitError as exc:
+            if isinstance(exc.orig_exc, SpecirError):
+                raise exc.orig_exc from None
+            raise
+    finally:
+        if collect:
+            gc.enable()
+
+
+def _check_text(text: str, file: str) -> None:
+    """A NUL byte means a binary file, not a pipeline: say so, with where."""
+    at = text.find("\x00")
+    if at >= 0:
+        line = text.count("\n", 0, at) + 1
+        column = at - (text.rfind("\n", 0, at) + 1) + 1
+        raise SpecirError(f"{file} is a binary file, not a .spec text (a NUL byte at line {line}, column {column}, "
+                          f"offset {at})", location=location_in(text, file, line, column),
+                          hint="give the .spec text file that specir init or specir opt writes")
+
+
+_NESTED = frozenset({"attr_dict", "list"})
+
+
+def _check_nesting(tree, text: str, file: str) -> None:
+    """Refuse attribute values nested deeper than MAX_NESTING (iteratively: no recursion here)."""
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if not isinstance(node, lark.Tree):
+            continue
+        if node.data in _NESTED:
+            depth += 1
+            if depth > MAX_NESTING:
+                meta = node.meta
+                line, column = (meta.line, meta.column) if not getattr(meta, "empty", True) else (1, 1)
+                raise SpecirError(f"attribute values are nested more than {MAX_NESTING} deep",
+                                  location=location_in(text, file, line, column),
+                                  hint=f"specir reads at most {MAX_NESTING} levels of {{...}} / [...] inside "
+                                       f"attributes")
+        stack.extend((child, depth) for child in node.children)
 
 
 def parse_file(path: str | Path) -> Pipeline:
@@ -184,9 +238,24 @@ def parse_file(path: str | Path) -> Pipeline:
         hint = (f"that is a checkpoint folder; write a pipeline for it with `specir init --target-model {path} "
                 f"> p.spec`" if (path / "config.json").is_file() else "give the path of a .spec file")
         raise SpecirError(f"{path} is a folder, not a .spec file", path=str(path), hint=hint) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecirError(f"cannot read {path}: {exc}", path=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise not_text_error(path, exc, "give the .spec text file that specir init or specir opt writes") from None
+    except OSError as exc:
+        raise SpecirError(f"cannot read {path}: {exc.strerror or exc}", path=str(path),
+                          hint="give the path of a readable .spec file") from None
     return parse(text, str(path))
+
+
+def not_text_error(path: Path, exc: UnicodeDecodeError, hint: str) -> SpecirError:
+    """A file that is not UTF-8 text: name the first bad byte by line, column and offset."""
+    data = exc.object if isinstance(exc.object, (bytes, bytearray)) else b""
+    at = exc.start
+    line = data.count(b"\n", 0, at) + 1
+    column = at - (data.rfind(b"\n", 0, at) + 1) + 1
+    shown = data[:at].split(b"\n")[-1].decode("utf-8", "replace")
+    kind = "a binary file" if b"\x00" in data[:4096] else "not UTF-8 text"
+    return SpecirError(f"{path} is {kind}: byte 0x{data[at]:02x} at line {line}, column {column} (offset {at}) "
+                       f"is not UTF-8", location=SourceLocation(str(path), line, column, shown), hint=hint)
 
 
 def _syntax_error(exc: lark.exceptions.UnexpectedInput, text: str, file: str) -> SpecirError:
@@ -195,16 +264,40 @@ def _syntax_error(exc: lark.exceptions.UnexpectedInput, text: str, file: str) ->
         lines = text.splitlines() or [""]
         line, column = len(lines), len(lines[-1]) + 1
     loc = location_in(text, file, line, column)
+    ascii_error = _non_ascii_name(exc, text, file)
+    if ascii_error is not None:
+        return ascii_error
     if isinstance(exc, lark.exceptions.UnexpectedCharacters):
         char = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else "end of input"
         return SpecirError(f"syntax error: unexpected character {char!r}", location=loc,
-                           hint=_expected_hint(exc))
+                           hint=_expected_hint(exc) or "check the spelling against docs/IR.md")
     if isinstance(exc, lark.exceptions.UnexpectedEOF):
         return SpecirError("syntax error: unexpected end of input", location=loc,
                            hint=_expected_hint(exc) or "a '}' may be missing")
     token = getattr(exc, "token", None)
     shown = "end of input" if token is None or token.type == "$END" else repr(str(token))
     return SpecirError(f"syntax error: unexpected {shown}", location=loc, hint=_expected_hint(exc))
+
+
+def _non_ascii_name(exc, text: str, file: str) -> SpecirError | None:
+    """A non-ASCII letter in or right after a name (`%réponse`, `@modèle`, `opé`): identifiers are ASCII."""
+    if isinstance(exc, lark.exceptions.UnexpectedCharacters):
+        pos = exc.pos_in_stream
+        candidates = (pos, pos + 1) if text[pos:pos + 1] in ("%", "@") else (pos,)
+    else:
+        token = getattr(exc, "token", None)
+        end = getattr(token, "end_pos", None)
+        if end is None or token.type == "$END":
+            return None
+        candidates = (end,)
+    at = next((i for i in candidates if i < len(text) and not text[i].isascii() and text[i].isalnum()), None)
+    if at is None:
+        return None
+    line = text.count("\n", 0, at) + 1
+    column = at - (text.rfind("\n", 0, at) + 1) + 1
+    return SpecirError(f"syntax error: {text[at]!r} cannot appear in a name: identifiers are ASCII",
+                       location=location_in(text, file, line, column),
+                       hint="names, %values and @models use A-Z, a-z, 0-9, _ and . (strings may hold any text)")
 
 
 def _expected_hint(exc) -> str | None:

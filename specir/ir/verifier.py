@@ -12,13 +12,14 @@ Unexpanded `import(...)` models are skipped (loading expands them first).
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import replace
 
 from ..declared_target import check_declared
 from ..errors import SpecirError
 from .nodes import Attrs, Graph, Model, Op, Pipeline, Step, Symbol
-from .opdefs import OPS, OpDef, TypeRuleError
-from .types import TensorType, Type
+from .opdefs import MODEL_ATTRS, OPS, OpDef, TypeRuleError
+from .types import WEIGHT_DTYPES, TensorType, Type
 
 _KIND_NAMES = {"int": "an integer", "float": "a number", "str": "a string", "symbol": "a model (@name)", "bool": "true or false",
                "list": "a list", "dict": "a dictionary {k = v}"}
@@ -81,6 +82,48 @@ def _error(message: str, op_or_node, fallback, hint: str | None = None) -> Speci
     return SpecirError(message, location=loc, hint=hint, path=path)
 
 
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def bad_number(value) -> str | None:
+    """What is wrong with a number anywhere in an attribute value (ints must fit in 64 bits, floats
+    must be finite), or None."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, bool):
+            continue
+        if isinstance(v, int) and not INT64[0] <= v <= INT64[1]:
+            shown = str(v) if len(str(v)) <= 24 else f"{str(v)[:12]}...({len(str(v))} digits)"
+            return f"integer {shown} does not fit in 64 bits"
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"{v!r} is not a finite number"
+        if isinstance(v, tuple):
+            stack.extend(v)
+        elif isinstance(v, Attrs):
+            stack.extend(v.values())
+    return None
+
+
+def _check_model_attrs(model: Model, pipeline: Pipeline) -> None:
+    """The attributes of a model region: numbers 64-bit and finite; the ones the runtime reads
+    (opdefs.MODEL_ATTRS) of their kind, choices and range."""
+    for key, value in model.attrs.items():
+        problem = bad_number(value)
+        spec = MODEL_ATTRS.get(key)
+        if problem is None and spec is not None:
+            if not _fits(spec.kind, value):
+                problem = f"must be {_KIND_NAMES[spec.kind]}, got {value!r}"
+            elif spec.choices and value not in spec.choices:
+                problem = f"must be one of {list(spec.choices)}, got {value!r}"
+            elif spec.valid and spec.valid(value):
+                problem = f"{spec.valid(value)}, got {value!r}"
+        if problem:
+            raise _error(f"attribute {key!r} of @{model.name}: {problem}", model, pipeline,
+                         (spec.doc if spec and spec.doc else "fix the model's attributes") +
+                         " (specir init writes them from config.json)")
+
+
 def _check_attrs(op: Op, opdef: OpDef, fallback) -> None:
     for key, value in op.attrs.items():
         spec = opdef.attrs.get(key)
@@ -91,14 +134,26 @@ def _check_attrs(op: Op, opdef: OpDef, fallback) -> None:
             raise _error(f"unknown attribute {key!r} for op {op.name}", op, fallback, hint)
         if not _fits(spec.kind, value):
             raise _error(f"attribute {key!r} of {op.name} must be {_KIND_NAMES[spec.kind]}, got {value!r}",
-                         op, fallback, spec.doc or None)
+                         op, fallback, spec.doc or f"write {key} = <{spec.kind}>")
+        problem = bad_number(value)
+        if problem:
+            raise _error(f"attribute {key!r} of {op.name}: {problem}", op, fallback,
+                         spec.doc or "integers are 64-bit and numbers finite")
         if spec.choices and value not in spec.choices:
             raise _error(f"attribute {key!r} of {op.name} must be one of {list(spec.choices)}, got {value!r}",
-                         op, fallback)
+                         op, fallback, f"e.g. {key} = {_show(spec.choices[0])}")
+        want = spec.valid(value) if spec.valid else None
+        if want:
+            raise _error(f"attribute {key!r} of {op.name} {want}, got {value!r}", op, fallback,
+                         spec.doc or f"{key} {want}")
     for key, spec in opdef.attrs.items():
         if spec.required and key not in op.attrs:
             raise _error(f"op {op.name} needs attribute {key!r}", op, fallback,
                          f"{key}: {spec.doc}" if spec.doc else f"add {{{key} = ...}}")
+
+
+def _show(value) -> str:
+    return f'"{value}"' if isinstance(value, str) else str(value)
 
 
 def _check_operands(op: Op, opdef: OpDef, scope: _Scope, fallback) -> None:
@@ -107,7 +162,8 @@ def _check_operands(op: Op, opdef: OpDef, scope: _Scope, fallback) -> None:
     if not len(required) <= len(op.operands) <= len(specs):
         want = f"{len(required)}" if len(required) == len(specs) else f"{len(required)} to {len(specs)}"
         roles = ", ".join(("[" + s.role + "]") if s.optional else s.role for s in specs)
-        raise _error(f"op {op.name} takes {want} operands ({roles}), got {len(op.operands)}", op, fallback)
+        raise _error(f"op {op.name} takes {want} operands ({roles}), got {len(op.operands)}", op, fallback,
+                     f"{op.name} {', '.join(s.role for s in specs)}")
     # An optional operand in the middle is skipped when the count is short.
     if len(op.operands) < len(specs):
         skip = len(specs) - len(op.operands)
@@ -116,20 +172,22 @@ def _check_operands(op: Op, opdef: OpDef, scope: _Scope, fallback) -> None:
         if spec.types == ("@",):
             if not operand.startswith("@"):
                 raise _error(f"operand {spec.role} of {op.name} must be a model (@name), got {operand}",
-                             op, fallback)
+                             op, fallback, f"e.g. {op.name} @target, ...")
             if scope.model(operand) is None:
                 known = ", ".join("@" + m.name for m in scope.pipeline.models) or "none"
                 raise _error(f"unknown model {operand}", op, fallback, f"models in this pipeline: {known}")
             continue
         if operand.startswith("@"):
-            raise _error(f"operand {spec.role} of {op.name} must be a %value, got model {operand}", op, fallback)
+            raise _error(f"operand {spec.role} of {op.name} must be a %value, got model {operand}", op, fallback,
+                         "models (@name) go only where an op takes one")
         if operand not in scope.types:
             raise _error(f"value {operand} is used before it is defined", op, fallback,
                          "define it earlier in this region (values are SSA)")
         got = scope.types[operand]
         if got.name not in spec.types:
             want = " or ".join(spec.types)
-            raise _error(f"operand {spec.role} of {op.name} must be {want}, but {operand} is {got}", op, fallback)
+            raise _error(f"operand {spec.role} of {op.name} must be {want}, but {operand} is {got}", op, fallback,
+                         f"pass a value of type {want}")
 
 
 def _walk(ops, region: str, scope: _Scope, fallback, fill: bool) -> tuple[Op, ...]:
@@ -142,7 +200,8 @@ def _walk(ops, region: str, scope: _Scope, fallback, fill: bool) -> tuple[Op, ..
                 f"known {region} ops: " + ", ".join(sorted(n for n, d in OPS.items() if d.region == region))
             raise _error(f"unknown op {op.name!r}", op, fallback, hint)
         if opdef.region != region:
-            raise _error(f"op {op.name} belongs in a {opdef.region} region, not in a {region}", op, fallback)
+            raise _error(f"op {op.name} belongs in a {opdef.region} region, not in a {region}", op, fallback,
+                         f"move it into the {opdef.region}" + (" graph" if opdef.region == "model" else ""))
         if region == "step" and getattr(opdef, "step", None) is None:
             raise _error(f"step op {op.name} declares no step interfaces (width, forwards, lowering)", op, fallback,
                          "a step op's OpDef needs step=StepInterfaces(...); see specir/step/interfaces.py")
@@ -153,7 +212,8 @@ def _walk(ops, region: str, scope: _Scope, fallback, fill: bool) -> tuple[Op, ..
         except TypeRuleError as exc:
             raise _error(f"{op.name}: {exc.message}", op, fallback, exc.hint) from None
         if op.result is None and inferred is not None:
-            raise _error(f"op {op.name} produces a value; name it (%x = {op.name} ...)", op, fallback)
+            raise _error(f"op {op.name} produces a value; name it (%x = {op.name} ...)", op, fallback,
+                         f"%x = {op.name} ...")
         if op.result is not None:
             if inferred is None:
                 raise _error(f"op {op.name} produces no value", op, fallback, f"write it as `{op.name} ...`")
@@ -173,15 +233,24 @@ def _walk(ops, region: str, scope: _Scope, fallback, fill: bool) -> tuple[Op, ..
 
 def _check_graph(pipeline: Pipeline, model: Model, fill: bool) -> Graph:
     graph = model.graph
-    names = [w.name for w in model.weights]
+    seen = set()
     for w in model.weights:
-        if names.count(w.name) > 1:
-            raise _error(f"weight {w.name!r} is declared twice in @{model.name}", w, model)
+        if w.name in seen:
+            raise _error(f"weight {w.name!r} is declared twice in @{model.name}", w, model,
+                         "declare each checkpoint tensor once")
+        seen.add(w.name)
+        if w.type.dtype not in WEIGHT_DTYPES:
+            raise _error(f"weight {w.name!r} has dtype {w.type.dtype!r}", w, model,
+                         "weight dtypes: " + ", ".join(WEIGHT_DTYPES))
+        bad = next((d for d in w.type.shape if not 1 <= d <= INT64[1]), None)
+        if bad is not None:
+            raise _error(f"weight {w.name!r} has dimension {bad}: dimensions must be positive (and fit in 64 bits)",
+                         w, model, "write the checkpoint tensor's shape, e.g. bf16[4096, 4096]")
     scope = _Scope(pipeline, model, model)
     kinds = {}
     for name, t in graph.params:
         if name in scope.types:
-            raise _error(f"parameter {name} is declared twice", graph, model)
+            raise _error(f"parameter {name} is declared twice", graph, model, "rename one of them")
         scope.types[name] = t
         kinds[t.name] = t
     for required in ("ids", "positions", "mask"):
@@ -190,15 +259,35 @@ def _check_graph(pipeline: Pipeline, model: Model, fill: bool) -> Graph:
                          "graph(%ids: ids, %pos: positions, %mask: mask<causal>)")
     mask = kinds["mask"]
     if len(mask.params) != 1 or mask.params[0] not in ("causal", "tree"):
-        raise _error(f"mask type must be mask<causal> or mask<tree>, got {mask}", graph, model)
+        raise _error(f"mask type must be mask<causal> or mask<tree>, got {mask}", graph, model, "%mask: mask<causal>")
     ops = _walk(graph.ops, "model", scope, model, fill)
+    _check_cache_layers(model, ops)
     if graph.result not in scope.types:
-        raise _error(f"graph of @{model.name} returns {graph.result}, which is not defined", graph, model)
+        raise _error(f"graph of @{model.name} returns {graph.result}, which is not defined", graph, model,
+                     "return the value of the last op (the logits)")
     got = scope.types[graph.result]
     if got != graph.result_type or got.name != "logits":
         raise _error(f"graph of @{model.name} is declared to return {graph.result_type} but returns {got}",
                      graph, model, "a model graph returns logits<vocab>")
     return replace(graph, ops=ops)
+
+
+def _check_cache_layers(model: Model, ops) -> None:
+    """Ops that write a KV-cache layer (OpDef.cache_layer) number their layers 0..n-1, each once."""
+    first: dict[int, Op] = {}
+    writers = [(op, op.attrs[OPS[op.name].cache_layer]) for op in ops if OPS[op.name].cache_layer]
+    for op, layer in writers:
+        if layer in first:
+            line = first[layer].loc.line if first[layer].loc else None
+            raise _error(f"KV-cache layer {layer} of @{model.name} is written by two ops"
+                         + (f" (the first at line {line})" if line else ""), op, model,
+                         "each attention op owns one cache layer: number them 0, 1, ... in order")
+        first[layer] = op
+    for op, layer in writers:
+        if layer >= len(writers):
+            raise _error(f"KV-cache layer {layer} is out of range: @{model.name} has {len(writers)} attention "
+                         f"layer{'s' if len(writers) != 1 else ''}, numbered 0 to {len(writers) - 1}", op, model,
+                         f"use layer = {len(writers) - 1} or less")
 
 
 def _check_step(pipeline: Pipeline, step: Step, fill: bool) -> Step:
@@ -233,6 +322,15 @@ def _check_vocab(pipeline: Pipeline) -> None:
 
 
 def _run(pipeline: Pipeline, fill: bool) -> Pipeline:
+    for key, value in pipeline.attrs.items():
+        problem = bad_number(value)
+        if problem is None and key == "facts" and not (isinstance(value, tuple) and all(isinstance(f, str) for f in value)):
+            problem = "must be a list of strings (the facts passes provide)"
+        if problem:
+            raise _error(f"attribute {key!r} of pipeline {pipeline.name}: {problem}", pipeline, pipeline,
+                         "fix the pipeline's attributes")
+    for m in pipeline.models:
+        _check_model_attrs(m, pipeline)
     models = tuple(m if m.is_import else replace(m, graph=_check_graph(pipeline, m, fill))
                    for m in pipeline.models)
     pipeline = replace(pipeline, models=models)
@@ -241,6 +339,13 @@ def _run(pipeline: Pipeline, fill: bool) -> Pipeline:
         pipeline = replace(pipeline, step=_check_step(pipeline, pipeline.step, fill))
     check_declared(pipeline, lambda message, node, hint: _error(message, node, pipeline, hint))
     return pipeline
+
+
+def require_step(pipeline: Pipeline, what: str) -> None:
+    """SpecirError (at the pipeline) when it has no step: `what` (compiling, running, a pass) needs one."""
+    if pipeline.step is None:
+        raise _error(f"pipeline {pipeline.name} has no step: {what} needs one", pipeline, pipeline,
+                     "add the decode step: step(%ctx: context) { ... commit %ctx, %accepted } (specir init writes one)")
 
 
 def infer_types(pipeline: Pipeline) -> Pipeline:

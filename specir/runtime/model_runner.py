@@ -89,7 +89,8 @@ class ModelRunner:
         for key, value in op.attrs.items():
             if key in ("weight", "bias") and value:
                 if value not in self.weights:
-                    raise SpecirError(f"weight {value!r} was not loaded for @{self.model.name}", location=op.loc)
+                    raise SpecirError(f"weight {value!r} was not loaded for @{self.model.name}", location=op.loc,
+                                      hint="declare it in the model (weight \"name\" : bf16[...])")
                 params[key] = self.weights[value]
             else:
                 params[key] = value

@@ -10,11 +10,12 @@ from ..build_folder import is_build_folder, read_manifest
 from ..compiler import optimise
 from ..errors import SpecirError
 from ..ir.nodes import Pipeline
+from ..ir.verifier import require_step
 from ..load import load_pipeline
 from ..targets import Target, get_target, host_target, require_available
 from ..step.engine import StepEngine
 from .packed_weights import FOLDER as PACKED_FOLDER
-from .weights import load_weights, model_folder
+from .weights import check_checkpoints, load_weights, model_folder
 
 
 @dataclass
@@ -39,6 +40,7 @@ class Session:
 
 
 def _target_model(pipeline: Pipeline):
+    require_step(pipeline, "running")
     verify = [op for op in pipeline.step.ops if op.name.startswith("verify.")]
     if not verify:
         raise SpecirError("the step verifies nothing", hint="a step needs a verify op on the target")
@@ -74,10 +76,14 @@ def open_session(source: str | None, target: str | None = None, passes: str = ""
         spec_source = manifest.get("source")
         base = Path(spec_source).parent if spec_source and not spec_source.startswith("<") else None
         pipeline = load_pipeline(path / "pipeline.spec")
+        require_step(pipeline, "running")
+        check_checkpoints(pipeline, base)  # headers vs declarations, before any kernel is compiled
         return Session(pipeline, tgt, manifest["backend"], path, base)
     tgt = get_target(target or host_target())
     require_available(tgt)
     pipeline, _ = optimise(path, passes)
+    require_step(pipeline, "running")
+    check_checkpoints(pipeline, path.parent)
     return Session(pipeline, tgt, _backend_for(tgt), None, path.parent)
 
 

@@ -23,7 +23,20 @@ def load_tokenizer(folder: str):
                           hint="check tokenizer.json / tokenizer_config.json, or use --prompt-ids") from None
 
 
+def check_text(text: str, what: str = "--prompt", location=None) -> None:
+    """SpecirError when `text` cannot be encoded as UTF-8 (a lone surrogate: e.g. invalid bytes on
+    the command line, or a \\ud800 escape in JSON), naming the character's position."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise SpecirError(f"{what} is not valid Unicode text: a lone surrogate {text[exc.start]!r} at character "
+                          f"{exc.start}", location=location,
+                          hint="prompts are UTF-8 text (the terminal may have passed bytes that are not UTF-8); "
+                               "give token ids instead with --prompt-ids or prompt_ids") from None
+
+
 def encode(folder: str, text: str) -> list[int]:
+    check_text(text)
     return list(load_tokenizer(folder)(text)["input_ids"])
 
 
@@ -38,6 +51,7 @@ def parse_prompt_ids(text: str) -> list[int]:
     try:
         ids = [int(x) for x in text.replace(" ", "").split(",") if x]
     except ValueError:
-        raise SpecirError(f"--prompt-ids must be comma-separated integers, got {text!r}",
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise SpecirError(f"--prompt-ids must be comma-separated integers, got {shown!r}",
                           hint="e.g. --prompt-ids 1,2,3") from None
     return ids

@@ -44,6 +44,23 @@ def check_declared(model: Model, names: list[str], index: dict[str, TensorInfo],
             raise SpecirError(f"weight {name!r} is {info.dtype} on disk, but the pipeline packs it as bf12 "
                               f"(lossless only for bf16)", path=str(info.file),
                               hint="the checkpoint changed since pack-weights ran: run the passes again")
+        if w.type.dtype != "bf12" and info.dtype != w.type.dtype:
+            raise SpecirError(f"weight {name!r} of @{model.name} is declared {w.type}, but {info.file.name} holds "
+                              f"it as {info.dtype}", location=w.loc or model.loc, path=str(info.file),
+                              hint=f"declare it {info.dtype}{list(w.type.shape)} (the activation dtype is the model's "
+                                   f"`dtype` attribute), or re-run specir init for this checkpoint")
+
+
+def check_checkpoints(pipeline, base: Path | None = None) -> None:
+    """Every weight that the models the step uses declare is in its checkpoint with the declared
+    shape and dtype, and the safetensors files are whole (headers only; no tensor is read)."""
+    used = {s.lstrip("@") for op in pipeline.step.ops for s in op.symbols} if pipeline.step else set()
+    for model in pipeline.models:
+        if model.name not in used or model.graph is None or not model.attrs.get("source"):
+            continue
+        folder = model_folder(model, base)
+        index = tensor_index(folder, model.loc)
+        check_declared(model, [w.name for w in model.weights], index, folder)
 
 
 def iter_tensors(names: list[str], index: dict[str, TensorInfo]) -> Iterator[tuple[str, torch.Tensor]]:

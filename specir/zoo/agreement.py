@@ -27,13 +27,15 @@ def load_causal_lm(folder: Path, dtype: torch.dtype, device: str):
     from transformers import AutoModelForCausalLM
 
     if not (Path(folder) / "config.json").is_file():
-        raise SpecirError(f"{folder} is not a model folder (no config.json)", path=str(folder))
+        raise SpecirError(f"{folder} is not a model folder (no config.json)", path=str(folder),
+                          hint="give a Hugging Face model folder")
     try:
         model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype, device_map=device)
     except (ImportError, ValueError):  # no accelerate for device_map
         model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype).to(device)
     except OSError as exc:
-        raise SpecirError(f"cannot load {folder}: {exc}", path=str(folder)) from None
+        raise SpecirError(f"cannot load {folder}: {exc}", path=str(folder),
+                          hint="check that transformers loads this folder") from None
     return model.eval()
 
 

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import torch
 
+from specir.build_folder import atomic_build, check_output
 from specir.errors import SpecirError
 from specir.zoo.progress import Progress
 from specir.zoo.shapes import Shape
@@ -241,6 +242,19 @@ def inflated_shards(cfg, weights: dict[str, torch.Tensor], shape: Shape, E: Embe
     yield tail, trained_tail
 
 
+def inflated_files(folder: Path) -> set[str] | None:
+    """The files a previous `inflate` wrote into `folder` (config, index, its shards, tokenizer,
+    inflation.json), or None when `folder` holds no inflated model. Only those may be replaced."""
+    index = folder / "model.safetensors.index.json"
+    if not (folder / "inflation.json").is_file() or not index.is_file():
+        return None
+    try:
+        shards = set(json.loads(index.read_text())["weight_map"].values())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return {"config.json", "inflation.json", index.name, *TOKENIZER_FILES, *(s for s in shards if isinstance(s, str))}
+
+
 def inflate(small_dir: Path, shape: Shape, out: Path, *, device: str = "cpu", seed: int = 0,
             sabotage: str | None = None, log=print) -> dict:
     """Write the inflated model of `small_dir` in `shape` to `out`; returns the report
@@ -248,68 +262,63 @@ def inflate(small_dir: Path, shape: Shape, out: Path, *, device: str = "cpu", se
     deliberately breaks the embedding, for tests of the agreement check."""
     from transformers import LlamaConfig
 
+    out = Path(out)
+    check_output(out, inflated_files, "an inflated model", "--out")  # before any work
     cfg, weights = load_small_model(small_dir)
     r = check_compatible(cfg, shape)
     dev = torch.device(device)
     weights = {name: t.to(dev) for name, t in weights.items()}
     E = Embedder(cfg.hidden_size, r, dev, seed)
     positions = layer_positions(cfg.num_hidden_layers, shape.num_hidden_layers)
-    tmp = out.with_name(out.name + ".partial")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
+    with atomic_build(out, inflated_files, "an inflated model", "--out") as tmp:
+        n_layers = shape.num_hidden_layers
+        width = len(str(n_layers + 2))
+        shard_name = lambda i: f"model-{i:0{width}d}-of-{n_layers + 2:0{width}d}.safetensors"
+        weight_map, total_bytes = {}, 0
+        stats: dict[str, TensorStats] = {}
+        progress = Progress(n_layers + 2, f"inflate {shape.name}", every_s=5.0, unit=" shards")
+        start = time.perf_counter()
 
-    n_layers = shape.num_hidden_layers
-    width = len(str(n_layers + 2))
-    shard_name = lambda i: f"model-{i:0{width}d}-of-{n_layers + 2:0{width}d}.safetensors"
-    weight_map, total_bytes = {}, 0
-    stats: dict[str, TensorStats] = {}
-    progress = Progress(n_layers + 2, f"inflate {shape.name}", every_s=5.0, unit=" shards")
-    start = time.perf_counter()
+        def emit(index: int, tensors: dict[str, torch.Tensor], trained_of: dict[str, torch.Tensor]):
+            nonlocal total_bytes
+            for name, tensor in tensors.items():
+                role = name.split(".")[-2] if "layers." in name else name.split(".")[-2]
+                stats.setdefault(role, TensorStats(role)).add(tensor, trained_of.get(name))
+            total_bytes += _save_shard(tensors, tmp / shard_name(index))
+            weight_map.update({name: shard_name(index) for name in tensors})
+            progress.update(1)
 
-    def emit(index: int, tensors: dict[str, torch.Tensor], trained_of: dict[str, torch.Tensor]):
-        nonlocal total_bytes
-        for name, tensor in tensors.items():
-            role = name.split(".")[-2] if "layers." in name else name.split(".")[-2]
-            stats.setdefault(role, TensorStats(role)).add(tensor, trained_of.get(name))
-        total_bytes += _save_shard(tensors, tmp / shard_name(index))
-        weight_map.update({name: shard_name(index) for name in tensors})
-        progress.update(1)
+        for index, (tensors, trained_of) in enumerate(inflated_shards(cfg, weights, shape, E, sabotage)):
+            emit(index, tensors, trained_of)
+        final_scale = final_norm_scale(shape, E, sabotage)
+        progress.close()
 
-    for index, (tensors, trained_of) in enumerate(inflated_shards(cfg, weights, shape, E, sabotage)):
-        emit(index, tensors, trained_of)
-    final_scale = final_norm_scale(shape, E, sabotage)
-    progress.close()
-
-    (tmp / "model.safetensors.index.json").write_text(json.dumps(
-        {"metadata": {"total_size": total_bytes}, "weight_map": dict(sorted(weight_map.items()))},
-        indent=1))
-    big_cfg = LlamaConfig(
-        vocab_size=shape.vocab_size, hidden_size=shape.hidden_size,
-        intermediate_size=shape.intermediate_size, num_hidden_layers=n_layers,
-        num_attention_heads=shape.num_attention_heads, num_key_value_heads=shape.num_key_value_heads,
-        head_dim=shape.head_dim, max_position_embeddings=shape.max_position_embeddings,
-        rms_norm_eps=cfg.rms_norm_eps, rope_parameters=dict(cfg.rope_parameters),
-        tie_word_embeddings=shape.tie_word_embeddings, bos_token_id=cfg.bos_token_id,
-        eos_token_id=cfg.eos_token_id, pad_token_id=cfg.pad_token_id, hidden_act="silu",
-        attention_bias=False, mlp_bias=False)
-    big_cfg.architectures = ["LlamaForCausalLM"]
-    big_cfg.dtype = "bfloat16"
-    big_cfg.save_pretrained(str(tmp))
-    for name in TOKENIZER_FILES:
-        if (small_dir / name).exists():
-            shutil.copy2(small_dir / name, tmp / name)
-    report = {
-        "small": str(small_dir), "shape": shape.name, "seed": seed, "sabotage": sabotage,
-        "width_ratio": r, "reader_scale": E.beta, "norm_scale": E.gamma,
-        "final_norm_scale": final_scale, "real_layer_positions": positions,
-        "parameters": shape.parameters(), "bytes": total_bytes,
-        "seconds": round(time.perf_counter() - start, 1),
-        "tensors": {role: s.summary() for role, s in stats.items()},
-    }
-    (tmp / "inflation.json").write_text(json.dumps(report, indent=1))
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
+        (tmp / "model.safetensors.index.json").write_text(json.dumps(
+            {"metadata": {"total_size": total_bytes}, "weight_map": dict(sorted(weight_map.items()))},
+            indent=1))
+        big_cfg = LlamaConfig(
+            vocab_size=shape.vocab_size, hidden_size=shape.hidden_size,
+            intermediate_size=shape.intermediate_size, num_hidden_layers=n_layers,
+            num_attention_heads=shape.num_attention_heads, num_key_value_heads=shape.num_key_value_heads,
+            head_dim=shape.head_dim, max_position_embeddings=shape.max_position_embeddings,
+            rms_norm_eps=cfg.rms_norm_eps, rope_parameters=dict(cfg.rope_parameters),
+            tie_word_embeddings=shape.tie_word_embeddings, bos_token_id=cfg.bos_token_id,
+            eos_token_id=cfg.eos_token_id, pad_token_id=cfg.pad_token_id, hidden_act="silu",
+            attention_bias=False, mlp_bias=False)
+        big_cfg.architectures = ["LlamaForCausalLM"]
+        big_cfg.dtype = "bfloat16"
+        big_cfg.save_pretrained(str(tmp))
+        for name in TOKENIZER_FILES:
+            if (small_dir / name).exists():
+                shutil.copy2(small_dir / name, tmp / name)
+        report = {
+            "small": str(small_dir), "shape": shape.name, "seed": seed, "sabotage": sabotage,
+            "width_ratio": r, "reader_scale": E.beta, "norm_scale": E.gamma,
+            "final_norm_scale": final_scale, "real_layer_positions": positions,
+            "parameters": shape.parameters(), "bytes": total_bytes,
+            "seconds": round(time.perf_counter() - start, 1),
+            "tensors": {role: s.summary() for role, s in stats.items()},
+        }
+        (tmp / "inflation.json").write_text(json.dumps(report, indent=1))
     log(f"inflate: wrote {out} ({total_bytes / 1e9:.2f} GB, {report['seconds']} s)")
     return report

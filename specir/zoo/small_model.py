@@ -21,7 +21,8 @@ def load_small_model(folder: Path):
     try:
         cfg = AutoConfig.from_pretrained(str(folder))
     except (OSError, ValueError) as exc:
-        raise SpecirError(f"cannot read {folder / 'config.json'}: {exc}", path=str(folder)) from None
+        raise SpecirError(f"cannot read {folder / 'config.json'}: {exc}", path=str(folder),
+                          hint="give a Hugging Face model folder") from None
     if cfg.model_type != "llama":
         raise SpecirError(f"model type '{cfg.model_type}' is not supported by inflation",
                           path=str(folder), hint="inflation handles Llama-architecture models")
@@ -31,7 +32,8 @@ def load_small_model(folder: Path):
     elif (folder / "model.safetensors").exists():
         files = ["model.safetensors"]
     else:
-        raise SpecirError(f"{folder} has no safetensors weights", path=str(folder))
+        raise SpecirError(f"{folder} has no safetensors weights", path=str(folder),
+                          hint="save it with save_pretrained (safetensors)")
     weights: dict[str, torch.Tensor] = {}
     for name in files:
         try:

@@ -72,7 +72,7 @@ def test_unknown_option(tmp_path, specir_cli, family_checkpoints):
 def test_wrong_option_type(tmp_path, specir_cli, family_checkpoints):
     p = spec(tmp_path, f'pipeline p {{\n  model @target = import("{family_checkpoints["llama"]}")\n{GOOD_STEP}}}\n')
     assert_error(specir_cli("opt", p, "-p", "tree-verify{budget=lots}"),
-                 "option 'budget' of pass tree-verify must be an integer >= 1, got 'lots'", "-p:1:13", "budget=lots")
+                 "option 'budget' of pass tree-verify must be an integer >= 1 and <= 4096, got 'lots'", "-p:1:13", "budget=lots")
 
 
 def test_undefined_value(tmp_path, specir_cli, family_checkpoints):
@@ -241,9 +241,9 @@ def test_draft_chain_k_out_of_range(tmp_path, specir_cli, family_checkpoints):
 
 
 @pytest.mark.parametrize("options, message, col", [
-    ("budget=0", "option 'budget' of pass tree-verify must be an integer >= 1, got '0'", 13),
-    ("topk=3,depth=-1", "option 'depth' of pass tree-verify must be an integer >= 0, got '-1'", 20),
-    ("topk=-2", "option 'topk' of pass tree-verify must be an integer >= 1, got '-2'", 13),
+    ("budget=0", "option 'budget' of pass tree-verify must be an integer >= 1 and <= 4096, got '0'", 13),
+    ("topk=3,depth=-1", "option 'depth' of pass tree-verify must be an integer >= 0 and <= 1024, got '-1'", 20),
+    ("topk=-2", "option 'topk' of pass tree-verify must be an integer >= 1 and <= 1024, got '-2'", 13),
 ])
 def test_pass_option_out_of_range(tmp_path, specir_cli, pair, options, message, col):
     target, drafter = pair

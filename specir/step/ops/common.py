@@ -1,7 +1,7 @@
 """Pieces the step op definitions share: the draft-size attribute and the drafter-model checks."""
 from __future__ import annotations
 
-from specir.ir.opdefs import AttrSpec, TypeRuleError
+from specir.ir.opdefs import MAX_DRAFT_TOKENS, AttrSpec, TypeRuleError
 
 DRAFT_K = AttrSpec("int", doc="number of drafted tokens per step")
 
@@ -10,6 +10,15 @@ def check_k(op) -> None:
     if op.attrs["k"] < 1:
         raise TypeRuleError(f"k must be at least 1, got {op.attrs['k']}",
                             "k is the number of drafted tokens per step (for plain decoding, drop the draft op)")
+    if op.attrs["k"] > MAX_DRAFT_TOKENS:
+        raise TypeRuleError(f"k must be at most {MAX_DRAFT_TOKENS}, got {op.attrs['k']}",
+                            "k is the number of drafted tokens per step; a few (2-16) pay off")
+
+
+def model_vocab(ctx, symbol_name: str) -> int | None:
+    """The vocabulary of the model a step op runs (None before its import is expanded)."""
+    model = ctx.model(symbol_name)
+    return model.graph.result_type.width if model is not None and model.graph is not None else None
 
 
 def model_of(op) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from specir.ir.opdefs import AttrSpec, OpDef, TypeRuleError, register_op, value
+from specir.ir.opdefs import MAX_DRAFT_TOKENS, AttrSpec, OpDef, TypeRuleError, register_op, value
 from specir.ir.types import TOKENS
 from specir.step.interfaces import StepInterfaces
 from specir.step.values import Draft
@@ -23,6 +23,9 @@ def _infer(op, ctx):
     lo, hi = op.attrs.get("min_ngram", 1), op.attrs.get("max_ngram", 3)
     if lo < 1 or hi < lo:
         raise TypeRuleError(f"need 1 <= min_ngram <= max_ngram, got min_ngram = {lo}, max_ngram = {hi}",
+                            "the n-gram lengths matched against earlier context, e.g. min_ngram = 1, max_ngram = 3")
+    if hi > MAX_DRAFT_TOKENS:
+        raise TypeRuleError(f"max_ngram must be at most {MAX_DRAFT_TOKENS}, got {hi}",
                             "the n-gram lengths matched against earlier context, e.g. min_ngram = 1, max_ngram = 3")
     return TOKENS
 

@@ -20,13 +20,15 @@ import math
 
 import torch
 
-from specir.ir.opdefs import AttrSpec, OpDef, TypeRuleError, register_op, symbol, value
+from specir.ir.opdefs import MAX_DRAFT_TOKENS, MAX_TREE_BUDGET, AttrSpec, OpDef, TypeRuleError, in_range, register_op, symbol, value
 from specir.ir.types import TREE
 from specir.step.catch_up import catch_up
 from specir.step.interfaces import ModelForward, StepInterfaces
 from specir.step.values import Nodes
 
-from .common import model_of
+from .common import model_of, model_vocab
+
+MAX_CANDIDATES = 1 << 16  # topk + (depth - 1) topk^2: the candidate table of one request
 
 
 def candidates(op) -> int:
@@ -45,7 +47,18 @@ def _infer(op, ctx):
                             f"not mask<{mask}>", "the tree-verify pass rewrites both models' masks")
     a = op.attrs
     if a["depth"] < 1 or a["topk"] < 1 or a["budget"] < 1:
-        raise TypeRuleError("depth, topk and budget must be at least 1")
+        raise TypeRuleError("depth, topk and budget must be at least 1", "e.g. {budget = 32, depth = 4, topk = 4}")
+    for key, most in (("depth", MAX_DRAFT_TOKENS), ("topk", MAX_DRAFT_TOKENS), ("budget", MAX_TREE_BUDGET)):
+        if a[key] > most:
+            raise TypeRuleError(f"{key} must be at most {most}, got {a[key]}", "e.g. {budget = 32, depth = 4, topk = 4}")
+    vocab = model_vocab(ctx, op.operands[0])
+    if vocab is not None and a["topk"] > vocab:
+        raise TypeRuleError(f"topk {a['topk']} is more than the drafter's vocabulary of {vocab} tokens",
+                            "topk is the number of children per node, at most the vocabulary size")
+    if candidates(op) > MAX_CANDIDATES:
+        raise TypeRuleError(f"a tree of depth {a['depth']} and topk {a['topk']} has {candidates(op)} candidates per "
+                            f"step; at most {MAX_CANDIDATES}", "lower depth or topk (candidates: topk + (depth - 1) "
+                                                               "topk^2)")
     return TREE
 
 
@@ -167,7 +180,7 @@ register_op(OpDef(
      "expand": AttrSpec("str", "static", choices=("static", "dynamic"),
                         doc="static: best-first by cumulative draft probability up to the budget; "
                             "dynamic: also drop candidates whose path probability is below `threshold`"),
-     "threshold": AttrSpec("float", 0.0, doc="dynamic expansion: minimum path probability")},
+     "threshold": AttrSpec("float", 0.0, doc="dynamic expansion: minimum path probability", valid=in_range(0, 1))},
     _infer, doc="A token tree: static top-k expansion or dynamic by draft confidence.", role="draft",
     step=StepInterfaces(width=width, depth=lambda op, info: op.attrs["depth"], forwards=_forwards, lower=lower,
                         setup=setup, effects=("draft",))))

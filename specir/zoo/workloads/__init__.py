@@ -63,24 +63,26 @@ def load_prompts_file(path: str | Path) -> list[dict]:
         record = {"id": str(obj.get("id", f"{path.name}:{line_no}"))}
         if "prompt" in obj:
             if not isinstance(obj["prompt"], str) or not obj["prompt"]:
-                raise _error(path, line_no, "'prompt' must be a non-empty string")
+                raise _error(path, line_no, "'prompt' must be a non-empty string", 'e.g. {"prompt": "def f("}')
             record["prompt"] = obj["prompt"]
         elif "prompt_ids" in obj:
             ids = obj["prompt_ids"]
             if (not isinstance(ids, list) or not ids or
                     not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in ids)):
-                raise _error(path, line_no, "'prompt_ids' must be a non-empty list of token ids (ints >= 0)")
+                raise _error(path, line_no, "'prompt_ids' must be a non-empty list of token ids (ints >= 0)",
+                             'e.g. {"prompt_ids": [1, 2, 3]}')
             record["prompt_ids"] = ids
         else:
             raise _error(path, line_no, "the line has neither 'prompt' nor 'prompt_ids'",
                          'write {"prompt": "text"} or {"prompt_ids": [1, 2, 3]}')
         if "max_new_tokens" in obj:
             if not isinstance(obj["max_new_tokens"], int) or obj["max_new_tokens"] < 1:
-                raise _error(path, line_no, "'max_new_tokens' must be a positive integer")
+                raise _error(path, line_no, "'max_new_tokens' must be a positive integer", 'e.g. "max_new_tokens": 64')
             record["max_new_tokens"] = obj["max_new_tokens"]
         records.append(record)
     if not records:
-        raise SpecirError(f"prompts file {path} holds no prompt", path=str(path))
+        raise SpecirError(f"prompts file {path} holds no prompt", path=str(path),
+                          hint="give a JSONL file with one {\"prompt\": ...} object a line")
     return records
 
 
@@ -98,7 +100,7 @@ def _json_lines(path: Path):
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise SpecirError(f"{path} is not UTF-8 text", path=str(path)) from None
+        raise SpecirError(f"{path} is not UTF-8 text", path=str(path), hint="save the prompts file as UTF-8") from None
     for line_no, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -109,7 +111,7 @@ def _json_lines(path: Path):
                               location=SourceLocation(str(path), line_no, exc.colno, line),
                               hint="each line must be one JSON object") from None
         if not isinstance(obj, dict):
-            raise _error(path, line_no, "each line must be a JSON object", line=line)
+            raise _error(path, line_no, "each line must be a JSON object", 'e.g. {"prompt": "def f("}', line=line)
         yield line_no, obj
 
 

@@ -1,0 +1,76 @@
+"""bench refuses, before any timing, an --out it cannot write and a batch that cannot fit in memory."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from specir.load import load_pipeline
+from specir.runtime import memory
+from tests.harden.conftest import assert_error
+
+
+@pytest.fixture
+def prompts(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"prompt_ids": [1, 2, 3]}\n')
+    return path
+
+
+@pytest.fixture
+def no_timing(monkeypatch):
+    def fail(*args, **kwargs):
+        raise AssertionError("bench timed before refusing")
+    monkeypatch.setattr("specir.cli.cmd_bench.bench", fail)
+
+
+def test_bench_out_that_cannot_be_written_fails_before_timing(tmp_path, specir_cli, ngram_spec, prompts, no_timing):
+    out = tmp_path / "results"
+    (out / "bench.json").mkdir(parents=True)
+    assert_error(specir_cli("bench", ngram_spec, "--prompts", prompts, "--max-new-tokens", 2, "--out", out),
+                 "bench.json there is not a regular file", str(out / "bench.json"), hint="choose another --out")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_bench_out_read_only_folder(tmp_path, specir_cli, ngram_spec, prompts, no_timing):
+    out = tmp_path / "ro"
+    out.mkdir()
+    out.chmod(0o500)
+    try:
+        assert_error(specir_cli("bench", ngram_spec, "--prompts", prompts, "--out", out),
+                     "cannot write into --out folder", hint="choose an --out folder you can write")
+    finally:
+        out.chmod(0o755)
+
+
+def test_bench_batch_that_cannot_fit_is_refused_up_front(tmp_path, specir_cli, ngram_spec, prompts, no_timing,
+                                                         monkeypatch):
+    pipeline = load_pipeline(ngram_spec)
+    one = memory.generate_bytes(pipeline, 1, 3, 2)
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 1000 * one)
+    err = assert_error(specir_cli("bench", ngram_spec, "--prompts", prompts, "--max-new-tokens", 2,
+                                  "--batch-size", "1,100000", "--out", tmp_path / "o"),
+                       "--batch-size 100000 needs at least", hint="use --batch-size 1000 or less")
+    assert "free" in err
+
+
+def test_memory_estimate_grows_with_the_batch_and_refuses_the_issue_case(monkeypatch):
+    """The shipped pair at --batch-size 100000 on a 24 GB machine (issue 11: the OOM killer at 24 GB)."""
+    from specir.errors import SpecirError
+    from specir.runtime.session import default_spec_text
+    pipeline = load_pipeline("<default>", text=default_spec_text())
+    one = memory.generate_bytes(pipeline, 1, 64, 64)
+    assert memory.generate_bytes(pipeline, 8, 64, 64) == 8 * one
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 24 * 2**30)
+    with pytest.raises(SpecirError, match="--batch-size 100000 needs at least"):
+        memory.check_batch_fits(pipeline, 100000, 64, 64, "cpu")
+    memory.check_batch_fits(pipeline, 8, 64, 64, "cpu")
+
+
+def test_run_with_more_new_tokens_than_memory_holds(tmp_path, specir_cli, ngram_spec):
+    """A context raised by hand (max_position) lets --max-new-tokens pass the context check; the
+    caches it would need cannot be allocated: refused up front, not a torch allocation error."""
+    path = tmp_path / "long.spec"
+    path.write_text(ngram_spec.read_text().replace("max_position = 512", f"max_position = {2**40}"))
+    assert_error(specir_cli("run", path, "--prompt-ids", "1,2", "--max-new-tokens", str(2**39)),
+                 f"--max-new-tokens {2**39} needs at least", hint="use fewer --max-new-tokens")
