@@ -22,7 +22,7 @@ def hf_config(config: dict, *, where: SourceLocation | None, path: str | None):
         raise SpecirError(f"transformers has no config class for model_type {model_type!r}", location=where,
                           path=path, hint="upgrade transformers, or check config.json's model_type") from None
     try:
-        from huggingface_hub.errors import StrictDataclassFieldValidationError as Invalid
+        from huggingface_hub.errors import StrictDataclassError as Invalid  # field and class validation
     except ImportError:  # pragma: no cover - older huggingface_hub
         Invalid = ValueError
     decode = getattr(cls, "_decode_special_floats", lambda d: d)  # {"__float__": "Infinity"} -> inf
