@@ -47,3 +47,25 @@ def test_variant_matches_transformers(variant, tmp_path):
         runner.cache.commit_prefix(0, 1)
     err = (torch.cat(outs).float() - ref).abs().max() / ref.abs().max()
     assert err < 1e-4, f"{variant}: {err:.2e} of the logit range"
+
+
+def test_qwen3_5_vision_language_checkpoint_imports_its_text_model(tmp_path):
+    """A `qwen3_5` checkpoint (Qwen3_5ForConditionalGeneration: weights under model.language_model,
+    a vision tower beside it) imports as its text model and matches transformers on text."""
+    from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
+
+    from tests.hybrid.checkpoints import hybrid_config
+    vision = dict(depth=1, hidden_size=32, num_heads=2, intermediate_size=32, out_hidden_size=64, patch_size=4,
+                  temporal_patch_size=2, spatial_merge_size=2)
+    torch.manual_seed(5)
+    model = Qwen3_5ForConditionalGeneration(Qwen3_5Config(text_config=hybrid_config("qwen3_5").to_dict(),
+                                                          vision_config=vision))
+    model.to(torch.bfloat16).save_pretrained(tmp_path / "vlm")
+    ids = torch.randint(0, VOCAB, (1, 10))
+    ref = Qwen3_5ForConditionalGeneration.from_pretrained(tmp_path / "vlm", dtype=torch.float32).eval()
+    with torch.no_grad():
+        expected = ref(input_ids=ids).logits[0]
+    runner = runner_for(tmp_path / "vlm")
+    assert not any("visual" in w for w in runner.weights)
+    ours = runner.forward([0], ids, torch.arange(10)[None])[0]
+    assert (ours - expected).abs().max() / expected.abs().max() < 1e-4
