@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .opdefs import AttrSpec, OpDef, TypeRuleError, register_op, value
+from .opdefs import OPS, AttrSpec, OpDef, TypeRuleError, register_op, value
 from .types import act
 
 
@@ -50,14 +50,12 @@ class RecurrentOpDef(OpDef):
 
 def state_specs(op) -> tuple[StateSpec, ...]:
     """The states an op reads and writes (none for ops that are not recurrent)."""
-    from .opdefs import OPS
     opdef = OPS.get(op.name)
     return opdef.states(op.attrs) if isinstance(opdef, RecurrentOpDef) else ()
 
 
 def weight_attrs(op) -> tuple[str, ...]:
     """Attributes of `op` besides weight/bias whose values name weights (resolved by the runner)."""
-    from .opdefs import OPS
     return getattr(OPS.get(op.name), "weight_keys", ())
 
 

@@ -21,12 +21,12 @@ import torch
 
 from ..errors import SpecirError
 from ..ir.nodes import Model
+from ..ir.ops_recurrent import state_specs, weight_attrs
 from ..rope import depends_on_length, rope_frequencies, rotary_dim
 from .dtypes import torch_dtype
 from .kv_cache import KVCache
 from .hybrid_cache import HybridCache
 from .recurrent_state import RecurrentForward, RecurrentStates, tree_parents
-from ..ir.ops_recurrent import state_specs, weight_attrs
 
 OP_KERNELS: dict[str, dict] = {}  # backend name -> {op name -> kernel}; plugins add entries
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from specir.runtime.tree_mask import ancestor_mask
-from tests.hybrid.checkpoints import HYBRID_FAMILIES, VOCAB
+from tests.hybrid.checkpoints import HYBRID_FAMILIES
 from tests.hybrid.helpers import committed_states, feed, prefill, runner_for
 
 PROMPT = [7, 3, 55, 21, 9, 64, 12]
