@@ -6,6 +6,7 @@ recurrent state store, committed together.
 node rows[-1] (the path's last node: its state already followed the path through its parents);
 `truncate` can only keep what is committed (a recurrent state cannot be rolled back to an
 earlier length: that is a SpecirError).
+The decode step commits through runtime/recurrent_commit.py (batched tensor forms).
 """
 from __future__ import annotations
 

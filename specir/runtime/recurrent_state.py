@@ -104,11 +104,13 @@ class RecurrentStates:
         return RecurrentForward(self, slots, nodes, parents, chain)
 
     # ------------------------------------------------------------------ commit
-    def commit(self, slots: torch.Tensor, nodes: torch.Tensor, advance: torch.Tensor | None = None) -> None:
+    def commit(self, slots: torch.Tensor, nodes: torch.Tensor, advance: torch.Tensor | None = None, *,
+               check: bool = True) -> None:
         """Make the state after node nodes[b] slot slots[b]'s committed state (-1: keep it) and
-        shift that slot's ring by advance[b] (default nodes[b] + 1). Batched; slots distinct."""
+        shift that slot's ring by advance[b] (default nodes[b] + 1). Batched; slots distinct.
+        `check` (a host sync) refuses nodes whose state was overwritten; off for captured steps."""
         slots, nodes = slots.to(self.device, torch.long), nodes.to(self.device, torch.long)
-        if not bool(self._held(slots, nodes).all()):
+        if check and not bool(self._held(slots, nodes).all()):
             bad = nodes[~self._held(slots, nodes)].tolist()
             raise SpecirError(f"cannot commit recurrent state of node(s) {bad}: overwritten by later nodes of "
                               f"the same forward (the store keeps the last {self.nodes})",
@@ -120,6 +122,14 @@ class RecurrentStates:
             keep = take.view(-1, *([1] * (picked.dim() - 1)))
             committed[slots] = torch.where(keep, picked, committed[slots])
         self.base[slots] += (nodes + 1) if advance is None else advance.to(self.device, torch.long)
+
+    def reset(self, slots: torch.Tensor) -> None:
+        """Start slots afresh (a new request): zero committed state, empty ring."""
+        slots = slots.to(self.device, torch.long)
+        for committed in self.committed.values():
+            committed[slots] = 0
+        self.base[slots] = 0
+        self.owner[slots] = -1
 
     def commit_one(self, slot: int, node: int, advance: int | None = None) -> None:
         s = torch.tensor([slot], device=self.device)

@@ -14,7 +14,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from specir.runtime.engine import Engine
+from specir.runtime.session import make_engine
 from tests.hybrid.checkpoints import HYBRID_FAMILIES, VOCAB
 from tests.hybrid.helpers import ar_pipeline, runner_for
 
@@ -69,7 +69,7 @@ def test_bf16_logits_match_transformers(family, hybrid_checkpoints):
 @pytest.mark.parametrize("family", HYBRID_FAMILIES)
 def test_greedy_tokens_equal_generate(family, hybrid_checkpoints):
     folder = hybrid_checkpoints[family]
-    engine = Engine(ar_pipeline(folder, "f32"))
+    engine = make_engine(ar_pipeline(folder, "f32"), "reference", "cpu", None)
     prompts = [[5, 17, 33, 2, 9, 41, 7, 8, 60, 11], [3, 4], [90]]
     results = engine.generate(prompts, 12)
     hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()

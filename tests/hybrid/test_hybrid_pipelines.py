@@ -18,7 +18,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from specir.load import load_pipeline
-from specir.runtime.engine import Engine
+from specir.runtime.session import make_engine
 from tests.helpers.checkpoints import make_checkpoint, write_tokenizer
 from tests.helpers.specs import write_prompts, write_spec
 from tests.hybrid.checkpoints import HYBRID_FAMILIES, make_hybrid_checkpoint
@@ -40,7 +40,7 @@ def noisy_pairs(tmp_path_factory):
 def _greedy(folder, prompts, n):
     """Plain greedy decoding through the engine, each sequence checked by token forcing."""
     from tests.hybrid.helpers import ar_pipeline
-    results = [r.tokens for r in Engine(ar_pipeline(folder, "f32")).generate(prompts, n)]
+    results = [r.tokens for r in make_engine(ar_pipeline(folder, "f32"), "reference", "cpu", None).generate(prompts, n)]
     hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
     for prompt, tokens in zip(prompts, results):
         with torch.no_grad():
@@ -57,7 +57,7 @@ def test_chain_and_tree_equal_greedy(family, noisy_pairs, tmp_path):
     expected = _greedy(target, PROMPTS, 16)
     for kind, kw in KINDS.items():
         spec = write_spec(tmp_path, kind, target, drafter, dtype="f32", **kw)
-        results = Engine(load_pipeline(spec)).generate(PROMPTS, 16)
+        results = make_engine(load_pipeline(spec), "reference", "cpu", None).generate(PROMPTS, 16)
         assert [r.tokens for r in results] == expected, (family, kind)
         assert sum(r.tau for r in results) / len(results) > 1.5, (family, kind, [r.tau for r in results])
 
@@ -68,7 +68,7 @@ def test_llama_drafter_for_a_hybrid_target(family, noisy_pairs, llama_drafter, t
     expected = _greedy(target, PROMPTS, 12)
     for kind, kw in KINDS.items():
         spec = write_spec(tmp_path, kind, target, llama_drafter, dtype="f32", **kw)
-        assert [r.tokens for r in Engine(load_pipeline(spec)).generate(PROMPTS, 12)] == expected, kind
+        assert [r.tokens for r in make_engine(load_pipeline(spec), "reference", "cpu", None).generate(PROMPTS, 12)] == expected, kind
 
 
 @pytest.mark.parametrize("family,kind,batch", [("qwen3_5", "tree", 4), ("nemotron_h", "chain", 1)])
@@ -84,3 +84,24 @@ def test_check_passes(family, kind, batch, tmp_path, specir_cli):
     report = json.loads(out)
     assert code == 0, (report["mismatches"], err)
     assert report["tokens_checked"] == 6 * 10 and report["mismatches"] == 0
+
+
+@pytest.mark.parametrize("family", ["qwen3_5", "bamba"])
+def test_continuous_batching_reuses_slots(family, noisy_pairs, tmp_path):
+    """A request that joins in a slot another request left starts from a fresh recurrent state
+    (its short prompt leaves the state it starts from visible in its tokens)."""
+    target, drafter = noisy_pairs[family]
+    prompts = [[1, 2, 3, 4, 5, 6, 7, 8], [9, 8, 7], [5, 6]]
+    expected = _greedy(target, prompts, 10)
+    spec = write_spec(tmp_path, "tree", target, drafter, dtype="f32", **KINDS["tree"])
+    session = make_engine(load_pipeline(spec), "reference", "cpu", None).open(2, 64, sampling=False)
+    first = session.add(prompts[0], 3)  # leaves early, its slot goes to the third request
+    second = session.add(prompts[1], 10)
+    third = None
+    while not (second.done and third is not None and third.done):
+        session.step()
+        if first.done and third is None:
+            third = session.add(prompts[2], 10)
+    assert first.generated == expected[0][:3]
+    assert second.generated == expected[1]
+    assert third.generated == expected[2] and third.slot == first.slot
