@@ -17,6 +17,11 @@ TORCH_KERNELS = {
     "swiglu": "torch.nn.functional.silu(gate) * up",
     "add": "torch.add",
 }
+TORCH_KERNELS.update({name: f"specir.backends.reference.hybrid.{fn}" for name, fn in
+                      (("rms_norm_1p", "rms_norm_1p"), ("rms_norm_gated", "rms_norm_gated"), ("slice", "slice_"),
+                       ("concat", "concat"), ("scale", "scale"), ("activation", "activation"), ("mul", "mul"))})
+TORCH_KERNELS.update({name: f"specir.backends.reference.recurrent.{name}" for name in
+                      ("conv1d", "gated_delta_rule", "mamba2_scan")})
 
 
 def lower(pipeline: Pipeline, target: Target, folder: Path) -> Lowering:

@@ -114,3 +114,10 @@ def attention(params, state, q, k, v, mask):
 
 KERNELS = {"embed": embed, "rms_norm": rms_norm, "linear": linear, "packed_linear": packed_linear, "rope": rope,
            "swiglu": swiglu, "add": add, "attention": attention}
+
+# The hybrid families' ops: stateless ones and the recurrent ones, in their own files.
+from .hybrid import KERNELS as _HYBRID_KERNELS  # noqa: E402
+from .recurrent import KERNELS as _RECURRENT_KERNELS  # noqa: E402
+
+KERNELS.update(_HYBRID_KERNELS)
+KERNELS.update(_RECURRENT_KERNELS)

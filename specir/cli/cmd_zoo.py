@@ -37,7 +37,7 @@ def register(subparsers) -> None:
     t = sub.add_parser("train", help="train the target and/or drafter from a corpus")
     t.add_argument("--corpus", required=True, type=Path, help="folder from `specir zoo corpus`")
     t.add_argument("--out", required=True, type=Path, help="output folder (models, checkpoints, tars)")
-    t.add_argument("--model", choices=("target", "drafter", "both", "tiny"), default="both",
+    t.add_argument("--model", choices=("target", "drafter", "both", "tiny", "hybrid"), default="both",
                    help="what to train (default both: the target, then the drafter)")
     t.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
     length = t.add_mutually_exclusive_group(required=True)

@@ -6,9 +6,13 @@ from pathlib import Path
 from ..errors import SourceLocation, SpecirError
 from ..ir.nodes import Model
 from .checkpoint import read_config, tensor_index
+from .gated_deltanet import MODEL_TYPES as GATED_DELTANET_TYPES, build_gated_deltanet
 from .llama import MODEL_TYPES, build_llama
+from .mamba2_hybrid import MODEL_TYPES as MAMBA2_TYPES, build_mamba2_hybrid
 
 IMPORTERS = {t: build_llama for t in MODEL_TYPES}
+IMPORTERS.update({t: build_gated_deltanet for t in GATED_DELTANET_TYPES})
+IMPORTERS.update({t: build_mamba2_hybrid for t in MAMBA2_TYPES})
 
 
 def resolve_source(path: str, base: Path | None = None, where: SourceLocation | None = None) -> Path:

@@ -266,3 +266,6 @@ def without_defaults(opname: str, attrs: dict) -> dict:
 
 # The step ops: one file each under specir/step/ops (definition, interfaces, semantics).
 from ..step import ops as _step_ops  # noqa: E402,F401
+
+# The hybrid families' ops (stateless and recurrent) live in their own files.
+from . import ops_hybrid, ops_recurrent  # noqa: E402,F401

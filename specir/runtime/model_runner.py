@@ -21,9 +21,12 @@ import torch
 
 from ..errors import SpecirError
 from ..ir.nodes import Model
+from ..ir.ops_recurrent import state_specs, weight_attrs
 from ..rope import depends_on_length, rope_frequencies, rotary_dim
 from .dtypes import torch_dtype
 from .kv_cache import KVCache
+from .hybrid_cache import HybridCache
+from .recurrent_state import RecurrentForward, RecurrentStates, tree_parents
 
 OP_KERNELS: dict[str, dict] = {}  # backend name -> {op name -> kernel}; plugins add entries
 
@@ -53,6 +56,7 @@ class ForwardState:
     max_position: int
     key_positions: torch.Tensor  # [B, S]
     scratch: dict = field(default_factory=dict)
+    recurrent: RecurrentForward | None = None  # recurrent ops' state for this forward (parents from the mask)
 
     def window_ok(self, window: int) -> torch.Tensor:
         return (self.positions[:, :, None] - self.key_positions[:, None, :]) < window
@@ -60,7 +64,8 @@ class ForwardState:
 
 class ModelRunner:
     def __init__(self, model: Model, weights: dict[str, torch.Tensor], *, slots: int, max_seq: int,
-                 device="cpu", kernels: dict | None = None, backend: str = "reference"):
+                 device="cpu", kernels: dict | None = None, backend: str = "reference",
+                 state_nodes: int | None = None):
         self.model, self.device = model, torch.device(device)
         self.dtype = torch_dtype(str(model.attrs.get("dtype", "bf16")))
         if kernels is None:
@@ -74,7 +79,9 @@ class ModelRunner:
             if op.name == "attention":
                 layers[op.attrs["layer"]] = (op.attrs["kv_heads"], op.attrs["head_dim"])
         self.layers = layers
-        self.cache = KVCache(layers, slots, max_seq, self.dtype, self.device)
+        self.state_specs = [spec for op in model.graph.ops for spec in state_specs(op)]
+        self.state_nodes = state_nodes
+        self.cache = self.new_cache(slots, max_seq)
         self.weights = {n: (t.to(self.dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t)
                         for n, t in weights.items()}  # packed (BF12Matrix) weights stay as loaded
         self.plan = [self._plan(op) for op in model.graph.ops]
@@ -87,7 +94,7 @@ class ModelRunner:
                               hint="register one in specir.runtime.model_runner.OP_KERNELS")
         params = {}
         for key, value in op.attrs.items():
-            if key in ("weight", "bias") and value:
+            if (key in ("weight", "bias") or key in weight_attrs(op)) and value:
                 if value not in self.weights:
                     raise SpecirError(f"weight {value!r} was not loaded for @{self.model.name}", location=op.loc,
                                       hint="declare it in the model (weight \"name\" : bf16[...])")
@@ -102,6 +109,9 @@ class ModelRunner:
 
     # ------------------------------------------------------------------ executor interface
     def new_cache(self, slots: int, max_seq: int) -> KVCache:
+        if self.state_specs:  # recurrent layers: their state store beside the KV cache, committed with it
+            states = RecurrentStates(self.state_specs, slots, self.state_nodes or max_seq, self.dtype, self.device)
+            return HybridCache(self.layers, slots, max_seq, self.dtype, self.device, states)
         return KVCache(self.layers, slots, max_seq, self.dtype, self.device)
 
     def forward_on(self, cache: KVCache, inputs, logits: bool = True) -> "BoundForward":
@@ -159,6 +169,8 @@ class ModelRunner:
         cache.pos[slot_t[:, None].expand(B, T), rows] = positions
         state = ForwardState(cache, lens, slot_t, write_start, S, visible, positions,
                              int(positions.max()), cache.pos[slot_t, :S])
+        if isinstance(cache, HybridCache):
+            state.recurrent = cache.recurrent.begin(slot_t, off, tree_parents(mask, off))
         env = {}
         inputs = {"ids": ids, "positions": positions, "mask": mask}
         for name, type_ in self.model.graph.params:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from ..runtime.recurrent_commit import commit_recurrent
+
 
 def catch_up(ctx, state) -> torch.Tensor:
     W = state.feed.shape[1]
@@ -21,5 +23,6 @@ def catch_up(ctx, state) -> torch.Tensor:
     logits = forward.run()
     row = (state.n_feed.long() - 1).clamp(min=0)
     last = logits.gather(1, row[:, None, None].expand(-1, 1, logits.shape[-1]))[:, 0]
+    commit_recurrent(state.cache, state.n_feed.long() - 1, state.n_feed, check=not ctx.backend.captures)
     state.lens += state.n_feed
     return last

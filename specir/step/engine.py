@@ -22,6 +22,7 @@ import torch
 
 from ..declared_target import read as read_declared
 from ..errors import SpecirError
+from ..runtime.recurrent_commit import commit_recurrent, reset_recurrent
 from ..runtime.weights import load_weights
 from .context import StepContext
 from .forward_inputs import ForwardInputs
@@ -171,6 +172,8 @@ class Session:
         feeds = [p[:-1] for _, p in entries]
         longest = max(len(f) for f in feeds)
         slots = torch.tensor([s for s, _ in entries], dtype=torch.int32, device=dev)
+        for state in ctx.models.values():
+            reset_recurrent(state.cache, slots)  # a reused slot's recurrent state starts afresh
         if longest > 0:
             quantum = self.engine.backend.prefill_quantum
             T = -(-longest // quantum) * quantum
@@ -195,6 +198,7 @@ class Session:
         index = slots.long()
         for state in ctx.models.values():
             state.lens[index] = lens
+            commit_recurrent(state.cache, lens.long() - 1, lens, slots=index)
             if state.role == "draft":
                 state.feed[index, 0] = pending
                 state.n_feed[index] = 1

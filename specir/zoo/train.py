@@ -31,12 +31,12 @@ import torch.nn.functional as F
 
 from specir.errors import SpecirError
 from specir.zoo import corpus as corpus_mod
-from specir.zoo.architectures import llama_config, parameter_count
+from specir.zoo.hybrid_architecture import count_parameters, model_config
 from specir.zoo.progress import Progress
 from specir.zoo.tokenizer import save_hf_tokenizer
 
-MODEL_NAMES = {"target": "code-target", "drafter": "code-drafter"}
-DEFAULT_LR = {"target": 2e-3, "drafter": 3e-3}  # peak learning rates; the narrower model takes more
+MODEL_NAMES = {"target": "code-target", "drafter": "code-drafter", "hybrid": "code-hybrid-target"}
+DEFAULT_LR = {"target": 2e-3, "drafter": 3e-3, "hybrid": 2e-3}  # peak learning rates; the narrower model takes more
 CALIBRATION_STEPS = (3, 20)  # time steps [3, 20) to fix the step count of a timed run
 
 
@@ -177,7 +177,7 @@ def train(corpus: Path, out: Path, settings: TrainSettings, *, device: str = "cp
                           hint="use a smaller --seq-len")
 
     ckpt_path = out / "checkpoints" / f"{s.name}.pt"
-    config = llama_config(s.role, meta["vocab_size"], **s.architecture)
+    config = model_config(s.role, meta["vocab_size"], **s.architecture)
     torch.manual_seed(s.seed)
     model = _make_model(config, dev)
     optimizer = _make_optimizer(model, s, dev)
@@ -198,7 +198,7 @@ def train(corpus: Path, out: Path, settings: TrainSettings, *, device: str = "cp
         log(f"train {s.name}: no checkpoint at {ckpt_path}; starting fresh")
     teacher = _load_teacher(s.teacher, meta["vocab_size"], dev) if s.teacher else None
 
-    params = parameter_count(config)
+    params = count_parameters(config)
     tokens_per_step = s.batch_size * s.seq_len
     epoch_cap = max(1, int(s.max_epochs * train_tokens.size / tokens_per_step))
     if state["total_steps"] is not None:

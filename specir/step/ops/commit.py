@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from specir.ir.opdefs import AttrSpec, OpDef, register_op, value
+from specir.runtime.recurrent_commit import commit_recurrent
 from specir.step.interfaces import StepInterfaces
 
 from .common import no_forwards, zero
@@ -23,6 +24,8 @@ def lower(ctx, op, args):
     live = ctx.active != 0
     n = torch.where(live, accepted.n_path, 0).to(torch.int32)
     ctx.backend.commit_path(state, accepted.path, n, op.attrs.get("kv", "prefix") == "compact")
+    last = accepted.path.long().gather(1, (n.long() - 1).clamp(min=0)[:, None])[:, 0]  # recurrent state: the path's last node
+    commit_recurrent(state.cache, torch.where(n > 0, last, -1), n, check=not ctx.backend.captures)
     state.lens += n
     last = (accepted.n_emit.long() - 1).clamp(min=0)[:, None]
     bonus = accepted.emitted.gather(1, last)[:, 0]

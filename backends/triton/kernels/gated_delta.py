@@ -1,0 +1,107 @@
+"""Gated delta rule (Gated DeltaNet) with per-node state: decode step, chain verify and tree
+verify in one kernel (the `gated_delta_rule` op; reference: backends/reference/recurrent.py).
+
+State layout (specir/runtime/recurrent_state.py): committed [slots, Hv, Dk, Dv] and a scratch
+ring [slots, nodes, Hv, Dk, Dv], fp32. One program per (request, value head, block of value
+channels) holds its [Dk, BLOCK_V] slice of the state in registers and walks the tokens in order:
+each token starts from its parent's state (-1: committed), which a chain (CHAIN) keeps in
+registers and a tree reads back from scratch; every node's state is written to scratch.
+All arithmetic in fp32 (q, k L2-normalised with eps 1e-6, q scaled by Dk^-0.5, beta =
+sigmoid(b) rounded to the activation dtype as transformers computes it); the output is rounded
+once.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._numerics import round_to
+
+
+@triton.jit
+def _softplus(x):
+    return tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))
+
+
+@triton.jit
+def _gated_delta_kernel(
+    qkv_ptr, b_ptr, a_ptr, a_log_ptr, dt_bias_ptr, out_ptr, committed_ptr, scratch_ptr,
+    slots_ptr, base_ptr, nodes_ptr, parents_ptr,
+    T, W, stride_qb, stride_qt, stride_bb, stride_bt, stride_ab, stride_at, stride_ob, stride_ot,
+    HK: tl.constexpr, HV: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr,
+    DKP: tl.constexpr, BLOCK_V: tl.constexpr, CHAIN: tl.constexpr,
+):
+    b = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1)
+    kh = h // (HV // HK)
+    dk = tl.arange(0, DKP)
+    in_k = dk < DK
+    dv = tl.program_id(2) * BLOCK_V + tl.arange(0, BLOCK_V)
+    in_v = dv < DV
+    m2 = in_k[:, None] & in_v[None, :]
+    act_dtype = out_ptr.dtype.element_ty
+    slot = tl.load(slots_ptr + b).to(tl.int64)
+    base = tl.load(base_ptr + slot).to(tl.int64)
+    per_node = HV * DK * DV
+    idx = h * DK * DV + dk[:, None] * DV + dv[None, :]
+    committed = committed_ptr + slot * per_node
+    a_coef = -tl.exp(tl.load(a_log_ptr + h).to(tl.float32))
+    dt_bias = tl.load(dt_bias_ptr + h).to(tl.float32)
+    scale = 1.0 / tl.sqrt(DK * 1.0)
+    parent0 = tl.load(parents_ptr + b * T).to(tl.int64)
+    s = tl.where(parent0 < 0, tl.load(committed + idx, mask=m2 & (parent0 < 0), other=0.0),
+                 tl.load(scratch_ptr + (slot * W + (base + tl.maximum(parent0, 0)) % W) * per_node + idx,
+                         mask=m2 & (parent0 >= 0), other=0.0))
+    for t in range(0, T):
+        node = tl.load(nodes_ptr + b * T + t).to(tl.int64)
+        if not CHAIN:
+            parent = tl.load(parents_ptr + b * T + t).to(tl.int64)
+            s = tl.where(parent < 0, tl.load(committed + idx, mask=m2 & (parent < 0), other=0.0),
+                         tl.load(scratch_ptr + (slot * W + (base + tl.maximum(parent, 0)) % W) * per_node + idx,
+                                 mask=m2 & (parent >= 0), other=0.0))
+        row = qkv_ptr + b * stride_qb + t * stride_qt
+        q = tl.load(row + kh * DK + dk, mask=in_k, other=0.0).to(tl.float32)
+        k = tl.load(row + HK * DK + kh * DK + dk, mask=in_k, other=0.0).to(tl.float32)
+        v = tl.load(row + 2 * HK * DK + h * DV + dv, mask=in_v, other=0.0).to(tl.float32)
+        q = q * tl.rsqrt(tl.sum(q * q, axis=0) + 1e-6) * scale
+        k = k * tl.rsqrt(tl.sum(k * k, axis=0) + 1e-6)
+        bt = tl.load(b_ptr + b * stride_bb + t * stride_bt + h).to(tl.float32)
+        beta = round_to(1.0 / (1.0 + tl.exp(-bt)), act_dtype).to(tl.float32)
+        at = tl.load(a_ptr + b * stride_ab + t * stride_at + h).to(tl.float32)
+        s = s * tl.exp(a_coef * _softplus(at + dt_bias))
+        memory = tl.sum(s * k[:, None], axis=0)
+        delta = (v - memory) * beta
+        s = s + k[:, None] * delta[None, :]
+        o = tl.sum(s * q[:, None], axis=0)
+        tl.store(out_ptr + b * stride_ob + t * stride_ot + h * DV + dv, round_to(o, act_dtype), mask=in_v)
+        tl.store(scratch_ptr + (slot * W + (base + node) % W) * per_node + idx, s, mask=m2)
+        if not CHAIN:
+            tl.debug_barrier()  # the node's state is visible to its children's reads
+
+
+def gated_delta_rule_tree(qkv: torch.Tensor, b: torch.Tensor, a: torch.Tensor, a_log: torch.Tensor,
+                          dt_bias: torch.Tensor, rf, key, *, k_heads: int, v_heads: int, k_dim: int, v_dim: int,
+                          out: torch.Tensor | None = None, block_v: int = 32) -> torch.Tensor:
+    """qkv [B, T, 2*Hk*Dk + Hv*Dv], b/a [B, T, Hv] -> [B, T, Hv*Dv]; writes every node's state
+    into rf.store.scratch[key] (rf: a RecurrentForward)."""
+    B, T, _ = qkv.shape
+    committed, scratch = rf.store.committed[key], rf.store.scratch[key]
+    if committed.shape[1:] != (v_heads, k_dim, v_dim) or committed.dtype != torch.float32:
+        raise ValueError(f"delta state {tuple(committed.shape[1:])} {committed.dtype} != ({v_heads}, {k_dim}, "
+                         f"{v_dim}) float32")
+    qkv, b, a = (t if t.stride(-1) == 1 else t.contiguous() for t in (qkv, b, a))
+    out = torch.empty(B, T, v_heads * v_dim, dtype=qkv.dtype, device=qkv.device) if out is None else out
+    if B == 0 or T == 0:
+        return out
+    block = min(block_v, triton.next_power_of_2(v_dim))
+    _gated_delta_kernel[(B, v_heads, triton.cdiv(v_dim, block))](
+        qkv, b, a, a_log, dt_bias, out, committed, scratch,
+        rf.slots.contiguous(), rf.store.base, rf.nodes.contiguous(), rf.parents.contiguous(),
+        T, rf.store.nodes, qkv.stride(0), qkv.stride(1), b.stride(0), b.stride(1), a.stride(0), a.stride(1),
+        out.stride(0), out.stride(1),
+        HK=k_heads, HV=v_heads, DK=k_dim, DV=v_dim, DKP=triton.next_power_of_2(k_dim), BLOCK_V=block,
+        CHAIN=bool(rf.chain), num_warps=4,
+    )
+    return out

@@ -1,0 +1,169 @@
+"""Recurrent state of one model: committed state per request slot, plus per-node scratch states
+for a forward over several new tokens (a chain or a token tree), and the commit that picks the
+state after one node.
+
+Layout, per (layer, state name) of the model's recurrent ops (`ops_recurrent.state_specs`):
+- `committed[key]` [slots, *shape]: the state after the slot's committed tokens (zeros at first);
+- `scratch[key]` [slots, nodes, *shape]: a ring of node states. Node n of a slot (n = the new
+  token's index among the slot's scratch rows: offsets[b] + t, as for the KV cache) lives at ring
+  position (base[slot] + n) % nodes; `owner` records which node each position holds.
+
+A forward's token t of request b derives its state from its PARENT: the nearest earlier node the
+forward's mask shows it (`tree_parents`), or the committed state when there is none (parent -1).
+Every node's state after it is written to scratch, so after verification
+
+    commit(slots, nodes, advance)
+
+makes node nodes[b]'s state the committed one of slots[b] (node -1: keep the committed state)
+and shifts the ring by advance[b] (default nodes[b] + 1), exactly as the KV cache promotes rows:
+commit_prefix(slot, n) is commit(node n - 1, advance n), the accepted tree path `rows` is
+commit(node rows[-1], advance len(rows)). It is one batched tensor operation, so a device-side
+accept can hand it the last accepted node of every request without a host round trip.
+
+Capacity: a forward keeps its last `nodes` nodes (a longer chain overwrites the oldest); a tree
+node's parent must be at most `nodes` nodes before it. Committing or reading a node that was
+overwritten is a SpecirError, never a silent wrong state.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..errors import SpecirError
+from ..ir.ops_recurrent import StateSpec
+
+Key = tuple[int, str]
+
+
+def tree_parents(mask: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    """parents [B, T] (int64): for new token t of request b (node offsets[b] + t), the largest
+    node u < offsets[b] + t with mask[b, t, u], or -1. mask is [B, T, U] (U >= max(offsets) + T)."""
+    B, T, U = mask.shape
+    node = offsets[:, None] + torch.arange(T, device=mask.device)[None, :]  # [B, T]
+    u = torch.arange(U, device=mask.device)
+    earlier = mask & (u[None, None, :] < node[:, :, None])
+    best = torch.where(earlier, u[None, None, :], torch.full_like(u, -1)[None, None, :]).amax(-1)
+    return best.to(torch.long)
+
+
+class RecurrentStates:
+    """Committed and scratch recurrent state of one model (see the module docstring)."""
+
+    def __init__(self, specs: list[StateSpec], slots: int, nodes: int, act_dtype, device):
+        if nodes < 1:
+            raise SpecirError(f"the recurrent state store needs at least one scratch node, got {nodes}")
+        self.slots, self.nodes, self.device = slots, nodes, torch.device(device)
+        self.specs: dict[Key, StateSpec] = {}
+        for spec in specs:
+            key = (spec.layer, spec.name)
+            if key in self.specs and self.specs[key] != spec:
+                raise SpecirError(f"recurrent state {spec.name!r} of layer {spec.layer} is declared twice with "
+                                  f"different shapes", hint="give each recurrent op its own (layer, state) pair")
+            self.specs[key] = spec
+        self.committed: dict[Key, torch.Tensor] = {}
+        self.scratch: dict[Key, torch.Tensor] = {}
+        for key, spec in self.specs.items():
+            dtype = torch.float32 if spec.dtype == "f32" else act_dtype
+            self.committed[key] = torch.zeros(slots, *spec.shape, dtype=dtype, device=self.device)
+            self.scratch[key] = torch.zeros(slots, nodes, *spec.shape, dtype=dtype, device=self.device)
+        self.base = torch.zeros(slots, dtype=torch.long, device=self.device)
+        self.owner = torch.full((slots, nodes), -1, dtype=torch.long, device=self.device)
+
+    # ------------------------------------------------------------------ addressing
+    def ring(self, slots: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
+        """Ring positions of nodes [B, ...] of slots [B]."""
+        base = self.base[slots].view(-1, *([1] * (nodes.dim() - 1)))
+        return (base + nodes.clamp_min(0)) % self.nodes
+
+    def _held(self, slots: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
+        """Whether each node >= 0 still holds its state (True for nodes < 0)."""
+        base = self.base[slots].view(-1, *([1] * (nodes.dim() - 1)))
+        rows = slots.view(-1, *([1] * (nodes.dim() - 1))).expand_as(nodes)
+        return (nodes < 0) | (self.owner[rows, self.ring(slots, nodes)] == base + nodes)
+
+    # ------------------------------------------------------------------ a forward
+    def begin(self, slots: torch.Tensor, offsets: torch.Tensor, parents: torch.Tensor) -> "RecurrentForward":
+        """Start a forward whose token t of request b is node offsets[b] + t with parent
+        parents[b, t]; claims the nodes' ring positions."""
+        B, T = parents.shape
+        nodes = offsets[:, None] + torch.arange(T, device=parents.device)[None, :]
+        inside = parents >= offsets[:, None]  # parent among this forward's tokens
+        if bool((inside & (nodes - parents > self.nodes)).any()):
+            raise SpecirError(f"a tree node's parent is more than {self.nodes} nodes before it: the recurrent "
+                              f"state store keeps {self.nodes} node states",
+                              hint="raise the runner's state_nodes (recurrent scratch) or shrink the draft tree")
+        outside = (parents >= 0) & ~inside
+        if bool(outside.any()) and not bool(self._held(slots, torch.where(outside, parents, -1)).all()):
+            raise SpecirError("a forward continues from a scratch node whose recurrent state was overwritten",
+                              hint="commit before continuing, or raise the runner's state_nodes")
+        kept = nodes[:, -self.nodes:]  # a longer chain keeps its last `nodes` nodes
+        rows = slots[:, None].expand_as(kept)
+        self.owner[rows, self.ring(slots, kept)] = self.base[slots][:, None] + kept
+        chain = bool((parents[:, 1:] == nodes[:, :-1]).all())
+        return RecurrentForward(self, slots, nodes, parents, chain)
+
+    # ------------------------------------------------------------------ commit
+    def commit(self, slots: torch.Tensor, nodes: torch.Tensor, advance: torch.Tensor | None = None, *,
+               check: bool = True) -> None:
+        """Make the state after node nodes[b] slot slots[b]'s committed state (-1: keep it) and
+        shift that slot's ring by advance[b] (default nodes[b] + 1). Batched; slots distinct.
+        `check` (a host sync) refuses nodes whose state was overwritten; off for captured steps."""
+        slots, nodes = slots.to(self.device, torch.long), nodes.to(self.device, torch.long)
+        if check and not bool(self._held(slots, nodes).all()):
+            bad = nodes[~self._held(slots, nodes)].tolist()
+            raise SpecirError(f"cannot commit recurrent state of node(s) {bad}: overwritten by later nodes of "
+                              f"the same forward (the store keeps the last {self.nodes})",
+                              hint="raise the runner's state_nodes, or forward such requests in separate batches")
+        take = nodes >= 0
+        pos = self.ring(slots, nodes)
+        for key, committed in self.committed.items():
+            picked = self.scratch[key][slots, pos]
+            keep = take.view(-1, *([1] * (picked.dim() - 1)))
+            committed[slots] = torch.where(keep, picked, committed[slots])
+        self.base[slots] += (nodes + 1) if advance is None else advance.to(self.device, torch.long)
+
+    def reset(self, slots: torch.Tensor) -> None:
+        """Start slots afresh (a new request): zero committed state, empty ring."""
+        slots = slots.to(self.device, torch.long)
+        for committed in self.committed.values():
+            committed[slots] = 0
+        self.base[slots] = 0
+        self.owner[slots] = -1
+
+    def commit_one(self, slot: int, node: int, advance: int | None = None) -> None:
+        s = torch.tensor([slot], device=self.device)
+        self.commit(s, torch.tensor([node], device=self.device),
+                    None if advance is None else torch.tensor([advance], device=self.device))
+
+
+@dataclass
+class RecurrentForward:
+    """One forward's view of the store, handed to recurrent kernels through ForwardState:
+    `initial(key, t)` is the state token t starts from (its parent's), `save(key, t, value)`
+    stores the state after token t. Tokens are processed in order (a parent precedes its children)."""
+
+    store: RecurrentStates
+    slots: torch.Tensor  # [B]
+    nodes: torch.Tensor  # [B, T] node index of each token
+    parents: torch.Tensor  # [B, T] parent node, -1 for the committed state
+    chain: bool = False  # every token's parent is the token before it (t > 0)
+
+    def initial(self, key: Key, t: int) -> torch.Tensor:
+        parent = self.parents[:, t]
+        committed = self.store.committed[key][self.slots]
+        scratch = self.store.scratch[key][self.slots, self.store.ring(self.slots, parent)]
+        keep = (parent < 0).view(-1, *([1] * (committed.dim() - 1)))
+        return torch.where(keep, committed, scratch)
+
+    def save(self, key: Key, t: int, value: torch.Tensor) -> None:
+        pos = self.store.ring(self.slots, self.nodes[:, t])
+        self.store.scratch[key][self.slots, pos] = value.to(self.store.scratch[key].dtype)
+
+    def save_all(self, key: Key, values: torch.Tensor) -> None:
+        """Store the states after every token at once: values [B, T, *shape]."""
+        keep = self.store.nodes  # a longer chain keeps its last `nodes` nodes (no duplicate writes)
+        nodes, values = self.nodes[:, -keep:], values[:, -keep:]
+        pos = self.store.ring(self.slots, nodes)
+        rows = self.slots[:, None].expand_as(nodes)
+        self.store.scratch[key][rows, pos] = values.to(self.store.scratch[key].dtype)

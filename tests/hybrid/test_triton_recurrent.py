@@ -1,0 +1,165 @@
+"""Triton kernels of the recurrent ops (backends/triton/kernels/{conv1d,gated_delta,mamba2_scan}.py)
+against the reference kernels, under TRITON_INTERPRET=1 without a GPU (compiled with one).
+
+Every case builds a state store with random committed and scratch states, a ring base that
+wraps, and requests on non-contiguous slots, then runs the same forward through the reference
+kernel and the Triton kernel on two copies of the store: a decode step (one token), a chain
+verify (five tokens, parent = previous token), a tree verify (random parents, padded), and a
+continuation (offsets > 0: the first token's parent is a node of an earlier forward). Outputs and
+every written node state must agree, and so must the committed state after committing a node.
+Fresh random inputs per test (the seed is printed; pin it with SPECIR_TEST_SEED).
+Tolerance (|a - e| <= tol * (|e| + rms(e))): fp32 1e-5; bf16 2e-2 (activations rounded once on
+each side from fp32 sums taken in another order)."""
+from __future__ import annotations
+
+import os
+import secrets
+import types
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from specir.ir.ops_recurrent import StateSpec  # noqa: E402
+from specir.runtime.recurrent_state import RecurrentStates  # noqa: E402
+
+triton = pytest.importorskip("triton")
+from specir.backends.reference import recurrent as ref  # noqa: E402
+from specir.backends.triton.kernels.conv1d import conv1d_tree  # noqa: E402
+from specir.backends.triton.kernels.gated_delta import gated_delta_rule_tree  # noqa: E402
+from specir.backends.triton.kernels.mamba2_scan import mamba2_scan_tree  # noqa: E402
+
+TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
+SLOTS, NODES = 4, 7
+REQUEST_SLOTS = [2, 0, 3]
+MODES = ["decode", "chain", "tree", "continue"]
+
+
+@pytest.fixture
+def seed():
+    value = int(os.environ.get("SPECIR_TEST_SEED", secrets.randbits(31)))
+    print(f"seed={value} (rerun with SPECIR_TEST_SEED={value})")
+    torch.manual_seed(value)
+    return value
+
+
+def close(actual, expected, dtype):
+    a, e = actual.float().cpu(), expected.float().cpu()
+    assert a.shape == e.shape
+    assert torch.isfinite(a).all(), "non-finite (unwritten?) elements"
+    scale = e.pow(2).mean().sqrt().item() + 1e-30
+    err = ((a - e).abs() / (e.abs() + scale)).max().item()
+    assert err <= TOL[dtype], f"relative error {err:.3g} > {TOL[dtype]:.1g}"
+
+
+def _forward_shape(mode, gen):
+    """(T, offsets, parents [B, T]) for a mode; offsets index earlier scratch nodes."""
+    B = len(REQUEST_SLOTS)
+    T = {"decode": 1, "chain": 5, "tree": 6, "continue": 4}[mode]
+    offsets = torch.zeros(B, dtype=torch.long) if mode != "continue" else torch.tensor([2, 1, 3])
+    parents = torch.full((B, T), -1, dtype=torch.long)
+    for b in range(B):
+        off = int(offsets[b])
+        for t in range(T):
+            node = off + t
+            if mode in ("chain", "decode", "continue"):
+                parents[b, t] = node - 1
+            elif t > 0 and (b < 2 or t < 4):  # request 2's last tokens are padding (parent -1)
+                parents[b, t] = int(torch.randint(-1, node, (1,), generator=gen))
+    return T, offsets, parents
+
+
+def _scenario(spec_shape, dtype, mode, gen, device):
+    """Two identical stores with random states, and the forward's RecurrentForward on each."""
+    spec = StateSpec(0, "s", spec_shape, "f32" if dtype is None else "act")
+    act = torch.float32 if dtype is None else dtype
+    stores = []
+    T, offsets, parents = _forward_shape(mode, gen)
+    base = torch.randint(0, NODES, (SLOTS,), generator=gen)
+    committed = torch.randn(SLOTS, *spec_shape, generator=gen)
+    scratch = torch.randn(SLOTS, NODES, *spec_shape, generator=gen)
+    for _ in range(2):
+        store = RecurrentStates([spec], SLOTS, NODES, act, device)
+        store.committed[(0, "s")].copy_(committed)
+        store.scratch[(0, "s")].copy_(scratch)
+        store.base.copy_(base)
+        slots = torch.tensor(REQUEST_SLOTS, device=device)
+        for b, slot in enumerate(REQUEST_SLOTS):  # the earlier forward's nodes are held
+            for n in range(int(offsets[b])):
+                store.owner[slot, (int(base[slot]) + n) % NODES] = int(base[slot]) + n
+        rf = store.begin(slots, offsets.to(device), parents.to(device))
+        stores.append((store, rf))
+    return stores, T
+
+
+def _check(stores, out_ref, out_tri, dtype):
+    act = out_ref.dtype
+    close(out_tri, out_ref, act)
+    (s_ref, rf_ref), (s_tri, _) = stores
+    key = (0, "s")
+    pos = s_ref.ring(rf_ref.slots, rf_ref.nodes)
+    rows = rf_ref.slots[:, None].expand_as(pos)
+    close(s_tri.scratch[key][rows, pos], s_ref.scratch[key][rows, pos], torch.float32 if dtype is None else act)
+    last = rf_ref.nodes[:, -1]
+    for store in (s_ref, s_tri):
+        store.commit(rf_ref.slots, last)
+    close(s_tri.committed[key], s_ref.committed[key], torch.float32 if dtype is None else act)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("kernel", [4, 2])
+def test_conv1d(mode, dtype, kernel, seed, device="cpu"):
+    gen = torch.Generator().manual_seed(seed)
+    C = 48
+    stores, T = _scenario((C, kernel - 1), dtype, mode, gen, device)
+    x = torch.randn(len(REQUEST_SLOTS), T, C, generator=gen).to(dtype)
+    w = (torch.randn(C, 1, kernel, generator=gen) * 0.5).to(dtype)
+    bias = (torch.randn(C, generator=gen) * 0.1).to(dtype)
+    params = {"layer": 0, "state": "s", "weight": w, "bias": bias, "activation": "silu"}
+    out_ref = ref.conv1d(params, types.SimpleNamespace(recurrent=stores[0][1]), x, None)
+    out_tri = conv1d_tree(x, w, bias, stores[1][1], (0, "s"), activation="silu")
+    _check(stores, out_ref, out_tri, dtype)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gated_delta_rule(mode, dtype, seed, device="cpu"):
+    gen = torch.Generator().manual_seed(seed)
+    hk, hv, dk, dv = 2, 4, 16, 12
+    stores, T = _scenario((hv, dk, dv), None, mode, gen, device)
+    B = len(REQUEST_SLOTS)
+    qkv = torch.randn(B, T, 2 * hk * dk + hv * dv, generator=gen).to(dtype)
+    b = torch.randn(B, T, hv, generator=gen).to(dtype)
+    a = torch.randn(B, T, hv, generator=gen).to(dtype)
+    a_log = torch.log(torch.rand(hv, generator=gen) * 4 + 0.5).to(dtype)
+    dt_bias = torch.randn(hv, generator=gen).to(dtype)
+    params = {"layer": 0, "state": "s", "a_log": a_log, "dt_bias": dt_bias, "k_heads": hk, "v_heads": hv,
+              "k_dim": dk, "v_dim": dv}
+    out_ref = ref.gated_delta_rule(params, types.SimpleNamespace(recurrent=stores[0][1]), qkv, b, a, None)
+    out_tri = gated_delta_rule_tree(qkv, b, a, a_log, dt_bias, stores[1][1], (0, "s"), k_heads=hk, v_heads=hv,
+                                    k_dim=dk, v_dim=dv)
+    _check(stores, out_ref, out_tri, None)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dt_limit", [(0.0, float("inf")), (0.05, 0.5)])
+def test_mamba2_scan(mode, dtype, dt_limit, seed, device="cpu"):
+    gen = torch.Generator().manual_seed(seed)
+    H, P, G, N = 4, 12, 2, 16
+    stores, T = _scenario((H, P, N), None, mode, gen, device)
+    B = len(REQUEST_SLOTS)
+    xbc = torch.randn(B, T, H * P + 2 * G * N, generator=gen).to(dtype)
+    dt = torch.randn(B, T, H, generator=gen).to(dtype)
+    a_log = torch.log(torch.arange(1, H + 1).float()).to(dtype)
+    d = torch.randn(H, generator=gen).to(dtype)
+    dt_bias = torch.randn(H, generator=gen).to(dtype)
+    params = {"layer": 0, "state": "s", "a_log": a_log, "d": d, "dt_bias": dt_bias, "heads": H, "head_dim": P,
+              "groups": G, "state_size": N, "dt_min": dt_limit[0], "dt_max": dt_limit[1]}
+    out_ref = ref.mamba2_scan(params, types.SimpleNamespace(recurrent=stores[0][1]), xbc, dt, None)
+    out_tri = mamba2_scan_tree(xbc, dt, a_log, d, dt_bias, stores[1][1], (0, "s"), heads=H, head_dim=P, groups=G,
+                               state_size=N, dt_min=dt_limit[0], dt_max=dt_limit[1])
+    _check(stores, out_ref, out_tri, None)
