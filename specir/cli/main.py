@@ -8,7 +8,7 @@ import sys
 
 from ..errors import SpecirError
 
-COMMANDS = ["init", "opt", "compile", "run", "check", "bench", "targets", "zoo"]
+COMMANDS = ["init", "opt", "compile", "run", "check", "bench", "serve", "targets", "zoo"]
 
 
 def build_parser() -> argparse.ArgumentParser:
