@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import SpecirError
+from ..runtime.baseline import target_name
 from .common_run import add_source_options, session_from
 
 
@@ -28,8 +29,18 @@ def register(sub) -> None:
 def run(args) -> int:
     if not 0 <= args.port <= 65535:
         raise SpecirError(f"--port must be from 0 to 65535, got {args.port}", hint="e.g. --port 8000")
+    if args.max_batch_size < 1:
+        raise SpecirError(f"--max-batch-size must be at least 1, got {args.max_batch_size}", hint="e.g. --max-batch-size 8")
+    if args.max_queue < 0:
+        raise SpecirError(f"--max-queue must be 0 or more, got {args.max_queue}", hint="e.g. --max-queue 64")
+    if args.max_model_len is not None and args.max_model_len < 2:
+        raise SpecirError(f"--max-model-len must be at least 2, got {args.max_model_len}", hint="e.g. --max-model-len 4096")
     from ..serve.server import Server, Service
     session = session_from(args)
+    context = int(session.pipeline.model(target_name(session.pipeline)).attrs.get("max_position", 1 << 30))
+    if args.max_model_len is not None and args.max_model_len > context:
+        raise SpecirError(f"--max-model-len must be from 2 to the target's context of {context}, got "
+                          f"{args.max_model_len}", hint=f"e.g. --max-model-len {min(context, 4096)}")
     engine = session.engine()
     service = Service(session, engine, max_batch_size=args.max_batch_size, max_queue=args.max_queue,
                       max_model_len=args.max_model_len)

@@ -30,11 +30,12 @@ from .scheduler import Job, choose_seed
 from .text_stream import TextStream
 
 MAX_BODY = 64 * 2**20
+SERVICE = web.AppKey("service", object)
 
 
 def build_app(service) -> web.Application:
     app = web.Application(middlewares=[_errors(service)], client_max_size=MAX_BODY)
-    app["service"] = service
+    app[SERVICE] = service
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_get("/v1/models", models)
@@ -78,7 +79,7 @@ def _errors(service):
 
 # ---------------------------------------------------------------------------- routes
 async def completions(request: web.Request):
-    service = request.app["service"]
+    service = request.app[SERVICE]
     body = protocol.parse_json(await request.read())
     req = protocol.parse_completion(body, service.model)
     prompts = [service.tokenize(p) if isinstance(p, str) else p for p in req.prompts]
@@ -89,7 +90,7 @@ async def completions(request: web.Request):
 
 
 async def chat_completions(request: web.Request):
-    service = request.app["service"]
+    service = request.app[SERVICE]
     body = protocol.parse_json(await request.read())
     req = protocol.parse_chat(body, service.model)
     ids = service.chat_ids(req.messages)
@@ -98,12 +99,12 @@ async def chat_completions(request: web.Request):
 
 
 async def models(request: web.Request):
-    service = request.app["service"]
+    service = request.app[SERVICE]
     return web.json_response({"object": "list", "data": [service.model_card()]})
 
 
 async def model(request: web.Request):
-    service = request.app["service"]
+    service = request.app[SERVICE]
     name = request.match_info["model"]
     if name != service.model:
         raise ApiError(404, f"The model `{name}` does not exist. This server serves `{service.model}`.",
@@ -112,14 +113,14 @@ async def model(request: web.Request):
 
 
 async def health(request: web.Request):
-    service = request.app["service"]
+    service = request.app[SERVICE]
     if service.scheduler.alive():
         return web.json_response({"status": "ok"})
     return web.json_response({"status": "unavailable", "reason": "the engine loop is not running"}, status=503)
 
 
 async def metrics(request: web.Request):
-    service = request.app["service"]
+    service = request.app[SERVICE]
     text = service.metrics.render(service.scheduler.gauges())
     return web.Response(body=text.encode(), headers={"Content-Type": CONTENT_TYPE})
 
