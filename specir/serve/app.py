@@ -134,7 +134,7 @@ async def generate(request: web.Request, service, prompts: list[list[int]], budg
     for p, (ids, budget) in enumerate(zip(prompts, budgets)):
         for k in range(sampling.n):
             index = p * sampling.n + k
-            sink = (lambda event, index=index: loop.call_soon_threadsafe(events.put_nowait, (index, event)))
+            sink = _sink(loop, events, index)
             jobs.append(Job(list(ids), budget, sampling.temperature, choose_seed(sampling.seed, index),
                             sampling.stop_ids, sink))
             choices.append(Choice(index, list(ids), TextStream(service.tokenizer, sampling.stop)))
@@ -154,6 +154,14 @@ async def generate(request: web.Request, service, prompts: list[list[int]], budg
     finally:
         for job in jobs:  # a no-op for finished jobs; frees the slot of any other
             service.scheduler.cancel(job)
+
+
+def _sink(loop, events: asyncio.Queue, index: int):
+    """What the scheduler thread calls with a choice's events: hands them to this request's handler."""
+    def put(event) -> None:
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(events.put_nowait, (index, event))
+    return put
 
 
 def _apply(service, job: Job, choice: Choice, event) -> tuple[str, list[int]]:
