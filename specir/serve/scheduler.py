@@ -1,20 +1,25 @@
-"""The engine loop: one thread owns the StepEngine and its DecodeSession (the engine is not
+"""The engine loop: one thread owns the StepEngine and its DecodeSessions (the engine is not
 thread-safe); HTTP handlers talk to it through `submit` and `cancel` only.
 
 Contract:
-- `Scheduler(engine, capacity, rows, max_queue, metrics)`; `start()` opens the session
-  (`engine.open(capacity, rows, sampling=True)`), decodes one warm-up request, then runs the loop
-  in a daemon thread; `stop()` ends it and fails what is left with a 503.
+- `Scheduler(engine, capacity, rows, max_queue, metrics)`; `start()` opens two lanes, a greedy
+  DecodeSession (`engine.open(capacity, rows, sampling=False)`: what `specir bench` times) and a
+  sampling one (`sampling=True`: softmax draws on every step), decodes a warm-up request in each,
+  then runs the loop in a daemon thread; `stop()` ends it and fails what is left with a 503.
 - `submit(jobs)` (any thread) queues every job or none: a 429 `ApiError` when more than
   `capacity + max_queue` jobs would be in the server, a 503 once stopping.
 - The loop, between steps: applies cancellations (a cancelled request leaves its slot at once),
-  admits waiting jobs first come, first served into free slots (several prefilled together when
-  they fit the session's rows), then runs one step of the whole batch.
+  admits waiting jobs first come, first served while fewer than `capacity` run (several prefilled
+  together when they fit the session's rows), then runs one step of a lane's whole batch (the two
+  lanes in turn when both hold requests). A job at temperature > 0 goes to the sampling lane; a
+  greedy one too while that lane decodes a sampled request (its greedy rows give the greedy
+  tokens), else to the greedy lane: a mixed load decodes in one batch, a greedy load in the
+  cheaper session.
 - Each job's `sink(Event)` is called on this thread, never blocking: `Event(tokens)` per step that
   kept tokens, one last `Event(tokens, finish_reason)` ("length" | "eos" | "stop" | "cancelled", or
   "error" with an ApiError), and nothing after it.
 - A prefill that raises fails that job only (the others of its group are prefilled again one by
-  one). A step that raises fails the request that caused it: the batch is restarted (a fresh
+  one). A step that raises fails the request that caused it: its lane is restarted (a fresh
   session; every request re-prefilled from its prompt and the tokens it has, so greedy output is
   unchanged) with its requests marked suspect, and a suspect joins only a batch holding no other
   suspect: a step that fails with one suspect in the batch blames that one. A bug in this loop
@@ -76,10 +81,33 @@ def choose_seed(seed: int | None, index: int) -> int:
     return request_seed(seed, index) if seed is not None else secrets.randbelow(1 << 31)
 
 
+class Lane:
+    """One DecodeSession and the jobs in its slots (scheduler thread only)."""
+
+    def __init__(self, engine, capacity: int, rows: int, sampling: bool):
+        self.engine, self.capacity, self.rows, self.sampling = engine, capacity, rows, sampling
+        self.decode = None
+        self.by_slot: dict[int, Job] = {}
+
+    def open(self) -> None:
+        """A fresh DecodeSession: every slot free (whatever ran is forgotten)."""
+        self.by_slot.clear()
+        self.decode = self.engine.open(self.capacity, self.rows, sampling=self.sampling)
+
+    def warm(self) -> None:
+        request = self.decode.add([i % 7 + 1 for i in range(8)], 4, 0.7 if self.sampling else 0.0, 1)
+        while not request.done:
+            self.decode.step()
+        self.decode.forget_finished()
+
+    def samples(self) -> bool:
+        return any(j.temperature > 0 for j in self.by_slot.values())
+
+
 class Scheduler:
     def __init__(self, engine, capacity: int, rows: int, max_queue: int, metrics):
         self.engine, self.capacity, self.rows, self.max_queue, self.metrics = engine, capacity, rows, max_queue, metrics
-        self.decode = None
+        self.lanes = [Lane(engine, capacity, rows, False), Lane(engine, capacity, rows, True)]
         self.thread: threading.Thread | None = None
         self._cond = threading.Condition()
         self._waiting: deque[Job] = deque()
@@ -87,15 +115,14 @@ class Scheduler:
         self._in_server = 0
         self._running = 0
         self._stopping = False
-        self._by_slot: dict[int, Job] = {}  # scheduler thread only
+        self._turn = 0
+        self._lane_of: dict[int, Lane] = {}  # id(job) -> its lane, for running jobs (scheduler thread)
 
     # ------------------------------------------------------------------ any thread
     def start(self) -> None:
-        self._open()
-        warm = self.decode.add([i % 7 + 1 for i in range(8)], 4)
-        while not warm.done:
-            self.decode.step()
-        self.decode.forget_finished()
+        for lane in self.lanes:
+            lane.open()
+            lane.warm()
         self.thread = threading.Thread(target=self._loop, name="specir-scheduler", daemon=True)
         self.thread.start()
 
@@ -140,7 +167,8 @@ class Scheduler:
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not (self._stopping or self._cancels or self._by_slot or self._admissible()):
+                while not (self._stopping or self._cancels or self._lane_of
+                           or (self._waiting and self._running < self.capacity)):
                     self._cond.wait()
                 if self._stopping:
                     break
@@ -149,89 +177,97 @@ class Scheduler:
                 for job in cancels:
                     self._cancel(job)
                 self._admit()
-                if self._by_slot:
-                    self._step()
+                busy = [lane for lane in self.lanes if lane.by_slot]
+                if busy:
+                    self._turn += 1
+                    self._step(busy[self._turn % len(busy)])
             except Exception as exc:  # a bug here: fail what runs, start clean, go on serving
                 traceback.print_exc(file=sys.stderr)
                 self.metrics.engine_failure()
-                for job in list(self._by_slot.values()):
-                    self._fail(job, exc)
-                try:
-                    self._open()
-                except Exception:
-                    traceback.print_exc(file=sys.stderr)
-                    time.sleep(1.0)
+                for lane in self.lanes:
+                    for job in list(lane.by_slot.values()):
+                        self._fail(job, exc)
+                    try:
+                        self._reopen(lane)
+                    except Exception:
+                        traceback.print_exc(file=sys.stderr)
+                        time.sleep(1.0)
         self._shutdown()
-
-    def _admissible(self) -> bool:
-        """Called with the lock held: a waiting job could be admitted now."""
-        return bool(self._waiting) and self.decode is not None and self.decode.free_slots() > 0
 
     def _admit(self) -> None:
         while True:
+            groups: dict[int, list[Job]] = {0: [], 1: []}  # per lane: greedy, sampling
             with self._cond:
-                free = self.decode.free_slots()
-                group: list[Job] = []
-                suspect = any(j.suspect for j in self._by_slot.values())
-                while self._waiting and len(group) < free:
+                room = self.capacity - self._running
+                while self._waiting and room > 0:
                     job = self._waiting[0]
-                    if job.suspect and (suspect or any(g.suspect for g in group)):
+                    samples = self.lanes[1].samples() or any(j.temperature > 0 for j in groups[1])
+                    index = 1 if job.temperature > 0 or samples else 0
+                    lane, group = self.lanes[index], groups[index]
+                    if job.suspect and (any(j.suspect for j in lane.by_slot.values()) or any(g.suspect for g in group)):
                         break
-                    if group and not self._fits(group + [job]):
+                    if len(group) >= lane.decode.free_slots() or (group and not self._fits(lane, group + [job])):
                         break
                     group.append(self._waiting.popleft())
-            if not group:
+                    room -= 1
+            if not groups[0] and not groups[1]:
                 return
-            try:
-                requests = self.decode.add_many([job.item() for job in group])
-            except Exception as exc:
-                self._drop_orphans()
-                if len(group) == 1:
-                    self._fail(group[0], exc)
-                    continue
-                for job in group:  # find the one that fails
-                    try:
-                        self._attach(job, self.decode.add_many([job.item()])[0])
-                    except Exception as one:
-                        self._drop_orphans()
-                        self._fail(job, one)
-                continue
-            for job, request in zip(group, requests):
-                self._attach(job, request)
+            for index, group in groups.items():
+                if group:
+                    self._add(self.lanes[index], group)
 
-    def _fits(self, group: list[Job]) -> bool:
+    def _add(self, lane: Lane, group: list[Job]) -> None:
+        try:
+            requests = lane.decode.add_many([job.item() for job in group])
+        except Exception as exc:
+            self._drop_orphans(lane)
+            if len(group) == 1:
+                self._fail(group[0], exc)
+                return
+            for job in group:  # find the one that fails
+                try:
+                    self._attach(lane, job, lane.decode.add_many([job.item()])[0])
+                except Exception as one:
+                    self._drop_orphans(lane)
+                    self._fail(job, one)
+            return
+        for job, request in zip(group, requests):
+            self._attach(lane, job, request)
+
+    def _fits(self, lane: Lane, group: list[Job]) -> bool:
         longest = max(len(j.prompt) + len(j.generated) for j in group)
         most = max(j.max_new - len(j.generated) for j in group)
-        return (self.engine.rows_needed(longest, most) <= self.decode.session.max_seq
+        return (self.engine.rows_needed(longest, most) <= lane.decode.session.max_seq
                 and longest + most <= self.engine.max_position)
 
-    def _attach(self, job: Job, request) -> None:
+    def _attach(self, lane: Lane, job: Job, request) -> None:
         if job.restarts == 0:
             self.metrics.admitted(len(job.prompt))
         job.request = request
-        self._by_slot[request.slot] = job
+        lane.by_slot[request.slot] = job
+        self._lane_of[id(job)] = lane
         with self._cond:
             self._running += 1
 
-    def _drop_orphans(self) -> None:
+    def _drop_orphans(self, lane: Lane) -> None:
         """After a failed add: cancel the requests it left in slots that no job owns."""
-        for request in self.decode.slots:
+        for request in lane.decode.slots:
             if request is not None and not request.done:
-                owner = self._by_slot.get(request.slot)
+                owner = lane.by_slot.get(request.slot)
                 if owner is None or owner.request is not request:
-                    self.decode.cancel(request)
+                    lane.decode.cancel(request)
 
-    def _step(self) -> None:
+    def _step(self, lane: Lane) -> None:
         start = time.perf_counter()
         try:
-            events = self.decode.step()
+            events = lane.decode.step()
         except Exception as exc:
-            self._step_failed(exc)
+            self._step_failed(lane, exc)
             return
         seconds = time.perf_counter() - start
         now, kept, finished = time.monotonic(), [], False
         for request, tokens in events:
-            job = self._by_slot.get(request.slot)
+            job = lane.by_slot.get(request.slot)
             if job is None or job.request is not request:
                 continue
             job.generated += tokens
@@ -248,15 +284,15 @@ class Scheduler:
                 job.sink(Event(tokens))
         self.metrics.step(seconds, kept)
         if finished:
-            self.decode.forget_finished()
+            lane.decode.forget_finished()
 
-    def _step_failed(self, exc: Exception) -> None:
+    def _step_failed(self, lane: Lane, exc: Exception) -> None:
         traceback.print_exc(file=sys.stderr)
         self.metrics.engine_failure()
-        batch = list(self._by_slot.values())
+        batch = list(lane.by_slot.values())
         suspects = [j for j in batch if j.suspect]
         blamed = batch[0] if len(batch) == 1 else suspects[0] if len(suspects) == 1 else None
-        self._open()
+        self._reopen(lane)
         retry = []
         for job in batch:
             job.request = None
@@ -275,20 +311,23 @@ class Scheduler:
                 self._waiting.remove(job)
         if job.finished:
             return
-        if job.request is not None and not job.request.done:
-            self.decode.cancel(job.request)
+        lane = self._lane_of.get(id(job))
+        if lane is not None and job.request is not None and not job.request.done:
+            lane.decode.cancel(job.request)
         self._release(job)
         self._finish(job, Event([], job.cancel_reason or "cancelled"))
 
     def _release(self, job: Job) -> None:
-        if job.request is not None and self._by_slot.get(job.request.slot) is job:
-            del self._by_slot[job.request.slot]
+        lane = self._lane_of.pop(id(job), None)
+        if lane is not None and job.request is not None and lane.by_slot.get(job.request.slot) is job:
+            del lane.by_slot[job.request.slot]
             with self._cond:
                 self._running -= 1
 
     def _fail(self, job: Job, exc: Exception) -> None:
-        if job.request is not None and not job.request.done:
-            self.decode.cancel(job.request)
+        lane = self._lane_of.get(id(job))
+        if lane is not None and job.request is not None and not job.request.done:
+            lane.decode.cancel(job.request)
         self._release(job)
         self._finish(job, Event([], "error", _engine_error(exc)))
 
@@ -301,18 +340,19 @@ class Scheduler:
         self.metrics.finished_request(event.finish_reason, time.monotonic() - job.arrived)
         job.sink(event)
 
-    def _open(self) -> None:
-        """A fresh DecodeSession: every slot free (whatever ran is forgotten)."""
-        self._by_slot.clear()
+    def _reopen(self, lane: Lane) -> None:
+        for job in lane.by_slot.values():
+            self._lane_of.pop(id(job), None)
         with self._cond:
-            self._running = 0
-        self.decode = self.engine.open(self.capacity, self.rows, sampling=True)
+            self._running -= len(lane.by_slot)
+        lane.open()
 
     def _shutdown(self) -> None:
         error = ApiError(503, "the server is shutting down", "server_error", None, "shutting_down")
         with self._cond:
             waiting, self._waiting = list(self._waiting), deque()
-        for job in list(self._by_slot.values()) + waiting:
+        running = [job for lane in self.lanes for job in lane.by_slot.values()]
+        for job in running + waiting:
             self._release(job)
             self._finish(job, Event([], "error", error))
 

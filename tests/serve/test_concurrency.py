@@ -16,7 +16,7 @@ from specir.runtime.tokenizer import load_tokenizer
 from specir.zoo import workloads
 from tests.helpers.serving import client, metric, serving
 
-CLIENTS, N = 16, 20
+CLIENTS, N, MIXED = 16, 20, 4
 LOAD_REQUESTS, LOAD_CONCURRENCY, LOAD_TOKENS, LOAD_DEADLINE_S = 32, 8, 16, 240.0
 
 
@@ -33,12 +33,13 @@ def setup(zoo):
     assert len(texts) == CLIENTS
     ids = [tok(t)["input_ids"] for t in texts]
     expected = [r.tokens for r in engine.generate(ids, N)]
+    sampled = [engine.generate([p], N, temperature=0.8, seed=100 + i)[0].tokens for i, p in enumerate(ids[:MIXED])]
     with serving(session, engine, max_batch_size=8, max_queue=64, max_model_len=512) as server:
-        yield session, server, texts, ids, expected
+        yield session, server, texts, ids, expected, sampled
 
 
 def test_concurrent_clients_are_token_forced(setup):
-    session, server, texts, ids, expected = setup
+    session, server, texts, ids, expected, _ = setup
     c = client(server)
     outputs: list = [None] * CLIENTS
 
@@ -67,7 +68,7 @@ def test_concurrent_clients_are_token_forced(setup):
 
 
 def test_bounded_load(setup):
-    _, server, texts, _, _ = setup
+    _, server, texts, _, _, _ = setup
     c = client(server)
     latencies, tokens, errors = [], [0], []
     lock = threading.Lock()
@@ -106,3 +107,27 @@ def test_bounded_load(setup):
           f"{tokens[0] / wall:.1f} tok/s, latency p50 {statistics.median(lat):.2f} s, p99 {p99:.2f} s, "
           f"tau {metric(server, 'specir_tau'):.2f}")
     assert metric(server, "specir_running_requests") == 0 and metric(server, "specir_queue_depth") == 0
+
+
+def test_mixed_greedy_and_sampled_clients(setup):
+    """Sampled and greedy requests at once (greedy ones then join the sampling session): each greedy
+    output is still the greedy one, each seeded one what engine.generate samples with that seed."""
+    _, server, texts, _, expected, sampled = setup
+    c = client(server)
+    got: dict = {}
+
+    def one(key) -> None:
+        kind, i = key
+        kwargs = dict(temperature=0.8, seed=100 + i) if kind == "sampled" else dict(temperature=0)
+        r = c.completions.create(model="code", prompt=texts[i], max_tokens=N, extra_body={"return_token_ids": True},
+                                 **kwargs)
+        got[key] = r.choices[0].token_ids
+
+    keys = [(kind, i) for i in range(MIXED) for kind in ("sampled", "greedy")]
+    threads = [threading.Thread(target=one, args=(k,), daemon=True) for k in keys]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert [got.get(("greedy", i)) for i in range(MIXED)] == expected[:MIXED]
+    assert [got.get(("sampled", i)) for i in range(MIXED)] == sampled
