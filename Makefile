@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml requirements/cpu-constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -c requirements/cpu-constraints.txt torch
-	$(BIN)/pip install -q -c requirements/cpu-constraints.txt -e ".[test,triton,tvm,bench]"
+	$(BIN)/pip install -q -c requirements/cpu-constraints.txt -e ".[test,triton,tvm,bench,serve]"
 	touch $@
 
 demo: setup

@@ -9,7 +9,7 @@ import sys
 from ..errors import SpecirError
 from ..time_limit import PASS_TIMEOUT_S, set_pass_timeout
 
-COMMANDS = ["init", "opt", "compile", "run", "check", "bench", "search", "memory", "calibrate", "targets", "zoo"]
+COMMANDS = ["init", "opt", "compile", "run", "check", "bench", "serve", "search", "memory", "calibrate", "targets", "zoo"]
 
 
 def build_parser() -> argparse.ArgumentParser:

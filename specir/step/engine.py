@@ -10,7 +10,7 @@ buffers and captured graphs) are built on first use and kept: later prompts, bat
   emitted per step; `timings` then holds prefill_s, decode_s, and `setup_s` the engine's
   one-time cost (compiling, loading, packing) so far.
 - `open(capacity, max_rows, sampling)` -> DecodeSession: continuous batching, requests added and
-  finishing between steps (`add`, `step`, `cancel`).
+  finishing between steps (`add`, `step`, `cancel`; `forget_finished` for a long-lived session).
 Invariant per request: the verifier's cache has committed every token but the pending one; a
 drafter has committed every token up to the pending one after its catch-up.
 """
@@ -263,6 +263,12 @@ class DecodeSession:
         if not request.done:
             request.done, request.finish_reason = True, "cancelled"
             self.session.ctx.active[request.slot] = 0
+
+    def forget_finished(self) -> None:
+        """Drop finished requests from `requests` and the step times kept so far, so that a
+        long-lived session (a server) holds no history; slots, caches and active requests stay."""
+        self.requests = [r for r in self.requests if not r.done]
+        self.step_seconds.clear()
 
     def step(self) -> list[tuple[Request, list[int]]]:
         """One decode step for every active request: (request, tokens it kept this step)."""

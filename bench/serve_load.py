@@ -1,0 +1,226 @@
+"""Serving throughput: `specir serve` of the speculative pipeline against `specir serve` of the AR
+pipeline (the same target, no draft) at several concurrencies, and against `specir bench` of the
+same build at the same batch size.
+
+    python bench/serve_load.py --out bench/results/serve-cpu-$(date +%F)
+
+What it does (every step through the CLI, as a user would):
+1. `specir init > spec.spec` (the shipped pair, chain k=4); the AR pipeline (runtime/baseline.py:
+   `ar_pipeline`, verify.chain + accept.greedy on the stock target) printed to `ar.spec`;
+   `specir compile ... --target cpu -o build-{spec,ar}/`.
+2. For each concurrency C: `specir serve build-X --max-batch-size C` for both builds (two server
+   processes on loopback), an untimed warm-up round, then `--repeats` timed rounds alternating AR
+   and spec (so that load on this shared machine hits both alike). A round: C client threads send
+   `--requests-per-client` greedy completions each, back to back (closed loop, non-streaming, the
+   shipped workload prompts as token ids, max_tokens `--max-tokens`). Measured per round: tokens
+   generated / wall seconds (first send to last answer), tokens per CPU-second of the server process
+   (utime + stime from /proc: less sensitive to other processes on the machine), latency p50/p99.
+3. `specir bench build-spec --batch-size 1,8,32 --max-new-tokens M --json`, `--repeats` times.
+Reported: medians over rounds. Every request and answer stays on 127.0.0.1; rounds are bounded in
+count and each request in time.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import http.client
+import json
+import os
+import platform
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+SPECIR = [sys.executable, "-m", "specir.cli.main"]
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def sh(argv, **kwargs) -> str:
+    print("$", " ".join(str(a) for a in argv), file=sys.stderr, flush=True)
+    return subprocess.run([str(a) for a in argv], check=True, capture_output=True, text=True, **kwargs).stdout
+
+
+def build(out: Path) -> dict[str, Path]:
+    from specir.ir.printer import print_pipeline
+    from specir.load import load_pipeline
+    from specir.runtime.baseline import ar_pipeline
+    spec = out / "spec.spec"
+    spec.write_text(sh(SPECIR + ["init"]))
+    (out / "ar.spec").write_text(print_pipeline(ar_pipeline(load_pipeline(spec))))
+    builds = {}
+    for name in ("ar", "spec"):
+        builds[name] = out / f"build-{name}"
+        sh(SPECIR + ["compile", out / f"{name}.spec", "--target", "cpu", "-o", builds[name]])
+    return builds
+
+
+def prompts() -> list[list[int]]:
+    from specir.runtime.prompts import to_ids, workload_records
+    from specir.runtime.session import open_session
+    folder = str(open_session(None, "cpu").target_folder())
+    return to_ids(workload_records(None, 8), folder, 4096)  # what `specir bench --limit 8` times
+
+
+class Server:
+    def __init__(self, build: Path, batch: int, log: Path):
+        self.log = open(log, "w+")
+        self.proc = subprocess.Popen(SPECIR + ["serve", str(build), "--port", "0", "--max-batch-size", str(batch),
+                                               "--max-queue", "256"], stdout=subprocess.DEVNULL, stderr=self.log)
+        deadline = time.monotonic() + 600
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"specir serve exited: {Path(log).read_text()}")
+            found = re.search(r"at http://127\.0\.0\.1:(\d+)/v1", Path(log).read_text())
+            if found:
+                self.port = int(found.group(1))
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError("specir serve did not start in 600 s")
+            time.sleep(0.2)
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK
+
+    def complete(self, ids: list[int], max_tokens: int) -> int:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
+        conn.request("POST", "/v1/completions", json.dumps({"prompt": ids, "max_tokens": max_tokens,
+                                                            "temperature": 0}), {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        body = json.loads(resp.read())
+        conn.close()
+        if resp.status != 200:
+            raise RuntimeError(f"HTTP {resp.status}: {body}")
+        return body["usage"]["completion_tokens"]
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(120)
+
+
+def round_(server: Server, pool: list[list[int]], clients: int, per_client: int, max_tokens: int) -> dict:
+    latencies, tokens, errors = [], [0], []
+    lock = threading.Lock()
+
+    def client(c: int) -> None:
+        for k in range(per_client):
+            ids = pool[(c * per_client + k) % len(pool)]
+            start = time.perf_counter()
+            try:
+                n = server.complete(ids, max_tokens)
+            except Exception as exc:  # reported below
+                errors.append(repr(exc))
+                return
+            with lock:
+                latencies.append(time.perf_counter() - start)
+                tokens[0] += n
+
+    cpu0, t0 = server.cpu_seconds(), time.perf_counter()
+    threads = [threading.Thread(target=client, args=(c,), daemon=True) for c in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall, cpu = time.perf_counter() - t0, server.cpu_seconds() - cpu0
+    if errors:
+        raise RuntimeError(errors[0])
+    lat = sorted(latencies)
+    return {"requests": len(lat), "tokens": tokens[0], "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
+            "tok_s": round(tokens[0] / wall, 2), "tok_per_cpu_s": round(tokens[0] / cpu, 2),
+            "p50_s": round(statistics.median(lat), 3), "p99_s": round(lat[min(len(lat) - 1, int(0.99 * len(lat)))], 3)}
+
+
+def median_of(rounds: list[dict]) -> dict:
+    return {k: round(statistics.median(r[k] for r in rounds), 3) for k in ("tok_s", "tok_per_cpu_s", "p50_s", "p99_s")}
+
+
+def bench_rows(build: Path, sizes: list[int], max_tokens: int, repeats: int, out: Path) -> dict:
+    """Per batch size: `specir bench` tok/s over all workloads (decoding; e2e with prefill), median of repeats."""
+    per = {b: {"tok_s": [], "e2e_tok_s": [], "ar_tok_s": [], "ar_e2e_tok_s": []} for b in sizes}
+    for r in range(repeats):
+        data = json.loads(sh(SPECIR + ["bench", build, "--batch-size", ",".join(map(str, sizes)), "--limit", "8",
+                                       "--max-new-tokens", str(max_tokens), "--json", "--out", out / f"bench-{r}"]))
+        for b in sizes:
+            rows = [row for row in data["rows"] if row["batch_size"] == b]
+            tokens = sum(row["tokens"] for row in rows)
+            for key, field in (("tok_s", "tokens_per_s"), ("e2e_tok_s", "e2e_tokens_per_s"),
+                               ("ar_tok_s", "ar_tokens_per_s"), ("ar_e2e_tok_s", "ar_e2e_tokens_per_s")):
+                per[b][key].append(tokens / sum(row["tokens"] / row[field] for row in rows))
+    return {b: {k: round(statistics.median(v), 2) for k, v in d.items()} for b, d in per.items()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--concurrency", default="1,8,32")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--requests-per-client", type=int, default=0, help="default: 8 at concurrency 1, 4 at 8, 2 at 32")
+    ap.add_argument("--max-tokens", type=int, default=64)
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    sizes = [int(c) for c in args.concurrency.split(",")]
+    load_before = os.getloadavg()
+    builds = build(out)
+    pool = prompts()
+    results = {"serve": {}, "bench": {}}
+    for c in sizes:
+        per_client = args.requests_per_client or {1: 8, 8: 4}.get(c, 2)
+        servers = {name: Server(builds[name], c, out / f"serve-{name}-c{c}.log") for name in ("ar", "spec")}
+        try:
+            for s in servers.values():  # warm-up: every prefill shape and the batch once
+                round_(s, pool, c, 1, 8)
+            rounds = {"ar": [], "spec": []}
+            for _ in range(args.repeats):
+                for name in ("ar", "spec"):
+                    rounds[name].append(round_(servers[name], pool, c, per_client, args.max_tokens))
+                    print(c, name, rounds[name][-1], file=sys.stderr, flush=True)
+        finally:
+            for s in servers.values():
+                s.stop()
+        results["serve"][c] = {name: {"median": median_of(r), "rounds": r} for name, r in rounds.items()}
+    results["bench"] = bench_rows(builds["spec"], sizes, args.max_tokens, args.repeats, out)
+    results["meta"] = {
+        "date": datetime.date.today().isoformat(), "machine": f"{platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cores", "load_average_before": load_before, "load_average_after": os.getloadavg(),
+        "command": "python bench/serve_load.py " + " ".join(sys.argv[1:]), "max_tokens": args.max_tokens,
+        "prompts": len(pool), "repeats": args.repeats}
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out / "README.md").write_text(report(results))
+    print(report(results))
+    return 0
+
+
+def report(res: dict) -> str:
+    m = res["meta"]
+    lines = [f"# specir serve on the CPU: speculative vs AR, and vs specir bench ({m['date']})", "",
+             f"Command: `{m['command']}`  ", f"Machine: {m['machine']}; load average before "
+             f"{', '.join(f'{x:.1f}' for x in m['load_average_before'])}, after "
+             f"{', '.join(f'{x:.1f}' for x in m['load_average_after'])} (a shared machine: other jobs ran during the "
+             f"measurement, so wall-clock figures are noisy; tokens per CPU-second of the server process are less so). "
+             f"Medians of {m['repeats']} rounds; the shipped pair (chain k=4) and its AR pipeline, greedy, "
+             f"{m['prompts']} shipped workload prompts, max_tokens {m['max_tokens']}.", "",
+             "| concurrency | AR tok/s | spec tok/s | spec/AR | AR tok/CPU-s | spec tok/CPU-s | spec/AR (CPU) | "
+             "spec p50 / p99 s | bench tok/s (decode) | bench tok/s (e2e) | serve / bench e2e |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for c, row in res["serve"].items():
+        ar, sp = row["ar"]["median"], row["spec"]["median"]
+        b = res["bench"].get(c) or res["bench"].get(str(c)) or {}
+        lines.append(f"| {c} | {ar['tok_s']:.1f} | {sp['tok_s']:.1f} | {sp['tok_s'] / ar['tok_s']:.2f}x | "
+                     f"{ar['tok_per_cpu_s']:.1f} | {sp['tok_per_cpu_s']:.1f} | "
+                     f"{sp['tok_per_cpu_s'] / ar['tok_per_cpu_s']:.2f}x | {sp['p50_s']:.2f} / {sp['p99_s']:.2f} | "
+                     f"{b.get('tok_s', float('nan')):.1f} | {b.get('e2e_tok_s', float('nan')):.1f} | "
+                     f"{sp['tok_s'] / b['e2e_tok_s'] if b.get('e2e_tok_s') else float('nan'):.2f} |")
+    lines += ["", "serve: closed-loop clients over HTTP (prefill, HTTP and JSON included), continuous batching "
+              "with --max-batch-size = concurrency. bench: `specir bench` of the same build at batch size = "
+              "concurrency (decode: prefill excluded; e2e: prefill included; static batches).", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,18 @@
+"""bench/serve_load.py: its report table from a results object (the measurement itself runs servers
+for minutes and is not part of the suite)."""
+from __future__ import annotations
+
+from tests.helpers.bench_scripts import load_bench_script
+
+
+def test_report_table():
+    mod = load_bench_script("serve_load")
+    rnd = {"tok_s": 20.0, "tok_per_cpu_s": 50.0, "p50_s": 1.0, "p99_s": 2.0}
+    fast = {"tok_s": 40.0, "tok_per_cpu_s": 90.0, "p50_s": 0.5, "p99_s": 0.9}
+    res = {"serve": {1: {"ar": {"median": mod.median_of([rnd])}, "spec": {"median": mod.median_of([fast, fast])}}},
+           "bench": {1: {"tok_s": 50.0, "e2e_tok_s": 42.0}},
+           "meta": {"date": "2026-12-01", "machine": "x86_64, 2 cores", "load_average_before": (1.0, 1.0, 1.0),
+                    "load_average_after": (2.0, 2.0, 2.0), "command": "python bench/serve_load.py --out X",
+                    "max_tokens": 64, "prompts": 32, "repeats": 1}}
+    text = mod.report(res)
+    assert "| 1 | 20.0 | 40.0 | 2.00x | 50.0 | 90.0 | 1.80x | 0.50 / 0.90 | 50.0 | 42.0 | 0.95 |" in text
