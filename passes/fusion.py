@@ -18,9 +18,8 @@ After (fusion{add_norm=false}):
 """
 from __future__ import annotations
 
-from specir.errors import SpecirError
 from specir.ir.nodes import Attrs, Pipeline
-from specir.pass_base import Option, Pass
+from specir.pass_base import Option, Pass, models_option, selected_models
 
 FUSIONS = ("add_norm", "linear_groups", "rope_kv_write")
 
@@ -36,17 +35,11 @@ class Fusion(Pass):
         "add_norm": Option(bool, True, "fuse a residual add with the following rms_norm"),
         "linear_groups": Option(bool, True, "run linears of one input (q/k/v, gate/up) as one launch"),
         "rope_kv_write": Option(bool, True, "fuse the rope of q, k with the KV-cache write"),
-        "models": Option(str, "", "comma-separated model names (default: every model)", search=("",)),
+        "models": models_option(),
     }
 
     def run(self, pipeline: Pipeline) -> Pipeline:
-        names = [n.strip().lstrip("@") for n in self.models.split(",") if n.strip()]
-        for name in names:
-            if pipeline.model(name) is None:
-                raise SpecirError(f"fusion: no model @{name}",
-                                  hint="models: " + ", ".join("@" + m.name for m in pipeline.models))
         fuse = fusion_attrs(self.add_norm, self.linear_groups, self.rope_kv_write)
-        for model in pipeline.models:
-            if model.graph is not None and (not names or model.name in names):
-                pipeline = pipeline.with_model(model.with_attrs(fuse=fuse))
+        for model in selected_models(pipeline, self.models, self.name):
+            pipeline = pipeline.with_model(model.with_attrs(fuse=fuse))
         return pipeline
