@@ -42,10 +42,13 @@ def run(args) -> int:
     for rec, ids in zip(records, prompts):
         workloads.setdefault(rec.get("workload", "prompts"), []).append(ids)
     check_batch_fits(session.pipeline, max(sizes), max(len(p) for p in prompts), args.max_new_tokens, session.device)
+    print(f"bench: loading {session.pipeline.name} on {session.backend} ({session.target.name}); kernels and graphs "
+          "are built at the first step of each batch size", file=sys.stderr, flush=True)
     engine = session.engine()
     ar_engine = StepEngine(ar_pipeline(session.pipeline), engine.backend, base=session.base)
     reference = None
     if args.check:
+        print("bench: loading the declared target for --check", file=sys.stderr, flush=True)
         from ..declared_target import read
         from ..runtime.token_forcing import Reference
         reference = Reference(read(session.pipeline), session.device)
@@ -110,4 +113,6 @@ def _progress(total: int):
         from tqdm import tqdm
     except ImportError:
         return None
-    return tqdm(total=total, desc="bench", unit="prompt", file=sys.stderr, disable=None)
+    tty = sys.stderr.isatty()  # a log file gets a line every 30 s instead of a redrawn bar
+    return tqdm(total=total, desc="bench", unit="prompt", file=sys.stderr, mininterval=0.1 if tty else 30,
+                ncols=None if tty else 100)
