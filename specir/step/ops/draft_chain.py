@@ -3,7 +3,8 @@
 Semantics: the drafter catches up (catch_up.py), then proposes token 1 from its logits after the
 pending token and tokens 2..k from k - 1 one-token forwards at scratch rows lens + i - 1 (greedy at
 temperature 0; in sampling mode a request at temperature T > 0 draws from q = softmax(logits / T)
-and q is kept for lossless acceptance).
+and q is kept for lossless acceptance). The draft's score is each prefix's cumulative log-probability
+under the drafter (its confidence, read by batch.budget).
 Width k, depth k. Forwards on @drafter per step: one catch-up of the emit width, k - 1 of one token.
 """
 from __future__ import annotations
@@ -38,11 +39,14 @@ def lower(ctx, op, args):
     state = ctx.state(model_of(op), "draft")
     k = op.attrs["k"]
     logits = catch_up(ctx, state)
-    tokens, qs = [], []
+    tokens, qs, scores = [], [], []
+    total = torch.zeros(ctx.B, dtype=torch.float32, device=ctx.device)
     for i in range(k):
         token, q = ctx.choose(logits, STREAM + i)
         tokens.append(token)
         qs.append(q)
+        total = total + torch.log_softmax(logits.float(), dim=-1).gather(1, token[:, None])[:, 0]
+        scores.append(total)
         if i + 1 < k:
             inputs, forward = ctx.forward(state, ("draft", 1), 1, offsets=True)
             inputs.ids[:, 0] = token
@@ -51,7 +55,7 @@ def lower(ctx, op, args):
             logits = forward.run()[:, 0]
     count = torch.full((ctx.B,), k, dtype=torch.int32, device=ctx.device)
     q = torch.stack(qs, dim=1) if ctx.sampling else None
-    return Draft(torch.stack(tokens, dim=1), count, q)
+    return Draft(torch.stack(tokens, dim=1), count, q, torch.stack(scores, dim=1))
 
 
 register_op(OpDef(

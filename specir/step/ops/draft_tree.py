@@ -8,7 +8,7 @@ position, then child rank). The tree keeps the `budget` best candidates overall 
 creation order), listed in creation order after node 0 (the pending token); a child's score never
 exceeds its parent's, so every kept node's parent is kept. `expand = "dynamic"`: candidates whose
 path probability is below `threshold` get score -inf; they are never expanded and the nodes they
-fill are invalid (never accepted). Drafting is deterministic at every temperature (acceptance
+fill are invalid (never accepted). The nodes carry their scores (confidence, read by batch.budget). Drafting is deterministic at every temperature (acceptance
 samples over the candidates losslessly).
 Candidates C = K + (depth - 1) K^2; width N = min(budget, C) drafted nodes (verify width N + 1);
 depth `depth`. Forwards on @drafter: one catch-up of the emit width, depth - 1 of K tokens with a
@@ -148,7 +148,8 @@ class TreeState:
         anc = self.eye_n.clone()
         for _ in range(self.depth):
             anc = self.eye_n | anc.gather(1, up)
-        return Nodes(tokens, parents, depths, valid, anc, max_depth=self.depth, max_children=self.K)
+        score = torch.cat([torch.zeros_like(self.score[:, :1]), self.score.gather(1, chosen)], dim=1)
+        return Nodes(tokens, parents, depths, valid, anc, max_depth=self.depth, max_children=self.K, score=score)
 
 
 def setup(ctx, op) -> None:
