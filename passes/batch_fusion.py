@@ -11,7 +11,8 @@ Mechanisms, each an option the search toggles:
 - `shrink = true`: the budget per live batch size from the cost model (specir/batch_schedule.py
   for `target`, assuming per-token acceptance `alpha`): fewer drafted tokens per request as the
   batch grows, none (a plain AR verify) once the verify is compute-bound; printed as the
-  `batch.budget` op's `tokens` list;
+  `batch.budget` op's `tokens` list, and as the draft op's `off_at` (the live batch size from which
+  the drafter only catches up: the step is then autoregressive, no drafting forward runs);
 - `commit = "in-place"`: a tree's commit moves only the rows out of place (`kv = "in-place"`);
   `"compact"` keeps the full move. A chain's commit stays `kv = "prefix"` (nothing moves).
 Provides the fact `batch-fusion`.
@@ -36,7 +37,7 @@ from specir.batch_schedule import budget_table
 from specir.errors import SpecirError
 from specir.ir.nodes import Attrs, Op, Pipeline
 from specir.ir.ops_recurrent import state_specs
-from specir.ir.opdefs import without_defaults
+from specir.ir.opdefs import OPS, without_defaults
 from specir.pass_base import Option, Pass
 from specir.targets import all_targets, get_target
 
@@ -107,10 +108,26 @@ class BatchFusion(Pass):
             table = budget_table(typed, get_target(self.target), self.max_batch, self.alpha)
             if self.budget:
                 table = [min(t, self.budget) for t in table]
-            ops = [replace(op, attrs=op.attrs.set(tokens=tuple(table))) if op.result == fed else op
-                   for op in typed.step.ops]
+            off_at = _first_zero_tail(table)
+            ops = []
+            for op in typed.step.ops:
+                if op.result == fed:
+                    op = replace(op, attrs=op.attrs.set(tokens=tuple(table)))
+                elif op.result == draft and off_at and "off_at" in OPS[op.name].attrs:
+                    op = replace(op, attrs=op.attrs.set(off_at=off_at))
+                ops.append(op)
             out = replace(out, step=replace(out.step, ops=tuple(ops)))
         return out
+
+
+def _first_zero_tail(table: list[int]) -> int:
+    """The smallest live batch size from which the table drafts nothing (0: none)."""
+    if table[-1] != 0:
+        return 0
+    b = len(table)
+    while b > 1 and table[b - 2] == 0:
+        b -= 1
+    return b
 
 
 def _type_of(ops, value: str):

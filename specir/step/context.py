@@ -78,6 +78,10 @@ class StepContext:
             state.forwards[key] = entry
         return entry
 
+    def live_requests(self) -> int:
+        """Requests decoding this step, from the host's view (no device read)."""
+        return sum(1 for r in self.requests if r is not None and not r.done)
+
     def uniform(self, shape: tuple[int, ...], stream: int) -> torch.Tensor:
         return uniform(self.seed, self.counter, shape, stream)
 

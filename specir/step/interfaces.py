@@ -19,6 +19,9 @@ sizing, kernel planning and the engine. Nothing else looks at step op names.
   kernel), differentially tested against `lower`.
 - `setup(ctx, op)`: allocates the op's per-session state (drafter feeds, static buffers).
 - `overhead_s`: fixed seconds per step the cost model adds (host work, small launches).
+- `variant(ctx, op) -> hashable`: optional; host-known state (never a device read) that selects
+  what the op launches this step (e.g. drafting off at a large live batch); the program keeps one
+  capture per variant of the segment holding the op.
 A step op without interfaces is a verifier error naming it; a missing one is never a silent 0.
 """
 from __future__ import annotations
@@ -48,6 +51,7 @@ class StepInterfaces:
     lowerings: dict = field(default_factory=dict)
     setup: Callable | None = None
     overhead_s: float = 0.0
+    variant: Callable | None = None
 
     def lowering_for(self, backend: str) -> Callable:
         return self.lowerings.get(backend, self.lower)

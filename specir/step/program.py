@@ -10,7 +10,9 @@ segment (ops that read and write only tensors) or a host segment (one op whose i
   segment whose inputs are all stable (the context's persistent tensors, host results' static
   buffers, outputs of captured segments) runs eagerly the first time it sees those inputs (which
   compiles the kernels and allocates lazily created buffers), is captured the second time and is
-  replayed from then on; a segment reading a value an eager run produced runs eagerly.
+  replayed from then on; a segment reading a value an eager run produced runs eagerly. An op that
+  declares a `variant` (host-known state choosing what it launches) adds it to its segment's
+  capture key: one capture per variant.
 What a step computes is exactly its ops' semantics in order; capture only changes how it is
 launched. Values flow through an environment keyed by the IR's value names.
 """
@@ -82,6 +84,14 @@ class StepProgram:
                 out[op.result] = value
         return out
 
+    def _variants(self, seg, ctx) -> tuple:
+        out = []
+        for op, _ in seg.ops:
+            variant = self.info.interfaces(op).variant
+            if variant is not None:
+                out.append(variant(ctx, op))
+        return tuple(out)
+
     def run(self, ctx, session) -> None:
         """One step over `ctx`; `session.static`, `.captures`, `.warmed` and `.pool` keep buffers and graphs."""
         env = {self.ctx_name: ctx}
@@ -94,7 +104,7 @@ class StepProgram:
                 continue
             if self.backend.captures and all(v in stable for v in seg.reads):
                 key = (index, tuple((t.data_ptr(), tuple(t.shape), t.dtype)
-                                    for v in seg.reads for t in _tensors(env[v])))
+                                    for v in seg.reads for t in _tensors(env[v])), self._variants(seg, ctx))
                 entry = session.captures.get(key)
                 if entry is None and key in session.warmed:
                     entry = session.captures[key] = self.backend.capture(

@@ -146,6 +146,8 @@ def test_shrink_table_shrinks_and_turns_off(tmp_path):
         "tree-verify{budget=16,topk=2},batch-fusion{shrink=true,target=cpu,alpha=0.8}")))
     printed = next(op for op in fused.step.ops if op.name == "batch.budget").attrs["tokens"]
     assert list(printed) == table
+    off_at = next(op for op in fused.step.ops if op.name == "draft.tree").attrs["off_at"]
+    assert table[off_at - 2] > 0 and all(t == 0 for t in table[off_at - 1:]), (off_at, table)
 
 
 def test_continuous_batching_forced_against_transformers(engines, pair):
@@ -171,3 +173,26 @@ def test_continuous_batching_forced_against_transformers(engines, pair):
     assert len({a for r in done for a in r.accept_lengths}) >= 2, "every step accepted the same length"
     report = force(reference, [r.prompt for r in done], [r.generated for r in done])
     assert report.ok and report.checked == sum(r.max_new for r in done), report.as_dict()
+
+
+def test_off_at_drafts_nothing_and_skips_the_drafting_forwards(engines, pair, tmp_path):
+    """draft.tree {off_at = 2}: with two or more live requests the drafter only catches up (no level
+    forward runs) and every step emits one token; alone, a request speculates again; tokens equal AR."""
+    target, drafter = pair
+    path = write_spec(tmp_path, "off", target, drafter, k=3, passes="tree-verify{budget=12,topk=2},batch-fusion")
+    path.write_text(path.read_text().replace("topk = 2}", "off_at = 2, topk = 2}"))
+    engine = make_engine(load_pipeline(path), "reference", "cpu", None)
+    prompts = _prompts(3, seed=5)
+    want = [r.tokens for r in engines["ar"].generate(prompts, 10)]
+    state = None
+    decode = engine.open(3, engine.rows_needed(17, 10), sampling=False)
+    reqs = [decode.add(p, 10) for p in prompts[:2]]
+    state = next(s for s in decode.session.ctx.models.values() if s.role == "draft")
+    decode.step()
+    assert all(len(r.accept_lengths) == 1 and r.accept_lengths[0] == 1 for r in reqs)
+    assert not any(key[0] == "tree-level" for key in state.forwards), "a drafting forward ran"
+    while decode.active():
+        decode.step()
+    assert [r.generated for r in reqs] == want[:2]
+    alone = engine.generate(prompts[2:], 10)[0]
+    assert alone.tokens == want[2] and max(alone.accept_lengths) > 1

@@ -32,3 +32,16 @@ def no_forwards(op, info) -> list:
 
 def zero(op, info) -> int:
     return 0
+
+
+OFF_AT = AttrSpec("int", 0, doc="draft nothing (only catch up) once this many requests are live; 0: never")
+
+
+def drafting_off(ctx, op) -> bool:
+    """The op's `off_at` rule this step: True when it only catches up and drafts nothing."""
+    off_at = op.attrs.get("off_at", 0)
+    return bool(off_at) and ctx.live_requests() >= off_at
+
+
+def off_variant(ctx, op) -> bool:
+    return drafting_off(ctx, op)

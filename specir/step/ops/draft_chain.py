@@ -4,7 +4,9 @@ Semantics: the drafter catches up (catch_up.py), then proposes token 1 from its 
 pending token and tokens 2..k from k - 1 one-token forwards at scratch rows lens + i - 1 (greedy at
 temperature 0; in sampling mode a request at temperature T > 0 draws from q = softmax(logits / T)
 and q is kept for lossless acceptance). The draft's score is each prefix's cumulative log-probability
-under the drafter (its confidence, read by batch.budget).
+under the drafter (its confidence, read by batch.budget). With `off_at = N` > 0 and N or more live
+requests (host-known), the drafter only catches up and the draft is empty (count 0): the verify
+is then a plain autoregressive step and the k - 1 drafting forwards do not run.
 Width k, depth k. Forwards on @drafter per step: one catch-up of the emit width, k - 1 of one token.
 """
 from __future__ import annotations
@@ -17,7 +19,7 @@ from specir.step.catch_up import catch_up
 from specir.step.interfaces import ModelForward, StepInterfaces
 from specir.step.values import Draft
 
-from .common import DRAFT_K, check_k, model_of
+from .common import DRAFT_K, OFF_AT, check_k, drafting_off, model_of, off_variant
 
 STREAM = 101
 
@@ -39,6 +41,11 @@ def lower(ctx, op, args):
     state = ctx.state(model_of(op), "draft")
     k = op.attrs["k"]
     logits = catch_up(ctx, state)
+    if drafting_off(ctx, op):
+        z = torch.zeros(ctx.B, k, dtype=torch.long, device=ctx.device)
+        q = torch.zeros(ctx.B, k, logits.shape[-1], device=ctx.device) if ctx.sampling else None
+        return Draft(z, torch.zeros(ctx.B, dtype=torch.int32, device=ctx.device), q,
+                     torch.full((ctx.B, k), -torch.inf, device=ctx.device))
     tokens, qs, scores = [], [], []
     total = torch.zeros(ctx.B, dtype=torch.float32, device=ctx.device)
     for i in range(k):
@@ -59,7 +66,7 @@ def lower(ctx, op, args):
 
 
 register_op(OpDef(
-    "draft.chain", "step", (symbol("drafter"), value("ctx", "context")), {"k": DRAFT_K}, _infer,
+    "draft.chain", "step", (symbol("drafter"), value("ctx", "context")), {"k": DRAFT_K, "off_at": OFF_AT}, _infer,
     doc="k greedy tokens from a draft model.", role="draft",
     step=StepInterfaces(width=lambda op, info: op.attrs["k"], depth=lambda op, info: op.attrs["k"],
-                        forwards=_forwards, lower=lower, effects=("draft",))))
+                        forwards=_forwards, lower=lower, effects=("draft",), variant=off_variant)))

@@ -8,7 +8,8 @@ position, then child rank). The tree keeps the `budget` best candidates overall 
 creation order), listed in creation order after node 0 (the pending token); a child's score never
 exceeds its parent's, so every kept node's parent is kept. `expand = "dynamic"`: candidates whose
 path probability is below `threshold` get score -inf; they are never expanded and the nodes they
-fill are invalid (never accepted). The nodes carry their scores (confidence, read by batch.budget). Drafting is deterministic at every temperature (acceptance
+fill are invalid (never accepted). With `off_at = N` > 0 and N or more live requests (host-known),
+the drafter only catches up and every drafted node is invalid (no level forward runs). The nodes carry their scores (confidence, read by batch.budget). Drafting is deterministic at every temperature (acceptance
 samples over the candidates losslessly).
 Candidates C = K + (depth - 1) K^2; width N = min(budget, C) drafted nodes (verify width N + 1);
 depth `depth`. Forwards on @drafter: one catch-up of the emit width, depth - 1 of K tokens with a
@@ -26,7 +27,7 @@ from specir.step.catch_up import catch_up
 from specir.step.interfaces import ModelForward, StepInterfaces
 from specir.step.values import Nodes
 
-from .common import model_of, model_vocab
+from .common import OFF_AT, drafting_off, model_of, model_vocab, off_variant
 
 MAX_CANDIDATES = 1 << 16  # topk + (depth - 1) topk^2: the candidate table of one request
 
@@ -163,6 +164,10 @@ def lower(ctx, op, args):
     state = ctx.state(model_of(op), "draft")
     tree: TreeState = ctx.op_state[id(op)]
     tree.root(catch_up(ctx, state))
+    if drafting_off(ctx, op):
+        nodes = tree.nodes(ctx.pending)
+        nodes.valid = nodes.valid & (nodes.depths == 0)
+        return nodes
     K = tree.K
     for level in range(1, tree.depth):
         inputs, forward = ctx.forward(state, ("tree-level", K), K, mask_width=tree.U, offsets=True)
@@ -181,7 +186,8 @@ register_op(OpDef(
      "expand": AttrSpec("str", "static", choices=("static", "dynamic"),
                         doc="static: best-first by cumulative draft probability up to the budget; "
                             "dynamic: also drop candidates whose path probability is below `threshold`"),
-     "threshold": AttrSpec("float", 0.0, doc="dynamic expansion: minimum path probability", valid=in_range(0, 1))},
+     "threshold": AttrSpec("float", 0.0, doc="dynamic expansion: minimum path probability", valid=in_range(0, 1)),
+     "off_at": OFF_AT},
     _infer, doc="A token tree: static top-k expansion or dynamic by draft confidence.", role="draft",
     step=StepInterfaces(width=width, depth=lambda op, info: op.attrs["depth"], forwards=_forwards, lower=lower,
-                        setup=setup, effects=("draft",))))
+                        setup=setup, effects=("draft",), variant=off_variant)))
