@@ -39,6 +39,7 @@ def register(sub) -> None:
 def run(args) -> int:
     positive("--max-new-tokens", args.max_new_tokens)
     sizes = _batch_sizes(args.batch_size)
+    rates = None if args.arrival_rate is None else _rates(args.arrival_rate)
     out = _out_folder(args.out)
     session = session_from(args)
     records, prompts = prompts_from(args, session, limit=args.limit or None)
@@ -53,8 +54,8 @@ def run(args) -> int:
         from ..declared_target import read
         from ..runtime.token_forcing import Reference
         reference = Reference(read(session.pipeline), session.device)
-    if args.arrival_rate is not None:
-        return _run_arrivals(args, session, engine, ar_engine, workloads, sizes, _rates(args.arrival_rate), out,
+    if rates is not None:
+        return _run_arrivals(args, session, engine, ar_engine, workloads, sizes, rates, out,
                              reference)
     total = 2 * sum(len(v) + (-len(v)) % bs for v in workloads.values() for bs in sizes)
     bar = _progress(total)
