@@ -49,6 +49,7 @@ class StepContext:
         self.models: dict[tuple[str, str], ModelState] = {}
         self.op_state: dict[int, object] = {}
         self.requests: list = []  # host-side requests by slot (host ops read their token history)
+        self.variants: dict[int, object] = {}  # this step's op variants (id(op) -> value), set by the program
 
     def add_model(self, name: str, role: str, executor) -> ModelState:
         key = (name, role)

@@ -175,24 +175,30 @@ def test_continuous_batching_forced_against_transformers(engines, pair):
     assert report.ok and report.checked == sum(r.max_new for r in done), report.as_dict()
 
 
-def test_off_at_drafts_nothing_and_skips_the_drafting_forwards(engines, pair, tmp_path):
-    """draft.tree {off_at = 2}: with two or more live requests the drafter only catches up (no level
-    forward runs) and every step emits one token; alone, a request speculates again; tokens equal AR."""
+def test_off_at_drafts_nothing_then_resyncs(engines, pair, tmp_path):
+    """draft.tree {off_at = 2}: with two or more live requests no drafter forward runs and every step
+    emits one token; once one request is left, the drafter catches up on the tokens it skipped and
+    speculation resumes; every request's tokens equal AR."""
     target, drafter = pair
     path = write_spec(tmp_path, "off", target, drafter, k=3, passes="tree-verify{budget=12,topk=2},batch-fusion")
     path.write_text(path.read_text().replace("topk = 2}", "off_at = 2, topk = 2}"))
     engine = make_engine(load_pipeline(path), "reference", "cpu", None)
     prompts = _prompts(3, seed=5)
-    want = [r.tokens for r in engines["ar"].generate(prompts, 10)]
-    state = None
-    decode = engine.open(3, engine.rows_needed(17, 10), sampling=False)
-    reqs = [decode.add(p, 10) for p in prompts[:2]]
+    want = [r.tokens for r in engines["ar"].generate(prompts, 16)]
+    decode = engine.open(3, engine.rows_needed(17, 16), sampling=False)
+    short = decode.add(prompts[0], 4)
+    late = decode.add(prompts[1], 16)
     state = next(s for s in decode.session.ctx.models.values() if s.role == "draft")
-    decode.step()
-    assert all(len(r.accept_lengths) == 1 and r.accept_lengths[0] == 1 for r in reqs)
-    assert not any(key[0] == "tree-level" for key in state.forwards), "a drafting forward ran"
+    lens = state.lens.clone()
+    while not short.done:
+        decode.step()
+    assert torch.equal(state.lens, lens), "the drafter ran while drafting was off"
+    assert short.accept_lengths == [1, 1, 1, 1]
     while decode.active():
         decode.step()
-    assert [r.generated for r in reqs] == want[:2]
-    alone = engine.generate(prompts[2:], 10)[0]
-    assert alone.tokens == want[2] and max(alone.accept_lengths) > 1
+    assert max(late.accept_lengths[4:]) > 1, "speculation did not resume"
+    assert [short.generated, late.generated] == [want[0][:4], want[1]]
+    again = decode.add(prompts[2], 16)  # a new request alone: on from its first step
+    while decode.active():
+        decode.step()
+    assert again.generated == want[2] and max(again.accept_lengths) > 1

@@ -5,8 +5,9 @@ pending token and tokens 2..k from k - 1 one-token forwards at scratch rows lens
 temperature 0; in sampling mode a request at temperature T > 0 draws from q = softmax(logits / T)
 and q is kept for lossless acceptance). The draft's score is each prefix's cumulative log-probability
 under the drafter (its confidence, read by batch.budget). With `off_at = N` > 0 and N or more live
-requests (host-known), the drafter only catches up and the draft is empty (count 0): the verify
-is then a plain autoregressive step and the k - 1 drafting forwards do not run.
+requests (host-known), no drafter forward runs and the draft is empty (count 0): the verify is a
+plain autoregressive step; the first step back on, the drafter catches up on the tokens it skipped
+(catch_up.resync).
 Width k, depth k. Forwards on @drafter per step: one catch-up of the emit width, k - 1 of one token.
 """
 from __future__ import annotations
@@ -15,11 +16,11 @@ import torch
 
 from specir.ir.opdefs import OpDef, register_op, symbol, value
 from specir.ir.types import TOKENS
-from specir.step.catch_up import catch_up
+from specir.step.catch_up import catch_up, resync
 from specir.step.interfaces import ModelForward, StepInterfaces
 from specir.step.values import Draft
 
-from .common import DRAFT_K, OFF_AT, check_k, drafting_off, model_of, off_variant
+from .common import DRAFT_K, OFF_AT, check_k, draft_mode, model_of, off_variant
 
 STREAM = 101
 
@@ -40,12 +41,12 @@ def _forwards(op, info):
 def lower(ctx, op, args):
     state = ctx.state(model_of(op), "draft")
     k = op.attrs["k"]
-    logits = catch_up(ctx, state)
-    if drafting_off(ctx, op):
-        z = torch.zeros(ctx.B, k, dtype=torch.long, device=ctx.device)
-        q = torch.zeros(ctx.B, k, logits.shape[-1], device=ctx.device) if ctx.sampling else None
-        return Draft(z, torch.zeros(ctx.B, dtype=torch.int32, device=ctx.device), q,
+    mode = draft_mode(ctx, op)
+    if mode == "off":
+        z = torch.zeros(ctx.B, k, dtype=torch.long, device=ctx.device)  # q None: nothing was sampled
+        return Draft(z, torch.zeros(ctx.B, dtype=torch.int32, device=ctx.device), None,
                      torch.full((ctx.B, k), -torch.inf, device=ctx.device))
+    logits = catch_up(ctx, state) if mode == "on" else resync(ctx, state)
     tokens, qs, scores = [], [], []
     total = torch.zeros(ctx.B, dtype=torch.float32, device=ctx.device)
     for i in range(k):
