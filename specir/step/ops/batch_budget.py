@@ -27,7 +27,7 @@ def _infer(op, ctx):
     tokens = op.attrs["tokens"]
     if not tokens or any(not isinstance(t, int) or isinstance(t, bool) or t < 0 for t in tokens):
         raise TypeRuleError(f"tokens must be a non-empty list of integers >= 0 (drafted tokens per step by live "
-                            f"batch size), got {tokens}", "e.g. {tokens = [8, 12, 12, 0]}")
+                            f"batch size), got {list(tokens)}", "e.g. {tokens = [8, 12, 12, 0]}")
     return ctx.value_type(op.values[1])
 
 
