@@ -106,7 +106,7 @@ class StepProgram:
                 entry = session.captures.get(key)
                 if entry is None and key in session.warmed:
                     entry = session.captures[key] = self.backend.capture(
-                        lambda: self._run_ops(seg.ops, ctx, env), session.pool)
+                        lambda seg=seg, env=env: self._run_ops(seg.ops, ctx, env), session.pool)
                 if entry is not None:
                     replay, outputs = entry
                     replay()

@@ -202,3 +202,38 @@ def test_off_at_drafts_nothing_then_resyncs(engines, pair, tmp_path):
     while decode.active():
         decode.step()
     assert again.generated == want[2] and max(again.accept_lengths) > 1
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+def test_fused_steps_replayed_from_captures_equal_eager(pair, tmp_path, temperature):
+    """With emulated CUDA graphs (tests/step/test_capture_replay.py): the packed verify runs between
+    captured segments, and drafting's on / off / resync variants each get their own capture (resync
+    never replays); requests finishing at different times cross the off threshold both ways, and
+    every token equals the eager run's."""
+    from specir.backends.reference.step_backend import TableStepBackend
+    from specir.step.engine import StepEngine
+    from tests.step.test_capture_replay import EmulatedGraphs
+    target, drafter = pair
+    path = write_spec(tmp_path, "cap", target, drafter, k=3,
+                      passes="tree-verify{budget=8,topk=2},batch-fusion{budget=10}")
+    path.write_text(path.read_text().replace("topk = 2}", "off_at = 3, topk = 2}"))
+    pipeline = load_pipeline(path)
+    prompts = _prompts(3, seed=9)
+    items = [(prompts[0], 3), (prompts[1], 14), (prompts[2], 6)]
+
+    def run(engine):
+        decode = engine.open(3, engine.rows_needed(17, 14), sampling=True)
+        reqs = [decode.add(p, n, temperature, 5 + i) for i, (p, n) in enumerate(items)]
+        while decode.active():
+            decode.step()
+        again = decode.add(prompts[0], 8, temperature, 11)  # joins while one request still runs, or alone
+        while decode.active():
+            decode.step()
+        return [(r.generated, r.accept_lengths) for r in reqs + [again]]
+
+    graphs = EmulatedGraphs(TableStepBackend("cpu"))
+    want = run(StepEngine(pipeline, TableStepBackend("cpu")))
+    captured = StepEngine(pipeline, graphs)
+    assert run(captured) == want and run(captured) == want
+    assert graphs.captured >= 2 and graphs.replays > graphs.captured
+    assert want[0][1][0] == 1, "three live requests: drafting should be off"
