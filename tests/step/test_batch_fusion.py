@@ -159,18 +159,17 @@ def test_continuous_batching_forced_against_transformers(engines, pair):
     rng = random.Random(7)
     queue = [(p, rng.choice([3, 8, 14])) for p in _prompts(10, seed=3)]
     decode = engine.open(4, engine.rows_needed(17, 14), sampling=False)
-    sizes_seen, steps = set(), 0
+    sizes_seen, mixed_steps = set(), 0
     while queue or decode.active():
         while queue and decode.free_slots() and (rng.random() < 0.6 or not decode.active()):
             decode.add(*queue.pop(0))
         sizes_seen.add(decode.active())
         events = decode.step()
-        steps += 1
-        assert len({len(kept) for _, kept in events}) >= 1
+        mixed_steps += len({len(kept) for _, kept in events}) > 1  # requests kept different lengths
     done = decode.requests
     assert len(done) == 10 and all(r.done for r in done)
     assert len(sizes_seen) >= 3, "the batch composition never changed"
-    assert len({a for r in done for a in r.accept_lengths}) >= 2, "every step accepted the same length"
+    assert mixed_steps > 0, "no step mixed accept lengths"
     report = force(reference, [r.prompt for r in done], [r.generated for r in done])
     assert report.ok and report.checked == sum(r.max_new for r in done), report.as_dict()
 
