@@ -10,7 +10,8 @@ sizing, kernel planning and the engine. Nothing else looks at step op names.
   tokens T per request, how many, rows past the committed length they write). The cost model
   prices them, cache sizing adds their scratch rows, kernel planning compiles their shapes.
 - `effects`: what the op reads and writes, as documentation the verifier checks against
-  (`"draft"`, `"verify"`, `"accept"`, `"commit"`: the role; `"host"`: reads host state).
+  (`"draft"`, `"verify"`, `"accept"`, `"commit"`: the role; `"budget"`: narrows a draft;
+  `"host"`: reads host state).
 - `needs_host`: True when its semantics read host state (the request's token history), so the
   engine runs it between captured device segments.
 - `lower(ctx, op, args) -> value`: the op's semantics in torch over batched tensors, shared by every
