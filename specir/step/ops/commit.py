@@ -3,9 +3,9 @@
 Semantics for every active request (a frozen slot changes nothing): the verifier's cache commits
 the accepted path's rows (kv = "prefix": they are already in place, as for a chain; kv =
 "compact": row lens + path[j] moves to lens + j, as a tree needs; kv = "in-place": the same result,
-moving only what is out of place: a request whose accepted path is nodes 0..n-1 (the first child
-at every level, which a tree lists first) moves no row, and a step where no request needs a move
-launches no copy), its lens grows by the path's
+moving only what is out of place: a request whose accepted path is nodes 0..n-1 (in a tree listed
+in creation order: no drafted token accepted, or only node 1) moves no row, and on a backend that
+does not capture, a step where no request needs a move launches no copy), its lens grows by the path's
 length; the pending token becomes the bonus token; every drafter's feed becomes the emitted
 tokens (its next catch-up); `readback` holds the emitted tokens and their number; the random
 stream's counter advances. No forwards; width and depth 0.
