@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass, field
 
 # Where `add` puts a pass: drafting shape first, then the tree, then the rest; canonicalize last.
-ORDER_HINT = {"draft-shape": 0, "ngram-draft": 0, "tree-verify": 1, "canonicalize": 9}
+ORDER_HINT = {"draft-shape": 0, "ngram-draft": 0, "tree-verify": 1, "batch-fusion": 2, "canonicalize": 9}
 SKIP = {"canonicalize"}  # changes no behaviour worth timing (printed IR only)
 
 

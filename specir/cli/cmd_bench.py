@@ -29,12 +29,17 @@ def register(sub) -> None:
     p.add_argument("--check", action="store_true",
                    help="token-force every timed output against the declared target (adds its forwards after timing)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    p.add_argument("--arrival-rate", metavar="R[,R2]",
+                   help="continuous batching: requests arrive as a Poisson process of R per second and join a "
+                        "running batch of --batch-size slots (comma-separated rates; 0: all at once)")
+    p.add_argument("--seed", type=int, default=0, help="the arrival schedule's seed (with --arrival-rate)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     positive("--max-new-tokens", args.max_new_tokens)
     sizes = _batch_sizes(args.batch_size)
+    rates = None if args.arrival_rate is None else _rates(args.arrival_rate)
     out = _out_folder(args.out)
     session = session_from(args)
     records, prompts = prompts_from(args, session, limit=args.limit or None)
@@ -52,6 +57,9 @@ def run(args) -> int:
         from ..declared_target import read
         from ..runtime.token_forcing import Reference
         reference = Reference(read(session.pipeline), session.device)
+    if rates is not None:
+        return _run_arrivals(args, session, engine, ar_engine, workloads, sizes, rates, out,
+                             reference)
     total = 2 * sum(len(v) + (-len(v)) % bs for v in workloads.values() for bs in sizes)
     bar = _progress(total)
     rows = bench(engine, ar_engine, workloads, sizes, args.max_new_tokens, progress=bar.update if bar else None,
@@ -69,6 +77,36 @@ def run(args) -> int:
     else:
         print(format_table(rows))
         print(f"wrote {out / 'bench.json'}" + (f" and {out / 'bench.png'}" if plotted else ""), file=sys.stderr)
+    return 0
+
+
+def _rates(text: str) -> list[float]:
+    try:
+        rates = [float(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        rates = []
+    if not rates or any(not 0 <= r < float("inf") for r in rates):
+        raise SpecirError(f"--arrival-rate must be comma-separated rates >= 0 (requests per second), got {text!r}",
+                          hint="e.g. --arrival-rate 2,8 (0: every request arrives at once)")
+    return rates
+
+
+def _run_arrivals(args, session, engine, ar_engine, workloads, sizes, rates, out, reference) -> int:
+    from ..runtime.arrivals import compare, format_rows
+    rows = [compare(engine, ar_engine, prompts, rate, bs, args.max_new_tokens, workload=name, seed=args.seed,
+                    reference=reference)
+            for name, prompts in workloads.items() for rate in rates for bs in sizes]
+    meta = {"source": args.source or "<default zoo pair>", "target": session.target.name,
+            "backend": session.backend, "max_new_tokens": args.max_new_tokens, "mode": "poisson arrivals",
+            "timing": "tokens_per_s: tokens over busy seconds (prefill and steps; idle gaps skipped); latency: "
+                      "arrival to last token on that clock"}
+    payload = {**meta, "rows": [r.as_dict() for r in rows]}
+    atomic_write_text(out / "bench.json", json.dumps(payload, indent=2) + "\n")
+    if args.json:
+        print(json.dumps(payload))
+    else:
+        print(format_rows(rows))
+        print(f"wrote {out / 'bench.json'}", file=sys.stderr)
     return 0
 
 

@@ -49,6 +49,7 @@ class StepContext:
         self.models: dict[tuple[str, str], ModelState] = {}
         self.op_state: dict[int, object] = {}
         self.requests: list = []  # host-side requests by slot (host ops read their token history)
+        self.variants: dict[int, object] = {}  # this step's op variants (id(op) -> value), set by the program
 
     def add_model(self, name: str, role: str, executor) -> ModelState:
         key = (name, role)
@@ -77,6 +78,10 @@ class StepContext:
             entry = (inputs, state.executor.forward_on(state.cache, inputs))
             state.forwards[key] = entry
         return entry
+
+    def live_requests(self) -> int:
+        """Requests decoding this step, from the host's view (no device read)."""
+        return sum(1 for r in self.requests if r is not None and not r.done)
 
     def uniform(self, shape: tuple[int, ...], stream: int) -> torch.Tensor:
         return uniform(self.seed, self.counter, shape, stream)

@@ -10,7 +10,8 @@ sizing, kernel planning and the engine. Nothing else looks at step op names.
   tokens T per request, how many, rows past the committed length they write). The cost model
   prices them, cache sizing adds their scratch rows, kernel planning compiles their shapes.
 - `effects`: what the op reads and writes, as documentation the verifier checks against
-  (`"draft"`, `"verify"`, `"accept"`, `"commit"`: the role; `"host"`: reads host state).
+  (`"draft"`, `"verify"`, `"accept"`, `"commit"`: the role; `"budget"`: narrows a draft;
+  `"host"`: reads host state).
 - `needs_host`: True when its semantics read host state (the request's token history), so the
   engine runs it between captured device segments.
 - `lower(ctx, op, args) -> value`: the op's semantics in torch over batched tensors, shared by every
@@ -19,6 +20,9 @@ sizing, kernel planning and the engine. Nothing else looks at step op names.
   kernel), differentially tested against `lower`.
 - `setup(ctx, op)`: allocates the op's per-session state (drafter feeds, static buffers).
 - `overhead_s`: fixed seconds per step the cost model adds (host work, small launches).
+- `variant(ctx, op) -> hashable`: optional; host-known state (never a device read) that selects
+  what the op launches this step (e.g. drafting off at a large live batch); the program keeps one
+  capture per variant of the segment holding the op.
 A step op without interfaces is a verifier error naming it; a missing one is never a silent 0.
 """
 from __future__ import annotations
@@ -48,6 +52,7 @@ class StepInterfaces:
     lowerings: dict = field(default_factory=dict)
     setup: Callable | None = None
     overhead_s: float = 0.0
+    variant: Callable | None = None
 
     def lowering_for(self, backend: str) -> Callable:
         return self.lowerings.get(backend, self.lower)

@@ -10,7 +10,10 @@ segment (ops that read and write only tensors) or a host segment (one op whose i
   segment whose inputs are all stable (the context's persistent tensors, host results' static
   buffers, outputs of captured segments) runs eagerly the first time it sees those inputs (which
   compiles the kernels and allocates lazily created buffers), is captured the second time and is
-  replayed from then on; a segment reading a value an eager run produced runs eagerly.
+  replayed from then on; a segment reading a value an eager run produced runs eagerly. An op that
+  declares a `variant` (host-known state choosing what it launches) has it evaluated once per
+  step, before any segment runs, into `ctx.variants[id(op)]` (its lowering reads it there), and
+  it is part of its segment's capture key: one capture per variant.
 What a step computes is exactly its ops' semantics in order; capture only changes how it is
 launched. Values flow through an environment keyed by the IR's value names.
 """
@@ -82,10 +85,15 @@ class StepProgram:
                 out[op.result] = value
         return out
 
+    def _variants(self, seg, ctx) -> tuple:
+        return tuple(ctx.variants[id(op)] for op, _ in seg.ops if id(op) in ctx.variants)
+
     def run(self, ctx, session) -> None:
         """One step over `ctx`; `session.static`, `.captures`, `.warmed` and `.pool` keep buffers and graphs."""
         env = {self.ctx_name: ctx}
         stable = {self.ctx_name}
+        ctx.variants = {id(op): iface.variant(ctx, op) for seg in self.segments for op, _ in seg.ops
+                        if (iface := self.info.interfaces(op)).variant is not None}
         for index, seg in enumerate(self.segments):
             if seg.host:
                 produced = self._run_ops(seg.ops, ctx, env)
@@ -94,11 +102,11 @@ class StepProgram:
                 continue
             if self.backend.captures and all(v in stable for v in seg.reads):
                 key = (index, tuple((t.data_ptr(), tuple(t.shape), t.dtype)
-                                    for v in seg.reads for t in _tensors(env[v])))
+                                    for v in seg.reads for t in _tensors(env[v])), self._variants(seg, ctx))
                 entry = session.captures.get(key)
                 if entry is None and key in session.warmed:
                     entry = session.captures[key] = self.backend.capture(
-                        lambda: self._run_ops(seg.ops, ctx, env), session.pool)
+                        lambda seg=seg, env=env: self._run_ops(seg.ops, ctx, env), session.pool)
                 if entry is not None:
                     replay, outputs = entry
                     replay()

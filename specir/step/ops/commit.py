@@ -2,7 +2,10 @@
 
 Semantics for every active request (a frozen slot changes nothing): the verifier's cache commits
 the accepted path's rows (kv = "prefix": they are already in place, as for a chain; kv =
-"compact": row lens + path[j] moves to lens + j, as a tree needs), its lens grows by the path's
+"compact": row lens + path[j] moves to lens + j, as a tree needs; kv = "in-place": the same result,
+moving only what is out of place: a request whose accepted path is nodes 0..n-1 (in a tree listed
+in creation order: no drafted token accepted, or only node 1) moves no row, and on a backend that
+does not capture, a step where no request needs a move launches no copy), its lens grows by the path's
 length; the pending token becomes the bonus token; every drafter's feed becomes the emitted
 tokens (its next catch-up); `readback` holds the emitted tokens and their number; the random
 stream's counter advances. No forwards; width and depth 0.
@@ -23,7 +26,15 @@ def lower(ctx, op, args):
     state = ctx.state(accepted.model, "verify")
     live = ctx.active != 0
     n = torch.where(live, accepted.n_path, 0).to(torch.int32)
-    ctx.backend.commit_path(state, accepted.path, n, op.attrs.get("kv", "prefix") == "compact")
+    kv = op.attrs.get("kv", "prefix")
+    if kv == "in-place":
+        j = torch.arange(accepted.path.shape[1], device=n.device)[None, :]
+        moved = ((accepted.path != j) & (j < n[:, None])).any(dim=1)
+        n_moved = torch.where(moved, n, 0).to(torch.int32)
+        if ctx.backend.captures or bool(moved.any()):  # a capturing backend cannot skip on data
+            ctx.backend.commit_path(state, accepted.path, n_moved, True)
+    else:
+        ctx.backend.commit_path(state, accepted.path, n, kv == "compact")
     last = accepted.path.long().gather(1, (n.long() - 1).clamp(min=0)[:, None])[:, 0]  # recurrent state: the path's last node
     commit_recurrent(state.cache, torch.where(n > 0, last, -1), n, check=not ctx.backend.captures)
     state.lens += n
@@ -47,7 +58,8 @@ def lower(ctx, op, args):
 
 register_op(OpDef(
     "commit", "step", (value("ctx", "context"), value("accepted", "accepted")),
-    {"kv": AttrSpec("str", "prefix", choices=("prefix", "compact"),
-                    doc="prefix: accepted tokens are a prefix; compact: move the accepted path")},
+    {"kv": AttrSpec("str", "prefix", choices=("prefix", "compact", "in-place"),
+                    doc="prefix: accepted tokens are a prefix; compact: move the accepted path; "
+                        "in-place: move only the rows out of place")},
     lambda op, ctx: None, pure=False, doc="Append accepted tokens, commit their KV.", role="commit",
     step=StepInterfaces(width=zero, depth=zero, forwards=no_forwards, lower=lower, effects=("commit",))))

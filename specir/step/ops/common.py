@@ -32,3 +32,31 @@ def no_forwards(op, info) -> list:
 
 def zero(op, info) -> int:
     return 0
+
+
+OFF_AT = AttrSpec("int", 0, doc="draft nothing (the drafter idles) once this many requests are live; 0: never")
+
+
+def drafting_off(ctx, op) -> bool:
+    """The op's `off_at` rule this step (host-known): True when it drafts nothing."""
+    off_at = op.attrs.get("off_at", 0)
+    return bool(off_at) and ctx.live_requests() >= off_at
+
+
+def off_variant(ctx, op):
+    """A draft op's mode this step, evaluated once per step by the program: "on"; "off" (no drafter
+    forward; the drafter falls behind); ("resync", n) on the first step back on (the drafter catches
+    up on what it skipped: unique per resync, so never replayed from a capture)."""
+    behind = ("behind", id(op))
+    if drafting_off(ctx, op):
+        ctx.op_state[behind] = True
+        return "off"
+    if ctx.op_state.get(behind):
+        ctx.op_state[behind] = False
+        count = ctx.op_state[("resyncs", id(op))] = ctx.op_state.get(("resyncs", id(op)), 0) + 1
+        return ("resync", count)
+    return "on"
+
+
+def draft_mode(ctx, op):
+    return ctx.variants.get(id(op), "on")

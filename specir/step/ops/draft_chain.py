@@ -3,7 +3,11 @@
 Semantics: the drafter catches up (catch_up.py), then proposes token 1 from its logits after the
 pending token and tokens 2..k from k - 1 one-token forwards at scratch rows lens + i - 1 (greedy at
 temperature 0; in sampling mode a request at temperature T > 0 draws from q = softmax(logits / T)
-and q is kept for lossless acceptance).
+and q is kept for lossless acceptance). The draft's score is each prefix's cumulative log-probability
+under the drafter (its confidence, read by batch.budget). With `off_at = N` > 0 and N or more live
+requests (host-known), no drafter forward runs and the draft is empty (count 0): the verify is a
+plain autoregressive step; the first step back on, the drafter catches up on the tokens it skipped
+(catch_up.resync).
 Width k, depth k. Forwards on @drafter per step: one catch-up of the emit width, k - 1 of one token.
 """
 from __future__ import annotations
@@ -12,11 +16,11 @@ import torch
 
 from specir.ir.opdefs import OpDef, register_op, symbol, value
 from specir.ir.types import TOKENS
-from specir.step.catch_up import catch_up
+from specir.step.catch_up import catch_up, resync
 from specir.step.interfaces import ModelForward, StepInterfaces
 from specir.step.values import Draft
 
-from .common import DRAFT_K, check_k, model_of
+from .common import DRAFT_K, OFF_AT, check_k, draft_mode, model_of, off_variant
 
 STREAM = 101
 
@@ -37,12 +41,20 @@ def _forwards(op, info):
 def lower(ctx, op, args):
     state = ctx.state(model_of(op), "draft")
     k = op.attrs["k"]
-    logits = catch_up(ctx, state)
-    tokens, qs = [], []
+    mode = draft_mode(ctx, op)
+    if mode == "off":
+        z = torch.zeros(ctx.B, k, dtype=torch.long, device=ctx.device)  # q None: nothing was sampled
+        return Draft(z, torch.zeros(ctx.B, dtype=torch.int32, device=ctx.device), None,
+                     torch.full((ctx.B, k), -torch.inf, device=ctx.device))
+    logits = catch_up(ctx, state) if mode == "on" else resync(ctx, state)
+    tokens, qs, scores = [], [], []
+    total = torch.zeros(ctx.B, dtype=torch.float32, device=ctx.device)
     for i in range(k):
         token, q = ctx.choose(logits, STREAM + i)
         tokens.append(token)
         qs.append(q)
+        total = total + torch.log_softmax(logits.float(), dim=-1).gather(1, token[:, None])[:, 0]
+        scores.append(total)
         if i + 1 < k:
             inputs, forward = ctx.forward(state, ("draft", 1), 1, offsets=True)
             inputs.ids[:, 0] = token
@@ -51,11 +63,11 @@ def lower(ctx, op, args):
             logits = forward.run()[:, 0]
     count = torch.full((ctx.B,), k, dtype=torch.int32, device=ctx.device)
     q = torch.stack(qs, dim=1) if ctx.sampling else None
-    return Draft(torch.stack(tokens, dim=1), count, q)
+    return Draft(torch.stack(tokens, dim=1), count, q, torch.stack(scores, dim=1))
 
 
 register_op(OpDef(
-    "draft.chain", "step", (symbol("drafter"), value("ctx", "context")), {"k": DRAFT_K}, _infer,
+    "draft.chain", "step", (symbol("drafter"), value("ctx", "context")), {"k": DRAFT_K, "off_at": OFF_AT}, _infer,
     doc="k greedy tokens from a draft model.", role="draft",
     step=StepInterfaces(width=lambda op, info: op.attrs["k"], depth=lambda op, info: op.attrs["k"],
-                        forwards=_forwards, lower=lower, effects=("draft",))))
+                        forwards=_forwards, lower=lower, effects=("draft",), variant=off_variant)))

@@ -8,7 +8,9 @@ position, then child rank). The tree keeps the `budget` best candidates overall 
 creation order), listed in creation order after node 0 (the pending token); a child's score never
 exceeds its parent's, so every kept node's parent is kept. `expand = "dynamic"`: candidates whose
 path probability is below `threshold` get score -inf; they are never expanded and the nodes they
-fill are invalid (never accepted). Drafting is deterministic at every temperature (acceptance
+fill are invalid (never accepted). With `off_at = N` > 0 and N or more live requests (host-known),
+no drafter forward runs and every drafted node is invalid; the first step back on, the drafter
+catches up on the tokens it skipped (catch_up.resync). The nodes carry their scores (confidence, read by batch.budget). Drafting is deterministic at every temperature (acceptance
 samples over the candidates losslessly).
 Candidates C = K + (depth - 1) K^2; width N = min(budget, C) drafted nodes (verify width N + 1);
 depth `depth`. Forwards on @drafter: one catch-up of the emit width, depth - 1 of K tokens with a
@@ -22,11 +24,11 @@ import torch
 
 from specir.ir.opdefs import MAX_DRAFT_TOKENS, MAX_TREE_BUDGET, AttrSpec, OpDef, TypeRuleError, in_range, register_op, symbol, value
 from specir.ir.types import TREE
-from specir.step.catch_up import catch_up
+from specir.step.catch_up import catch_up, resync
 from specir.step.interfaces import ModelForward, StepInterfaces
 from specir.step.values import Nodes
 
-from .common import model_of, model_vocab
+from .common import OFF_AT, draft_mode, model_of, model_vocab, off_variant
 
 MAX_CANDIDATES = 1 << 16  # topk + (depth - 1) topk^2: the candidate table of one request
 
@@ -148,7 +150,8 @@ class TreeState:
         anc = self.eye_n.clone()
         for _ in range(self.depth):
             anc = self.eye_n | anc.gather(1, up)
-        return Nodes(tokens, parents, depths, valid, anc, max_depth=self.depth, max_children=self.K)
+        score = torch.cat([torch.zeros_like(self.score[:, :1]), self.score.gather(1, chosen)], dim=1)
+        return Nodes(tokens, parents, depths, valid, anc, max_depth=self.depth, max_children=self.K, score=score)
 
 
 def setup(ctx, op) -> None:
@@ -161,7 +164,12 @@ def setup(ctx, op) -> None:
 def lower(ctx, op, args):
     state = ctx.state(model_of(op), "draft")
     tree: TreeState = ctx.op_state[id(op)]
-    tree.root(catch_up(ctx, state))
+    mode = draft_mode(ctx, op)
+    if mode == "off":
+        nodes = tree.nodes(ctx.pending)
+        nodes.valid = nodes.valid & (nodes.depths == 0)
+        return nodes
+    tree.root(catch_up(ctx, state) if mode == "on" else resync(ctx, state))
     K = tree.K
     for level in range(1, tree.depth):
         inputs, forward = ctx.forward(state, ("tree-level", K), K, mask_width=tree.U, offsets=True)
@@ -180,7 +188,8 @@ register_op(OpDef(
      "expand": AttrSpec("str", "static", choices=("static", "dynamic"),
                         doc="static: best-first by cumulative draft probability up to the budget; "
                             "dynamic: also drop candidates whose path probability is below `threshold`"),
-     "threshold": AttrSpec("float", 0.0, doc="dynamic expansion: minimum path probability", valid=in_range(0, 1))},
+     "threshold": AttrSpec("float", 0.0, doc="dynamic expansion: minimum path probability", valid=in_range(0, 1)),
+     "off_at": OFF_AT},
     _infer, doc="A token tree: static top-k expansion or dynamic by draft confidence.", role="draft",
     step=StepInterfaces(width=width, depth=lambda op, info: op.attrs["depth"], forwards=_forwards, lower=lower,
-                        setup=setup, effects=("draft",))))
+                        setup=setup, effects=("draft",), variant=off_variant)))

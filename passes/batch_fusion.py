@@ -1,0 +1,142 @@
+"""batch-fusion: every request's draft verified in one packed forward, with the batching mechanisms.
+
+Preconditions: the step verifies a draft (`verify.chain @t, %ctx, %d` or `verify.tree @t, %ctx,
+%d`) on a target without recurrent layers. Postconditions: the verify is `verify.packed` (the
+live requests' valid nodes packed into one token list by cumulative offsets, no padding: see
+specir/step/ragged.py) and the target's graph takes `mask<tree>` (a mask row per packed token).
+Mechanisms, each an option the search toggles:
+- `budget = N` (N > 0): one budget of N drafted tokens per step for the whole batch, split by
+  draft confidence (`split = "confidence"`) or equally (`split = "equal"`): a `batch.budget` op
+  between the draft and the verify;
+- `shrink = true`: the budget per live batch size from the cost model (specir/batch_schedule.py
+  for `target`, assuming per-token acceptance `alpha`): fewer drafted tokens per request as the
+  batch grows, none (a plain AR verify) once the verify is compute-bound; printed as the
+  `batch.budget` op's `tokens` list, and as the draft op's `off_at` (the live batch size from which
+  the drafter only catches up: the step is then autoregressive, no drafting forward runs);
+- `commit = "in-place"`: a tree's commit moves only the rows out of place (`kv = "in-place"`);
+  `"compact"` keeps the full move. A chain's commit stays `kv = "prefix"` (nothing moves).
+Provides the fact `batch-fusion`.
+
+Before (after tree-verify):
+    %d = draft.tree @drafter, %ctx {budget = 16, depth = 4, topk = 2} : tree
+    %lg = verify.tree @target, %ctx, %d : logits
+    %acc = accept.greedy %d, %lg : accepted
+    commit %ctx, %acc {kv = "compact"}
+After (batch-fusion{budget=24}):
+    %d = draft.tree @drafter, %ctx {budget = 16, depth = 4, topk = 2} : tree
+    %d_batch = batch.budget %ctx, %d {tokens = [24]} : tree
+    %lg = verify.packed @target, %ctx, %d_batch : logits
+    %acc = accept.greedy %d_batch, %lg : accepted
+    commit %ctx, %acc {kv = "in-place"}
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from specir.batch_schedule import budget_table
+from specir.errors import SpecirError
+from specir.ir.nodes import Attrs, Op, Pipeline
+from specir.ir.ops_recurrent import state_specs
+from specir.ir.opdefs import OPS, without_defaults
+from specir.pass_base import Option, Pass
+from specir.targets import all_targets, get_target
+
+from .tree_verify import with_mask
+
+VERIFIES = ("verify.chain", "verify.tree")
+
+
+class BatchFusion(Pass):
+    name = "batch-fusion"
+    options = {
+        "budget": Option(int, 0, "drafted tokens per step for the whole batch; 0: every request its whole draft",
+                         min=0, max=1 << 16, search=(0, 16, 32, 64, 128, 256)),
+        "split": Option(str, "confidence", "how the budget is shared", ("confidence", "equal")),
+        "shrink": Option(bool, False, "budget per batch size from the cost model (0 when compute-bound)"),
+        "target": Option(str, "h200", "the GPU the shrink table is priced for", search=("h200",)),
+        "alpha": Option(float, 0.7, "per-token acceptance the shrink table assumes", min=0.0, max=0.999,
+                        search=(0.5, 0.7, 0.85)),
+        "max_batch": Option(int, 64, "largest batch the shrink table covers", min=1, max=4096, search=(64,)),
+        "commit": Option(str, "in-place", "a tree's KV commit", ("in-place", "compact")),
+    }
+    provides = frozenset({"batch-fusion"})
+
+    def run(self, pipeline: Pipeline) -> Pipeline:
+        ops = list(pipeline.step.ops)
+        if any(op.name == "verify.packed" for op in ops):
+            raise SpecirError("batch-fusion has already run on this pipeline (the step verifies with verify.packed)",
+                              hint="drop the second batch-fusion")
+        index = next((i for i in range(len(ops) - 1, -1, -1) if ops[i].name in VERIFIES), None)
+        if index is None:
+            kinds = ", ".join(sorted({op.name for op in ops if op.name.startswith("verify.")})) or "none"
+            raise SpecirError(f"batch-fusion fuses a verify.chain or verify.tree; this step verifies with: {kinds}",
+                              hint="batch-fusion runs after tree-verify or on a chain pipeline")
+        verify = ops[index]
+        if len(verify.values) < 2:
+            raise SpecirError("batch-fusion: the step drafts nothing (plain autoregressive decoding), so there is "
+                              "nothing to fuse", hint="add a draft op, e.g. specir init --drafter DIR")
+        model = pipeline.model(verify.symbols[0])
+        if model is not None and model.graph is not None and any(state_specs(op) for op in model.graph.ops):
+            raise SpecirError(f"batch-fusion packs one row per token, but {verify.symbols[0]} has recurrent layers "
+                              f"(their state is per request)", hint="drop batch-fusion for a hybrid target")
+        if self.shrink and self.target not in all_targets():
+            raise self.option_error("target", f"unknown target {self.target!r} for the shrink table",
+                                    "targets: " + ", ".join(sorted(all_targets())))
+        ctx_name, draft = verify.values[0], verify.values[1]
+        fed = draft
+        if self.budget or self.shrink:
+            fed = _fresh(pipeline, draft + "_batch")
+            tokens = [self.budget] if not self.shrink else None
+            budget_op = Op("batch.budget", (ctx_name, draft),
+                           Attrs(without_defaults("batch.budget", {"tokens": tuple(tokens or [0]),
+                                                                   "split": self.split})),
+                           result=fed, type=_type_of(ops, draft), loc=verify.loc)
+            ops.insert(index, budget_op)
+            index += 1
+        ops[index] = replace(verify, name="verify.packed", operands=(verify.operands[0], ctx_name, fed))
+        for i, op in enumerate(ops):
+            if i > index and draft in op.values:
+                ops[i] = replace(op, operands=tuple(fed if o == draft else o for o in op.operands))
+            if op.name == "commit" and op.attrs.get("kv") == "compact":
+                ops[i] = replace(ops[i], attrs=ops[i].attrs.set(kv=self.commit))
+        models = tuple(with_mask(m, "tree") if "@" + m.name == verify.symbols[0] and m.graph else m
+                       for m in pipeline.models)
+        out = replace(pipeline, models=models, step=replace(pipeline.step, ops=tuple(ops)))
+        if self.shrink:
+            from specir.ir.verifier import infer_types
+            typed = infer_types(out)
+            table = budget_table(typed, get_target(self.target), self.max_batch, self.alpha)
+            if self.budget:
+                table = [min(t, self.budget) for t in table]
+            off_at = _first_zero_tail(table)
+            ops = []
+            for op in typed.step.ops:
+                if op.result == fed:
+                    op = replace(op, attrs=op.attrs.set(tokens=tuple(table)))
+                elif op.result == draft and off_at and "off_at" in OPS[op.name].attrs:
+                    op = replace(op, attrs=op.attrs.set(off_at=off_at))
+                ops.append(op)
+            out = replace(out, step=replace(out.step, ops=tuple(ops)))
+        return out
+
+
+def _first_zero_tail(table: list[int]) -> int:
+    """The smallest live batch size from which the table drafts nothing (0: none)."""
+    if table[-1] != 0:
+        return 0
+    b = len(table)
+    while b > 1 and table[b - 2] == 0:
+        b -= 1
+    return b
+
+
+def _type_of(ops, value: str):
+    return next((op.type for op in ops if op.result == value), None)
+
+
+def _fresh(pipeline: Pipeline, name: str) -> str:
+    used = {v for op in pipeline.step.ops for v in ((op.result,) if op.result else ()) + op.values}
+    candidate, n = name, 1
+    while candidate in used:
+        candidate, n = f"{name}{n}", n + 1
+    return candidate

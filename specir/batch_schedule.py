@@ -1,0 +1,46 @@
+"""The batch side of the cost model: how many drafted tokens a step should verify at each batch size.
+
+Contract: `budget_table(pipeline, target, max_batch, alpha, context)` -> [tokens for b = 1 ..
+max_batch]: for b live requests, the drafted-token budget n*b (n per request, 0 <= n <= the draft's
+width) maximising b * tau(n) / step(b, n), where tau(n) = 1 + alpha + ... + alpha^n is the expected
+emission of n drafted tokens at per-token acceptance `alpha`, and step(b, n) prices, by the
+roofline of cost_model.forward_cost over b requests' rows (the shape the packed verify runs), the
+target forward over b(1 + n) tokens plus the draft's forwards (they run whatever the budget).
+As b grows, the verify turns compute-bound and n shrinks; n = 0 (a plain AR verify) when no
+draft pays for its extra verify rows. The table reads the step ops' `forwards` interfaces only.
+"""
+from __future__ import annotations
+
+from .cost_model import forward_cost
+from .ir.nodes import Pipeline
+from .step.interfaces import StepInfo
+from .targets import Target
+
+
+def _seconds(pipeline: Pipeline, model: str, rows: int, target: Target, context: int) -> float:
+    m = pipeline.model(model)
+    if m is None or m.graph is None:
+        return 0.0
+    return forward_cost(m, target, rows, context).seconds
+
+
+def budget_table(pipeline: Pipeline, target: Target, max_batch: int, alpha: float, context: int = 512) -> list[int]:
+    info = StepInfo(pipeline)
+    verify = [op for op in pipeline.step.ops if info.has_role(op, "verify")][-1]
+    verifier = verify.symbols[0][1:]
+    width = info.width(verify) - 1
+    drafts = [f for op in pipeline.step.ops if not info.has_role(op, "verify")
+              for f in info.interfaces(op).forwards(op, info)]
+    table = []
+    for b in range(1, max_batch + 1):
+        draft_s = sum(f.count * _seconds(pipeline, f.model, b * f.tokens, target, context) for f in drafts)
+        best_n, best_rate = 0, b / _seconds(pipeline, verifier, b, target, context)  # plain AR: no drafter
+        for n in range(1, width + 1):
+            tau = sum(alpha ** i for i in range(n + 1))
+            rate = b * tau / (_seconds(pipeline, verifier, b * (1 + n), target, context) + draft_s)
+            if rate > best_rate * (1 + 1e-9):
+                best_n, best_rate = n, rate
+        table.append(best_n * b)
+    while len(table) > 1 and table[-1] == table[-2]:  # the last entry covers larger batches
+        table.pop()
+    return table

@@ -1,0 +1,63 @@
+"""verify.packed @target, %ctx, %draft: every live request's draft verified in one ragged forward.
+
+Semantics: the same logits as verify.chain / verify.tree over the same nodes (node 0 = the pending
+token, then the chain or the tree; positions lens + depth; a chain causally, a tree under its
+ancestor mask), but the target runs once over the packed list of the valid nodes of the live
+requests (specir/step/ragged.py: cumulative offsets, per-token slot, cache row, position and
+mask row), without padding: a frozen slot, or a node a budget dropped, costs nothing. The result
+is logits [B, N, V], zero at the nodes not verified (never read by acceptance).
+The packed size is data (a host read), so the op runs between captured segments (needs_host).
+Width: 1 + the draft's width per request at most; depth 1 + the draft's depth. One forward.
+Recurrent targets are refused by the batch-fusion pass (their state is per request, not per row).
+"""
+from __future__ import annotations
+
+from specir.ir.opdefs import OpDef, TypeRuleError, register_op, symbol, value
+from specir.ir.types import logits as logits_type
+from specir.step import ragged
+from specir.step.interfaces import ModelForward, StepInterfaces
+from specir.step.values import Nodes, Verified
+
+from .common import model_of
+from .verify import depth, width
+
+
+def _infer(op, ctx):
+    mask = ctx.model_mask(op.operands[0])
+    if mask is not None and mask != "tree":
+        raise TypeRuleError(f"verify.packed gives every packed token its own mask row, so {op.operands[0]} needs "
+                            f"mask<tree>, not mask<{mask}>", "run the batch-fusion pass, which rewrites the mask")
+    return logits_type()
+
+
+def _forwards(op, info):
+    N = width(op, info)
+    return [ModelForward(model_of(op), N, 1, "verify", N, mask_width=N)]
+
+
+def lower(ctx, op, args):
+    state = ctx.state(model_of(op), "verify")
+    draft = args[1]
+    nodes = draft if isinstance(draft, Nodes) else Nodes.chain(ctx.pending, draft)
+    B, N = nodes.tokens.shape
+    packed = ragged.pack(nodes, ctx.active)
+    T = packed.total
+    if T == 0:  # nothing live: the step commits nothing
+        return Verified(nodes.tokens.new_zeros(B, N, 1).float(), nodes, state.name)
+    key = ("packed", T, N)
+    entry = state.forwards.get(key)
+    if entry is None:
+        inputs = ragged.allocate(T, N, ctx.device)
+        entry = state.forwards[key] = (inputs, state.executor.forward_on(state.cache, inputs))
+    inputs, forward = entry
+    ragged.forward_inputs(packed, nodes, state.lens, inputs)
+    ctx.op_state[("ragged", id(op))] = packed  # the last step's packing, for tests and metrics
+    return Verified(ragged.unpack(forward.run(), packed, B, N), nodes, state.name)
+
+
+register_op(OpDef("verify.packed", "step",
+                  (symbol("target"), value("ctx", "context"), value("draft", "tokens", "tree")),
+                  {}, _infer, pure=False, role="verify",
+                  doc="One target forward over every live request's draft, packed without padding.",
+                  step=StepInterfaces(width=width, depth=depth, forwards=_forwards, lower=lower,
+                                      effects=("verify", "host"), needs_host=True, overhead_s=30e-6)))

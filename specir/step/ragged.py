@@ -1,0 +1,73 @@
+"""The ragged batch: the valid nodes of the live requests packed into one token list, no padding.
+
+Contract (the layout vLLM's spec-decode metadata uses):
+- `Ragged.offsets` [B + 1] int32, cumulative: request b owns packed tokens offsets[b] ..
+  offsets[b + 1] - 1 (a frozen slot or an invalid node owns none); `request` [T] int64 (the slot of
+  each packed token) and `node` [T] int64 (its node index in that request), request-major, nodes
+  ascending, so a parent is packed before its children.
+- `pack(nodes, live)`: the valid nodes of the live requests (a host read: the total T is data).
+- `forward_inputs(ragged, nodes, lens, inputs)`: one forward over the packed list in the executor
+  contract of specir.step.forward_inputs, as T one-token rows: row i is request `request[i]`'s node
+  `node[i]`, written at cache row lens + node of that request's slot, at position lens + depth,
+  seeing its committed rows and the scratch rows of its ancestors (its tree-mask row; a chain:
+  nodes 0..node). Every linear layer runs over exactly T rows.
+- `unpack(logits, ragged, B, N)`: the packed logits [T, 1, V] back at [B, N, V] (zero where a
+  node was not verified: acceptance never reads those).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .forward_inputs import ForwardInputs
+from .values import Nodes
+
+
+@dataclass
+class Ragged:
+    offsets: torch.Tensor
+    request: torch.Tensor
+    node: torch.Tensor
+
+    @property
+    def total(self) -> int:
+        return int(self.request.shape[0])
+
+    def sizes(self) -> list[int]:
+        """Packed tokens per request (host list)."""
+        o = self.offsets.tolist()
+        return [o[i + 1] - o[i] for i in range(len(o) - 1)]
+
+
+def pack(nodes: Nodes, live: torch.Tensor) -> Ragged:
+    keep = nodes.valid & (live != 0)[:, None]
+    counts = keep.sum(dim=1).to(torch.int32)
+    offsets = torch.cat([counts.new_zeros(1), counts.cumsum(0).to(torch.int32)])
+    request, node = keep.nonzero(as_tuple=True)
+    return Ragged(offsets, request, node)
+
+
+def allocate(total: int, width: int, device) -> ForwardInputs:
+    return ForwardInputs.allocate(total, 1, device, mask_width=width, slots=True, offsets=True)
+
+
+def forward_inputs(ragged: Ragged, nodes: Nodes, lens: torch.Tensor, inputs: ForwardInputs) -> None:
+    r, n = ragged.request, ragged.node
+    N = nodes.width
+    request_lens = lens.long()[r]
+    inputs.ids[:, 0] = nodes.tokens[r, n]
+    inputs.pos[:, 0] = request_lens + nodes.depths[r, n]
+    inputs.lens.copy_(request_lens)
+    inputs.slots.copy_(r)
+    inputs.offsets.copy_(n)
+    if nodes.mask is None:
+        inputs.mask[:, 0] = torch.arange(N, device=n.device)[None, :] <= n[:, None]
+    else:
+        inputs.mask[:, 0] = nodes.mask[r, n]
+
+
+def unpack(logits: torch.Tensor, ragged: Ragged, B: int, N: int) -> torch.Tensor:
+    out = logits.new_zeros(B, N, logits.shape[-1])
+    out[ragged.request, ragged.node] = logits[:, 0]
+    return out

@@ -1,0 +1,66 @@
+"""`specir compile p.spec -p "tree-verify,batch-fusion"` on every Llama-family pair, and `specir check`
+of the fused pipeline at batch sizes 1..8 with mixed prompt lengths: zero mismatches."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.helpers.checkpoints import FAMILIES
+from tests.helpers.specs import write_prompts, write_spec
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_compile_tree_verify_batch_fusion_on_every_family(family, family_checkpoints, tmp_path, specir_cli):
+    ckpt = family_checkpoints[family]
+    spec = write_spec(tmp_path, family, ckpt, ckpt, k=3)
+    code, out, err = specir_cli("compile", spec, "--target", "cpu", "-p", "tree-verify{budget=8,topk=2},batch-fusion",
+                                "-o", tmp_path / "build")
+    assert code == 0, err
+    final = (tmp_path / "build" / "pipeline.spec").read_text()
+    assert "verify.packed @target" in final and '"batch-fusion"' in final
+    manifest = json.loads((tmp_path / "build" / "manifest.json").read_text())
+    assert "batch-fusion" in json.dumps(manifest)
+    prompts = write_prompts(tmp_path, 6, 96, seed=11)
+    code, out, err = specir_cli("check", tmp_path / "build", "--prompts", prompts, "--batch-size", 4,
+                                "--max-new-tokens", 10, "--json", "--limit", 0)
+    report = json.loads(out)
+    assert code == 0 and report["mismatches"] == 0 and report["tokens_checked"] == 60, (report, err)
+
+
+@pytest.mark.parametrize("batch", range(1, 9))
+def test_check_fused_pipeline_at_batch_1_to_8(batch, pair, tmp_path, specir_cli):
+    target, drafter = pair
+    spec = write_spec(tmp_path, "fused", target, drafter, k=3,
+                      passes="tree-verify{budget=12,topk=2},batch-fusion{budget=16}")
+    prompts = write_prompts(tmp_path, 8, 259, seed=batch)  # 2 to 12 tokens each
+    code, out, err = specir_cli("check", spec, "--prompts", prompts, "--batch-size", batch,
+                                "--max-new-tokens", 12, "--json", "--limit", 0)
+    report = json.loads(out)
+    assert code == 0 and report["mismatches"] == 0 and report["tokens_checked"] == 8 * 12, (report, err)
+
+
+def test_bench_arrival_rate_forces_every_request(pair, tmp_path, specir_cli):
+    """`specir bench --arrival-rate`: Poisson arrivals into 4 slots (prompts of 2..12 tokens, requests
+    joining and leaving between steps); every request of the timed run is token-forced."""
+    target, drafter = pair
+    spec = write_spec(tmp_path, "fused", target, drafter, k=3,
+                      passes="tree-verify{budget=12,topk=2},batch-fusion{budget=16}")
+    prompts = write_prompts(tmp_path, 10, 259, seed=4)
+    code, out, err = specir_cli("bench", spec, "--prompts", prompts, "--limit", 0, "--batch-size", 4,
+                                "--arrival-rate", "0,200", "--max-new-tokens", 12, "--check", "--json",
+                                "--out", tmp_path / "res")
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    assert [r["arrival_rate"] for r in rows] == [0.0, 200.0]
+    for r in rows:
+        assert r["requests"] == 10 and r["tokens"] == 120 and r["mismatches"] == 0 and r["agree_with_ar"] == 1.0
+        assert 1.0 < r["mean_live"] <= 4.0 and r["tau"] > 1.0
+    assert json.loads((tmp_path / "res" / "bench.json").read_text())["mode"] == "poisson arrivals"
+
+
+def test_bench_arrival_rate_bad_value(pair, tmp_path, specir_cli):
+    target, drafter = pair
+    spec = write_spec(tmp_path, "fused", target, drafter, k=3, passes="batch-fusion")
+    code, out, err = specir_cli("bench", spec, "--arrival-rate", "fast")
+    assert code != 0 and "--arrival-rate must be" in err and "hint" in err and "Traceback" not in err

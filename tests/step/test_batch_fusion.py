@@ -1,0 +1,238 @@
+"""batch-fusion: the packed (ragged) verify and the batching mechanisms keep every token that plain
+decoding gives, at batch sizes 1..8 with mixed prompt lengths, and the packed forward has no padding."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from specir.declared_target import read as read_declared
+from specir.load import load_pipeline
+from specir.runtime.baseline import ar_pipeline
+from specir.runtime.session import make_engine
+from specir.runtime.token_forcing import Reference, force
+from specir.step import ragged
+from specir.step.ops.batch_budget import keep
+from specir.step.values import Nodes
+from tests.helpers.specs import write_spec
+
+PIPELINES = {
+    "chain": "batch-fusion",
+    "chain-budget": "batch-fusion{budget=6}",
+    "tree": "tree-verify{budget=12,topk=2},batch-fusion",
+    "tree-budget-confidence": "tree-verify{budget=12,topk=2},batch-fusion{budget=10}",
+    "tree-budget-equal": "tree-verify{budget=12,topk=2},batch-fusion{budget=10,split=equal,commit=compact}",
+    "tree-shrink": "tree-verify{budget=12,topk=3},batch-fusion{shrink=true,max_batch=8}",
+    "tree-table": "tree-verify{budget=12,topk=2},batch-fusion{budget=99}",  # tokens rewritten below
+}
+TABLE = "tokens = [12, 6, 0, 3]"  # by live batch size: 12 drafted tokens at 1, 6 at 2, none at 3, 3 from 4 on
+
+
+def _prompts(n: int, seed: int) -> list[list[int]]:
+    rng = random.Random(seed)
+    return [[rng.randrange(259) for _ in range(rng.randint(1, 17))] for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def engines(pair, tmp_path_factory):
+    target, drafter = pair
+    folder = tmp_path_factory.mktemp("fusion")
+    out = {}
+    for name, passes in PIPELINES.items():
+        path = write_spec(folder, name.replace("-", "_"), target, drafter, k=3, passes=passes)
+        path.write_text(path.read_text().replace("tokens = [99]", TABLE))
+        pipeline = load_pipeline(path)
+        out[name] = make_engine(pipeline, "reference", "cpu", None)
+    plain = load_pipeline(write_spec(folder, "plain", target, drafter, k=3))
+    out["ar"] = make_engine(ar_pipeline(plain), "reference", "cpu", None)
+    return out
+
+
+@pytest.mark.parametrize("name", list(PIPELINES))
+def test_fused_tokens_equal_plain_decoding_at_batch_1_to_8(engines, name):
+    """Every batch size 1..8 (mixed prompt lengths, one to 17 tokens): each request's tokens are those
+    of plain AR decoding of the target alone."""
+    engine, ar = engines[name], engines["ar"]
+    prompts = _prompts(8, seed=1)
+    want = [r.tokens for r in ar.generate(prompts, 12)]
+    for B in range(1, 9):
+        got = [r.tokens for r in engine.generate(prompts[:B], 12)]
+        assert got == want[:B], f"{name} at batch {B}"
+    taus = [len(r.tokens) / max(1, len(r.accept_lengths)) for r in engine.generate(prompts[:1], 12)]
+    if name != "tree-shrink":  # with a drafter as large as the target, the cost model turns drafting off
+        assert max(taus) > 1.0, "speculation never accepted a drafted token"
+    if name == "tree-table":  # three live requests: the table says no draft, so every step emits one token
+        assert all(set(r.accept_lengths) == {1} for r in engine.generate(prompts[:3], 12))
+
+
+def test_packed_forward_has_no_padding(engines):
+    """The packed verify runs exactly the valid nodes of the live requests: a finished request costs
+    no row, and the offsets are the cumulative per-request sizes."""
+    engine = engines["tree-budget-confidence"]
+    verify = next(op for op in engine.pipeline.step.ops if op.name == "verify.packed")
+    decode = engine.open(3, engine.rows_needed(20, 12), sampling=False)
+    a = decode.add([1, 2, 3], 1)
+    b = decode.add(list(range(5, 20)), 12)
+    c = decode.add([7], 12)
+    decode.step()
+    assert a.done
+    decode.step()
+    packed = decode.session.ctx.op_state[("ragged", id(verify))]
+    sizes = packed.sizes()
+    assert sizes[a.slot] == 0 and sizes[b.slot] >= 1 and sizes[c.slot] >= 1
+    assert packed.total == sum(sizes) <= 2 + 10  # two pending tokens + the budget of 10 drafted tokens
+    assert packed.offsets.tolist() == [0] + list(torch.tensor(sizes).cumsum(0).tolist())
+
+
+def test_budget_split_by_confidence_is_ancestor_closed():
+    """batch.budget keeps the batch's best-scored nodes, never a node without its parent, and skips
+    frozen requests; the equal split gives each live request the same share."""
+    # two requests, a tree of 4 drafted nodes: 1 <- 0, 2 <- 1, 3 <- 0, 4 <- 3
+    parents = torch.tensor([[-1, 0, 1, 0, 3]] * 2, dtype=torch.int32)
+    score = torch.tensor([[0.0, -0.1, -0.2, -1.0, -1.1], [0.0, -2.0, -2.5, -3.0, -3.1]])
+    valid = torch.ones(2, 5, dtype=torch.bool)
+    live = torch.tensor([True, True])
+    kept = keep(score[:, 1:], valid[:, 1:], live, torch.tensor(4), "confidence")
+    assert kept.tolist() == [[True, True, True, True], [False, False, False, False]]
+    kept = keep(score[:, 1:], valid[:, 1:], live, torch.tensor(5), "confidence")
+    assert kept.tolist() == [[True, True, True, True], [True, False, False, False]]
+    kept = keep(score[:, 1:], valid[:, 1:], torch.tensor([False, True]), torch.tensor(3), "confidence")
+    assert kept.tolist() == [[False] * 4, [True, True, True, False]]
+    kept = keep(score[:, 1:], valid[:, 1:], live, torch.tensor(5), "equal")
+    assert kept.tolist() == [[True, True, True, False], [True, True, False, False]]
+    for row, par in zip(kept.tolist(), parents.tolist()):
+        full = [True] + row
+        assert all(not full[n] or par[n] < 0 or full[par[n]] for n in range(5))
+
+
+def test_pack_offsets_and_mask_rows():
+    """ragged.pack: request-major, nodes ascending, cumulative offsets; a chain's mask row is causal."""
+    nodes = Nodes.chain(torch.tensor([5, 6, 7]), None)
+    nodes.valid = torch.tensor([[True, True, True], [True, False, False], [True, True, False]])
+    nodes.tokens = torch.tensor([[5, 1, 2], [6, 0, 0], [7, 3, 0]])
+    nodes.depths = torch.arange(3)[None].expand(3, 3)
+    packed = ragged.pack(nodes, torch.tensor([1, 1, 0]))
+    assert packed.offsets.tolist() == [0, 3, 4, 4]
+    assert packed.request.tolist() == [0, 0, 0, 1] and packed.node.tolist() == [0, 1, 2, 0]
+    inputs = ragged.allocate(packed.total, 3, "cpu")
+    ragged.forward_inputs(packed, nodes, torch.tensor([10, 20, 30], dtype=torch.int32), inputs)
+    assert inputs.ids[:, 0].tolist() == [5, 1, 2, 6]
+    assert inputs.pos[:, 0].tolist() == [10, 11, 12, 20]
+    assert inputs.mask[:, 0].tolist() == [[True, False, False], [True, True, False], [True, True, True],
+                                          [True, False, False]]
+
+
+def test_shrink_table_shrinks_and_turns_off(tmp_path):
+    """The cost model's table for a target priced on the CPU's figures with a drafter a tenth its size:
+    per-request drafted tokens never grow with the batch; at batch 1 the draft pays, and once the
+    verify is compute-bound the step is plain autoregressive (no drafted token)."""
+    from specir.batch_schedule import budget_table
+    from specir.targets import get_target
+    from tests.helpers.checkpoints import make_checkpoint, write_tokenizer
+    target = make_checkpoint("llama", tmp_path / "t", vocab_size=259, hidden_size=512, intermediate_size=1408,
+                             num_attention_heads=8, num_key_value_heads=4)
+    drafter = make_checkpoint("llama", tmp_path / "d", vocab_size=259, hidden_size=64, intermediate_size=112,
+                              num_hidden_layers=1)
+    for folder in (target, drafter):
+        write_tokenizer(folder, 259)
+    pipeline = load_pipeline(write_spec(tmp_path, "s", target, drafter, k=4,
+                                        passes="tree-verify{budget=16,topk=2},batch-fusion"))
+    table = budget_table(pipeline, get_target("cpu"), 64, 0.8)
+    per_request = [table[min(b, len(table)) - 1] / b for b in range(1, 65)]
+    assert all(a >= b for a, b in zip(per_request, per_request[1:])), table
+    assert table[0] > 0 and table[-1] == 0, table
+    fused = load_pipeline(write_spec(tmp_path, "f", target, drafter, k=4, passes=(
+        "tree-verify{budget=16,topk=2},batch-fusion{shrink=true,target=cpu,alpha=0.8}")))
+    printed = next(op for op in fused.step.ops if op.name == "batch.budget").attrs["tokens"]
+    assert list(printed) == table
+    off_at = next(op for op in fused.step.ops if op.name == "draft.tree").attrs["off_at"]
+    assert table[off_at - 2] > 0 and all(t == 0 for t in table[off_at - 1:]), (off_at, table)
+
+
+def test_continuous_batching_forced_against_transformers(engines, pair):
+    """Batch 4 through DecodeSession with Poisson-like arrivals: requests of different prompt lengths
+    end, start and accept different lengths in the same steps; every token of every request is
+    token-forced against transformers on the declared target."""
+    engine = engines["tree-budget-confidence"]
+    reference = Reference(read_declared(engine.pipeline), "cpu")
+    rng = random.Random(7)
+    queue = [(p, rng.choice([3, 8, 14])) for p in _prompts(10, seed=3)]
+    decode = engine.open(4, engine.rows_needed(17, 14), sampling=False)
+    sizes_seen, mixed_steps = set(), 0
+    while queue or decode.active():
+        while queue and decode.free_slots() and (rng.random() < 0.6 or not decode.active()):
+            decode.add(*queue.pop(0))
+        sizes_seen.add(decode.active())
+        events = decode.step()
+        mixed_steps += len({len(kept) for _, kept in events}) > 1  # requests kept different lengths
+    done = decode.requests
+    assert len(done) == 10 and all(r.done for r in done)
+    assert len(sizes_seen) >= 3, "the batch composition never changed"
+    assert mixed_steps > 0, "no step mixed accept lengths"
+    report = force(reference, [r.prompt for r in done], [r.generated for r in done])
+    assert report.ok and report.checked == sum(r.max_new for r in done), report.as_dict()
+
+
+def test_off_at_drafts_nothing_then_resyncs(engines, pair, tmp_path):
+    """draft.tree {off_at = 2}: with two or more live requests no drafter forward runs and every step
+    emits one token; once one request is left, the drafter catches up on the tokens it skipped and
+    speculation resumes; every request's tokens equal AR."""
+    target, drafter = pair
+    path = write_spec(tmp_path, "off", target, drafter, k=3, passes="tree-verify{budget=12,topk=2},batch-fusion")
+    path.write_text(path.read_text().replace("topk = 2}", "off_at = 2, topk = 2}"))
+    engine = make_engine(load_pipeline(path), "reference", "cpu", None)
+    prompts = _prompts(3, seed=5)
+    want = [r.tokens for r in engines["ar"].generate(prompts, 16)]
+    decode = engine.open(3, engine.rows_needed(17, 16), sampling=False)
+    short = decode.add(prompts[0], 4)
+    late = decode.add(prompts[1], 16)
+    state = next(s for s in decode.session.ctx.models.values() if s.role == "draft")
+    lens = state.lens.clone()
+    while not short.done:
+        decode.step()
+    assert torch.equal(state.lens, lens), "the drafter ran while drafting was off"
+    assert short.accept_lengths == [1, 1, 1, 1]
+    while decode.active():
+        decode.step()
+    assert max(late.accept_lengths[4:]) > 1, "speculation did not resume"
+    assert [short.generated, late.generated] == [want[0][:4], want[1]]
+    again = decode.add(prompts[2], 16)  # a new request alone: on from its first step
+    while decode.active():
+        decode.step()
+    assert again.generated == want[2] and max(again.accept_lengths) > 1
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+def test_fused_steps_replayed_from_captures_equal_eager(pair, tmp_path, temperature):
+    """With emulated CUDA graphs (tests/step/test_capture_replay.py): the packed verify runs between
+    captured segments, and drafting's on / off / resync variants each get their own capture (resync
+    never replays); requests finishing at different times cross the off threshold both ways, and
+    every token equals the eager run's."""
+    from specir.backends.reference.step_backend import TableStepBackend
+    from specir.step.engine import StepEngine
+    from tests.step.test_capture_replay import EmulatedGraphs
+    target, drafter = pair
+    path = write_spec(tmp_path, "cap", target, drafter, k=3,
+                      passes="tree-verify{budget=8,topk=2},batch-fusion{budget=10}")
+    path.write_text(path.read_text().replace("topk = 2}", "off_at = 3, topk = 2}"))
+    pipeline = load_pipeline(path)
+    prompts = _prompts(3, seed=9)
+    items = [(prompts[0], 3), (prompts[1], 14), (prompts[2], 6)]
+
+    def run(engine):
+        decode = engine.open(3, engine.rows_needed(17, 14), sampling=True)
+        reqs = [decode.add(p, n, temperature, 5 + i) for i, (p, n) in enumerate(items)]
+        while decode.active():
+            decode.step()
+        again = decode.add(prompts[0], 8, temperature, 11)  # joins while one request still runs, or alone
+        while decode.active():
+            decode.step()
+        return [(r.generated, r.accept_lengths) for r in reqs + [again]]
+
+    graphs = EmulatedGraphs(TableStepBackend("cpu"))
+    want = run(StepEngine(pipeline, TableStepBackend("cpu")))
+    captured = StepEngine(pipeline, graphs)
+    assert run(captured) == want and run(captured) == want
+    assert graphs.captured >= 2 and graphs.replays > graphs.captured
+    assert want[0][1][0] == 1, "three live requests: drafting should be off"
