@@ -14,9 +14,8 @@ After (gemm-policy{cublas_min_rows=0}):
 """
 from __future__ import annotations
 
-from specir.errors import SpecirError
 from specir.ir.nodes import Pipeline
-from specir.pass_base import Option, Pass
+from specir.pass_base import Option, Pass, models_option, selected_models
 
 
 class GemmPolicy(Pass):
@@ -24,16 +23,10 @@ class GemmPolicy(Pass):
     options = {
         "cublas_min_rows": Option(int, 8, "rows from which plain bf16 linears run cuBLAS; 0 = never", min=0,
                                   max=1 << 20, search=(0, 8, 32)),
-        "models": Option(str, "", "comma-separated model names (default: every model)", search=("",)),
+        "models": models_option(),
     }
 
     def run(self, pipeline: Pipeline) -> Pipeline:
-        names = [n.strip().lstrip("@") for n in self.models.split(",") if n.strip()]
-        for name in names:
-            if pipeline.model(name) is None:
-                raise SpecirError(f"gemm-policy: no model @{name}",
-                                  hint="models: " + ", ".join("@" + m.name for m in pipeline.models))
-        for model in pipeline.models:
-            if model.graph is not None and (not names or model.name in names):
-                pipeline = pipeline.with_model(model.with_attrs(cublas_min_rows=self.cublas_min_rows))
+        for model in selected_models(pipeline, self.models, self.name):
+            pipeline = pipeline.with_model(model.with_attrs(cublas_min_rows=self.cublas_min_rows))
         return pipeline

@@ -31,6 +31,17 @@ def backend_module(name: str):
     return module
 
 
+def kernel_table(name: str = "reference") -> dict:
+    """The model-graph kernel table {op name: fn(params, state, *inputs)} of backend `name`
+    (specir.backends.<name>.ops.KERNELS). Core code reaches backend kernels only through here."""
+    try:
+        module = importlib.import_module(f"specir.backends.{name}.ops")
+    except ModuleNotFoundError as exc:
+        raise SpecirError(f"backend {name!r} has no kernel table ({exc.name} is missing)",
+                          hint="backends with kernel tables: reference") from None
+    return module.KERNELS
+
+
 def lower(pipeline: Pipeline, target: Target, folder: Path, **options) -> Lowering:
     """Lower with the target's backend; where that backend cannot lower yet, fall back to the
     reference backend and say so in the manifest notes. `options` (e.g. emit_ptx) go to backends

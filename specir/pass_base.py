@@ -132,3 +132,19 @@ class Pass:
         def fmt(v):
             return ("true" if v else "false") if isinstance(v, bool) else str(v)
         return self.name + "{" + ",".join(f"{k}={fmt(v)}" for k, v in sorted(changed.items())) + "}"
+
+
+def models_option() -> Option:
+    """The `models` option of passes that set a per-model policy: comma-separated names, "" = all."""
+    return Option(str, "", "comma-separated model names (default: every model)", search=("",))
+
+
+def selected_models(pipeline: Pipeline, models: str, pass_name: str) -> list:
+    """The expanded model regions a `models` option selects (every one for ""); an unknown name is
+    a SpecirError naming the models there are."""
+    names = [n.strip().lstrip("@") for n in models.split(",") if n.strip()]
+    for name in names:
+        if pipeline.model(name) is None:
+            raise SpecirError(f"{pass_name}: no model @{name}",
+                              hint="models: " + ", ".join("@" + m.name for m in pipeline.models))
+    return [m for m in pipeline.models if m.graph is not None and (not names or m.name in names)]

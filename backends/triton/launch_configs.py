@@ -20,6 +20,8 @@ from .kernels.attention import attention_config
 from .kernels.linear_config import choose
 from .program import Program
 
+REPRESENTATIVE_CONTEXT = 2048  # cached tokens the recorded launch configs and PTX assume
+
 
 def _attention(B, T, H, KH, D, max_seq, sm_count):
     """attention_config with the target's SM count (the runtime reads the device's)."""

@@ -24,12 +24,13 @@ import shutil
 from pathlib import Path
 
 from specir.backends_api import Lowering
-from specir.ir.nodes import Pipeline
+from specir.ir.nodes import Attrs, Pipeline
 from specir.targets import Target
 
 from . import gemm_route
 from .gemm_route import CUBLAS_CALL, CUBLAS_KERNEL
-from .program import plan_program
+from .launch_configs import REPRESENTATIVE_CONTEXT
+from .program import fusions, plan_program
 
 KERNEL_DIR = Path(__file__).with_name("kernels")
 HELPERS = ("_numerics.py", "_interpreter_compat.py", "_device.py", "__init__.py")
@@ -37,12 +38,6 @@ EXTRA_SOURCES = {"add": Path(__file__).with_name("add_kernel.py"),
                  # the hybrid stateless ops run their torch reference functions (program.py, TORCH_OPS)
                  "torch": Path(__file__).parents[1] / "reference" / "hybrid.py"}
 LIBRARY_OF = {"linear": ("linear.py", "linear_kernels.py", "linear_decode.py", "linear_config.py")}
-REPRESENTATIVE_CONTEXT = 2048
-
-
-def _used_models(pipeline: Pipeline):
-    used = {s.lstrip("@") for op in pipeline.step.ops for s in op.symbols}
-    return [m for m in pipeline.models if m.name in used and m.graph is not None]
 
 
 def forward_shapes(pipeline: Pipeline, model_name: str) -> dict[str, int]:
@@ -55,11 +50,15 @@ def forward_shapes(pipeline: Pipeline, model_name: str) -> dict[str, int]:
     return shapes or {"decode": 1}
 
 
-def with_gemm_policy(pipeline: Pipeline) -> Pipeline:
-    """Every model the step uses states its gemm policy (`cublas_min_rows`, gemm_route.py) in the IR."""
-    for model in _used_models(pipeline):
+def with_backend_policy(pipeline: Pipeline) -> Pipeline:
+    """Every model the step uses states its backend policy in the IR: the gemm policy
+    (`cublas_min_rows`, gemm_route.py) and the fusions (`fuse`, passes/fusion.py)."""
+    for model in pipeline.used_models():
         if "cublas_min_rows" not in model.attrs:
             pipeline = pipeline.with_model(model.with_attrs(cublas_min_rows=gemm_route.default_min_rows(model)))
+            model = pipeline.model(model.name)
+        if "fuse" not in model.attrs:  # the default of passes/fusion.py
+            pipeline = pipeline.with_model(model.with_attrs(fuse=Attrs(fusions(model))))
     return pipeline
 
 
@@ -70,14 +69,14 @@ def _source_files(module: str) -> tuple[str, ...]:
 def lower(pipeline: Pipeline, target: Target, folder: Path, *, emit_ptx: bool = False) -> Lowering:
     from .launch_configs import launch_configs
     folder = Path(folder)
-    pipeline = with_gemm_policy(pipeline)
+    pipeline = with_backend_policy(pipeline)
     from specir.step.program import StepProgram
     from specir.step.backend import StepBackend
     segments = StepProgram(pipeline, StepBackend("cpu")).describe()
     notes = ["step: " + " | ".join(("host: " if seg["host"] else "device: ") + ", ".join(seg["ops"])
                                    for seg in segments)
              + " (device segments are captured as CUDA graphs, per batch size and sampling mode)"]
-    programs = {m.name: plan_program(m) for m in _used_models(pipeline)}
+    programs = {m.name: plan_program(m) for m in pipeline.used_models()}
     configs, kernels = {}, {}
     for name, program in programs.items():
         configs[name] = {}

@@ -117,6 +117,12 @@ def _weight_dtype(model: Model, name: str) -> str:
     return w.type.dtype if w is not None else "?"
 
 
+def fusions(model: Model) -> dict[str, bool]:
+    """The region's fusion policy: its `fuse` attribute (passes/fusion.py), all true where unstated."""
+    stated = model.attrs.get("fuse") or {}
+    return {name: bool(stated.get(name, True)) for name in ("add_norm", "linear_groups", "rope_kv_write")}
+
+
 def plan_program(model: Model) -> Program:
     if model.graph is None:
         raise SpecirError(f"model @{model.name} is not expanded", location=model.loc,
@@ -137,6 +143,7 @@ def plan_program(model: Model) -> Program:
             values[op.result] = op.type.width if op.type is not None and op.type.params else 0
     layers = {op.attrs["layer"]: (op.attrs["kv_heads"], op.attrs["head_dim"]) for op in ops if op.name == "attention"}
 
+    fuse = fusions(model)
     done: set[int] = set()
     launches: list[Launch] = []
     fused_rope: dict[int, tuple[int, int]] = {}  # attention op index -> (q rope, k rope)
@@ -148,7 +155,7 @@ def plan_program(model: Model) -> Program:
         if qi is None or ki is None:
             continue
         qop, kop = ops[qi], ops[ki]
-        if (qop.name == "rope" and kop.name == "rope" and qop.attrs == kop.attrs
+        if (fuse["rope_kv_write"] and qop.name == "rope" and kop.name == "rope" and qop.attrs == kop.attrs
                 and qop.values[1] == kop.values[1] and uses.get(q) == [i] and uses.get(k) == [i]):
             fused_rope[i] = (qi, ki)
     rope_in_fusion = {j for pair in fused_rope.values() for j in pair}
@@ -161,7 +168,7 @@ def plan_program(model: Model) -> Program:
             launches.append(Launch("embed", (op.result,), op.values, {"weight": op.attrs["weight"]}, (op.result,)))
         elif name == "add":
             nxt = ops[i + 1] if i + 1 < len(ops) else None
-            if (nxt is not None and nxt.name == "rms_norm" and not nxt.attrs.get("group")
+            if (fuse["add_norm"] and nxt is not None and nxt.name == "rms_norm" and not nxt.attrs.get("group")
                     and nxt.values == (op.result,)):
                 launches.append(Launch("add_rms_norm", (nxt.result, op.result), op.values,
                                        {"weight": nxt.attrs["weight"], "eps": float(nxt.attrs["eps"])},
@@ -175,7 +182,7 @@ def plan_program(model: Model) -> Program:
                                     "group": int(op.attrs.get("group") or 0)}, (op.result,)))
         elif name in ("linear", "packed_linear"):
             group = [i] + [j for j in range(i + 1, len(ops))
-                           if j not in done and _groups_with(model, op, ops[j])]
+                           if fuse["linear_groups"] and j not in done and _groups_with(model, op, ops[j])]
             done.update(group)
             members = [ops[j] for j in group]
             formats = {m.attrs["format"] for m in members if m.name == "packed_linear"}

@@ -135,12 +135,12 @@ def _compile_all(spec: str, arch: int, folder: Path) -> dict:
     from specir.load import load_pipeline
 
     from .forward import ForwardInputs, StaticForward
+    from .launch_configs import REPRESENTATIVE_CONTEXT
     from .kernels.accept import greedy_accept_tree
     from .kernels.argmax import argmax
     from .kernels.kv_cache import kv_compact
     from specir.step.interfaces import StepInfo
 
-    from .lowering import REPRESENTATIVE_CONTEXT, _used_models
 
     pipeline = load_pipeline(spec)
     forwards = StepInfo(pipeline).forwards()
@@ -165,7 +165,7 @@ def _compile_all(spec: str, arch: int, folder: Path) -> dict:
     JITFunction.run = offline_run
     torch.nn.functional.linear = no_gemm
     try:
-        for model in _used_models(pipeline):
+        for model in pipeline.used_models():
             stand_in = _StandIn(model)
             cache = _OneLayerCache(stand_in.program.layers, REPRESENTATIVE_CONTEXT, stand_in.dtype)
             for f in forwards if forwards else []:

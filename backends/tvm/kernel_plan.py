@@ -77,11 +77,6 @@ def _no_op(*args):
     return None
 
 
-def used_models(pipeline: Pipeline):
-    used = {s.lstrip("@") for op in pipeline.step.ops for s in op.symbols}
-    return [m for m in pipeline.models if m.name in used and m.graph is not None]
-
-
 def tree_models(pipeline: Pipeline) -> set[str]:
     """Models that some step op runs under a tree mask (draft.tree, verify.tree, ...)."""
     return {s.lstrip("@") for op in pipeline.step.ops if op.name.endswith(".tree") for s in op.symbols}
@@ -90,7 +85,7 @@ def tree_models(pipeline: Pipeline) -> set[str]:
 def planned_threads(pipeline: Pipeline) -> int:
     """The thread count the engine will choose (runtime/threads.py) from the declared weights."""
     total = sum({"f32": 4}.get(w.type.dtype, 2) * math.prod(w.type.shape)
-                for model in used_models(pipeline) for w in model.weights
+                for model in pipeline.used_models() for w in model.weights
                 if w.type.dtype != "bf12")  # the engine counts torch tensors only (runtime/threads.py)
     return choose_threads(total)
 
@@ -112,7 +107,7 @@ def plan_kernels(pipeline: Pipeline, host, threads: int | None = None,
     torch.set_num_threads(threads)  # the op table sizes TVM's pool (and so picks variants) from it
     try:
         with torch.no_grad():
-            for model in used_models(pipeline):
+            for model in pipeline.used_models():
                 recording.model = model.name
                 _dry_run(ModelRunner, model, table, model.name in trees)
     finally:

@@ -95,8 +95,7 @@ def _op_of(kernel: str, pipeline: Pipeline) -> str:
 
 
 def _uses(pipeline: Pipeline, op_name: str) -> bool:
-    from .kernel_plan import used_models
-    return any(op.name == op_name for m in used_models(pipeline) for op in m.graph.ops)
+    return any(op.name == op_name for m in pipeline.used_models() for op in m.graph.ops)
 
 
 def _torch_rows(pipeline: Pipeline) -> list[dict]:
@@ -110,13 +109,11 @@ def _torch_rows(pipeline: Pipeline) -> list[dict]:
 
 
 def _window_layers(pipeline: Pipeline) -> list[str]:
-    from .kernel_plan import used_models
-    return [f"@{m.name} layer {op.attrs['layer']}" for m in used_models(pipeline) for op in m.graph.ops
+    return [f"@{m.name} layer {op.attrs['layer']}" for m in pipeline.used_models() for op in m.graph.ops
             if op.name == "attention" and op.attrs.get("window")]
 
 
 def _fallback_notes(pipeline: Pipeline) -> list[str]:
-    from .kernel_plan import used_models
     notes = []
     if _uses(pipeline, "packed_linear"):
         notes.append("packed_linear (bf12): no in-kernel BF12 decode on the CPU yet; each matrix is decoded once to "
@@ -133,8 +130,7 @@ def _fallback_notes(pipeline: Pipeline) -> list[str]:
 def _dtype_note(pipeline: Pipeline) -> str | None:
     """The models whose activation dtype has no TVM kernels (f16): they compute in that dtype, as the IR
     says, on the reference (torch) kernels."""
-    from .kernel_plan import used_models
-    other = sorted({str(m.attrs.get('dtype')) for m in used_models(pipeline)} - {"bf16", "f32"})
+    other = sorted({str(m.attrs.get('dtype')) for m in pipeline.used_models()} - {"bf16", "f32"})
     if not other:
         return None
     return (f"activations in {', '.join(other)} have no TVM kernels; those models run the reference kernels "

@@ -68,7 +68,7 @@ def run(args) -> int:
                           hint="a logit gap, e.g. --tolerance 0.01; leave it out for two ulps of the dtype")
     if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
         raise SpecirError(f"--timeout must be a number of seconds > 0, got {args.timeout}", hint="e.g. --timeout 600")
-    from ..runtime.session import default_spec_text
+    from ..pipeline_template import default_spec_text
     default_text = default_spec_text()
     declared = declared_of(args.source, default_text)  # for the prompts; the judge reads it again itself
     folder = resolve_source(declared.source)

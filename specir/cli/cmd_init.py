@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import difflib
-import json
 import re
 import sys
 from pathlib import Path
 
 from ..errors import SourceLocation, SpecirError
+from ..pipeline_template import pipeline_text
 from ..importers import resolve_source
 from ..importers.tokenizer_match import check_same_tokenizer
 from ..ir.opdefs import MAX_DRAFT_TOKENS, MAX_TREE_BUDGET
@@ -33,27 +33,10 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def pipeline_text(name: str, target: str, drafter: str, k: int) -> str:
-    if drafter == "ngram":
-        models = f'  model @target = import({_q(target)})\n'
-        draft = f"    %draft = draft.ngram %ctx {{k = {k}}}\n"
-    else:
-        models = f'  model @target = import({_q(target)})\n  model @drafter = import({_q(drafter)})\n'
-        draft = f"    %draft = draft.chain @drafter, %ctx {{k = {k}}}\n"
-    return (f"pipeline {name} {{\n{models}  step(%ctx: context) {{\n{draft}"
-            "    %logits = verify.chain @target, %ctx, %draft\n"
-            "    %accepted = accept.sample %draft, %logits\n"
-            "    commit %ctx, %accepted\n  }\n}\n")
-
-
 def _flag_location(flag: str, value: str) -> SourceLocation:
     """The flag's value on a reconstructed command line, for the caret."""
     line = f"specir init ... {flag} {value}"
     return SourceLocation("command line", 1, len(line) - len(value) + 1, line)
-
-
-def _q(path: str) -> str:
-    return json.dumps(path, ensure_ascii=False)  # the IR's strings are JSON strings (any path, newlines included)
 
 
 def _source(path: str) -> str:

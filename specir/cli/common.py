@@ -2,11 +2,9 @@
 from __future__ import annotations
 
 import argparse
-import math
 
-from .. import pass_registry
-from ..errors import SpecirError
-from ..time_limit import PASS_TIMEOUT_S, set_pass_timeout
+from .. import plugins
+from ..time_limit import PASS_TIMEOUT_S
 
 
 def add_plugin_option(parser: argparse.ArgumentParser) -> None:
@@ -26,10 +24,4 @@ def add_pipeline_option(parser: argparse.ArgumentParser) -> None:
 
 def load_plugins(args) -> None:
     """Set the pass time limit (--pass-timeout), then import every --plugin file."""
-    seconds = getattr(args, "pass_timeout", PASS_TIMEOUT_S)
-    if seconds is None or not math.isfinite(seconds) or seconds < 0:
-        raise SpecirError(f"--pass-timeout must be a number of seconds >= 0, got {seconds}",
-                          hint=f"e.g. --pass-timeout {PASS_TIMEOUT_S:g} (0 = no limit)")
-    set_pass_timeout(seconds)
-    for path in getattr(args, "plugin", []) or []:
-        pass_registry.load_plugin(path)
+    plugins.load_plugins(getattr(args, "plugin", []), getattr(args, "pass_timeout", PASS_TIMEOUT_S))

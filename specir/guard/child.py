@@ -14,12 +14,10 @@ import time
 
 
 def generate(job: dict) -> dict:
-    from ..cli.common import load_plugins
+    from ..plugins import load_plugins
     from ..runtime.session import open_session
 
-    class Args:
-        plugin = job.get("plugins") or []
-    load_plugins(Args)
+    load_plugins(job.get("plugins") or [])
     session = open_session(job.get("source"), job.get("target"), job.get("passes") or "")
     engine = session.engine()
     prompts, size, outputs = job["prompts"], int(job.get("batch_size") or 1), []

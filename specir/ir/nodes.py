@@ -196,6 +196,11 @@ class Pipeline:
                 return m
         return None
 
+    def used_models(self) -> list[Model]:
+        """The models with a graph that some step op names, in declaration order."""
+        used = {s.lstrip("@") for op in (self.step.ops if self.step else ()) for s in op.symbols}
+        return [m for m in self.models if m.name in used and m.graph is not None]
+
     def with_model(self, model: Model) -> "Pipeline":
         models = tuple(model if m.name == model.name else m for m in self.models)
         return replace(self, models=models)

@@ -23,7 +23,7 @@ ACTIVATIONS = ("silu", "sigmoid", "relu", "relu2", "gelu", "gelu_tanh", "tanh")
 def _group_of(op, width: int) -> int:
     group = op.attrs.get("group") or width
     if group <= 0 or width % group:
-        raise TypeRuleError(f"width {width} is not a multiple of group {group}")
+        raise TypeRuleError(f"width {width} is not a multiple of group {group}", "group must divide the width, e.g. group = the head dim")
     return group
 
 

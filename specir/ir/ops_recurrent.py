@@ -67,16 +67,17 @@ def _slot_attrs(default_state: str) -> dict:
 def _weight(ctx, op, key, shape):
     got = ctx.weight_type(op, op.attrs[key]).shape
     if got != shape:
-        raise TypeRuleError(f"weight {op.attrs[key]!r} ({key}) has shape {list(got)}, expected {list(shape)}")
+        raise TypeRuleError(f"weight {op.attrs[key]!r} ({key}) has shape {list(got)}, expected {list(shape)}",
+                            "the checkpoint's tensor and the op's attributes must agree; re-import the model")
 
 
 def _infer_conv(op, ctx):
     x = ctx.value_type(op.operands[0])
     c, k = op.attrs["channels"], op.attrs["kernel"]
     if x.width != c:
-        raise TypeRuleError(f"x is act<{x.width}> but channels = {c}")
+        raise TypeRuleError(f"x is act<{x.width}> but channels = {c}", "set channels to the width of the conv input")
     if k < 1:
-        raise TypeRuleError(f"kernel must be at least 1, got {k}")
+        raise TypeRuleError(f"kernel must be at least 1, got {k}", "the causal conv kernel size, e.g. kernel = 4")
     _weight(ctx, op, "weight", (c, 1, k))
     if op.attrs.get("bias"):
         _weight(ctx, op, "bias", (c,))
@@ -88,12 +89,13 @@ def _infer_delta(op, ctx):
     at = op.attrs
     hk, hv, dk, dv = at["k_heads"], at["v_heads"], at["k_dim"], at["v_dim"]
     if hv % hk:
-        raise TypeRuleError(f"v_heads ({hv}) must be a multiple of k_heads ({hk})")
+        raise TypeRuleError(f"v_heads ({hv}) must be a multiple of k_heads ({hk})", "value heads are grouped over key heads")
     if qkv.width != 2 * hk * dk + hv * dv:
         raise TypeRuleError(f"qkv is act<{qkv.width}> but 2 * k_heads * k_dim + v_heads * v_dim = "
-                            f"{2 * hk * dk + hv * dv}")
+                            f"{2 * hk * dk + hv * dv}", "the fused q, k, v projection's width")
     if b.width != hv or a.width != hv:
-        raise TypeRuleError(f"b and a must be act<{hv}> (one per value head), got {b} and {a}")
+        raise TypeRuleError(f"b and a must be act<{hv}> (one per value head), got {b} and {a}",
+                            "b and a come from the beta and alpha projections, one value per value head")
     _weight(ctx, op, "a_log", (hv,))
     _weight(ctx, op, "dt_bias", (hv,))
     return act(hv * dv)
@@ -104,14 +106,14 @@ def _infer_mamba2(op, ctx):
     at = op.attrs
     h, p, g, n = at["heads"], at["head_dim"], at["groups"], at["state_size"]
     if h % g:
-        raise TypeRuleError(f"heads ({h}) must be a multiple of groups ({g})")
+        raise TypeRuleError(f"heads ({h}) must be a multiple of groups ({g})", "heads are grouped over the B/C groups")
     if xbc.width != h * p + 2 * g * n:
         raise TypeRuleError(f"xbc is act<{xbc.width}> but heads * head_dim + 2 * groups * state_size = "
-                            f"{h * p + 2 * g * n}")
+                            f"{h * p + 2 * g * n}", "the conv output holds x, B and C")
     if dt.width != h:
-        raise TypeRuleError(f"dt must be act<{h}> (one per head), got {dt}")
+        raise TypeRuleError(f"dt must be act<{h}> (one per head), got {dt}", "dt comes from the in-projection, one value per head")
     if not at.get("dt_min", 0.0) <= at.get("dt_max", float("inf")):
-        raise TypeRuleError("dt_min must not exceed dt_max")
+        raise TypeRuleError("dt_min must not exceed dt_max", "e.g. dt_min = 0.0, dt_max = inf")
     for key in ("a_log", "d", "dt_bias"):
         _weight(ctx, op, key, (h,))
     return act(h * p)

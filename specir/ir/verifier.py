@@ -273,7 +273,9 @@ def _check_graph(pipeline: Pipeline, model: Model, fill: bool) -> Graph:
 
 
 def _check_cache_layers(model: Model, ops) -> None:
-    """Ops that write a KV-cache layer (OpDef.cache_layer) number their layers 0..n-1, each once."""
+    """Ops that write a KV-cache layer (OpDef.cache_layer) own their layer, each once; layer numbers
+    are decoder layers 0..n-1, n the number of distinct `layer` values of the graph's ops (attention
+    and recurrent mixers alike, so a hybrid's attention layer keeps its place among them)."""
     first: dict[int, Op] = {}
     writers = [(op, op.attrs[OPS[op.name].cache_layer]) for op in ops if OPS[op.name].cache_layer]
     for op, layer in writers:
@@ -283,11 +285,12 @@ def _check_cache_layers(model: Model, ops) -> None:
                          + (f" (the first at line {line})" if line else ""), op, model,
                          "each attention op owns one cache layer: number them 0, 1, ... in order")
         first[layer] = op
+    count = len({op.attrs["layer"] for op in ops if isinstance(op.attrs.get("layer"), int)})
     for op, layer in writers:
-        if layer >= len(writers):
-            raise _error(f"KV-cache layer {layer} is out of range: @{model.name} has {len(writers)} attention "
-                         f"layer{'s' if len(writers) != 1 else ''}, numbered 0 to {len(writers) - 1}", op, model,
-                         f"use layer = {len(writers) - 1} or less")
+        if layer >= count:
+            raise _error(f"KV-cache layer {layer} is out of range: @{model.name} has {count} "
+                         f"layer{'s' if count != 1 else ''}, numbered 0 to {count - 1}", op, model,
+                         f"use layer = {count - 1} or less")
 
 
 def _check_step(pipeline: Pipeline, step: Step, fill: bool) -> Step:

@@ -69,7 +69,8 @@ class ModelRunner:
         self.model, self.device = model, torch.device(device)
         self.dtype = torch_dtype(str(model.attrs.get("dtype", "bf16")))
         if kernels is None:
-            from ..backends.reference.ops import KERNELS as kernels
+            from ..backends_api import kernel_table
+            kernels = kernel_table()
         self.kernels = dict(kernels)
         self.kernels.update(OP_KERNELS.get(backend, {}))
         self.backend = backend

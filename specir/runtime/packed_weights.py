@@ -23,6 +23,7 @@ from ..bf12 import BF12Matrix, bits_per_weight, load, pack, to_tensors
 from ..errors import SpecirError
 from ..importers.checkpoint import tensor_index
 from ..ir.nodes import Model, Pipeline
+from .checkpoint_tensors import check_declared, iter_tensors, model_folder
 
 FOLDER = "weights"
 SOURCES_KEY = "specir.sources"
@@ -52,7 +53,6 @@ def fingerprint(files) -> dict[str, list[int]]:
 def write_packed_weights(pipeline: Pipeline, build: Path, base: Path | None) -> dict:
     from safetensors.torch import save_file
 
-    from .weights import check_declared, iter_tensors, model_folder
     entries = {}
     device = pack_device()
     for model in pipeline.models:

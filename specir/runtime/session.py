@@ -12,6 +12,7 @@ from ..errors import SpecirError
 from ..ir.nodes import Pipeline
 from ..ir.verifier import require_step
 from ..load import load_pipeline
+from ..pipeline_template import default_spec_text
 from ..targets import Target, get_target, host_target, require_available
 from ..step.engine import StepEngine
 from .packed_weights import FOLDER as PACKED_FOLDER
@@ -45,11 +46,6 @@ def _target_model(pipeline: Pipeline):
     if not verify:
         raise SpecirError("the step verifies nothing", hint="a step needs a verify op on the target")
     return pipeline.model(verify[-1].symbols[0])
-
-
-def default_spec_text() -> str:
-    from ..cli.cmd_init import pipeline_text
-    return pipeline_text("code", "zoo:code-target", "zoo:code-drafter", 4)
 
 
 def open_session(source: str | None, target: str | None = None, passes: str = "") -> Session:

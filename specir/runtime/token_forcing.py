@@ -99,12 +99,12 @@ class Reference:
                 if kind == "transformers":
                     raise SpecirError(f"transformers cannot load the target {folder}: {exc}", path=str(folder),
                                       hint="use --reference ir to check against the imported graph") from None
-        from ..backends.reference.ops import KERNELS
+        from ..backends_api import kernel_table
         from ..importers import import_model
         from .weights import load_weights
         fresh = import_model(declared.model, declared.source)
         fresh = replace(fresh, attrs=fresh.attrs.set(dtype=self.dtype_name))
-        self.fresh, self.weights, self.kernels = fresh, load_weights(fresh, device), KERNELS
+        self.fresh, self.weights, self.kernels = fresh, load_weights(fresh, device), kernel_table()
         self.kind = "ir"
 
     @classmethod

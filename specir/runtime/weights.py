@@ -9,79 +9,19 @@ packed here, at load time, from the bf16 checkpoint tensor (on `device`).
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
 
-from ..errors import SpecirError
-from ..importers import resolve_source
-from ..importers.checkpoint import TensorInfo, tensor_index
+from ..bf12 import pack
+from ..importers.checkpoint import tensor_index
 from ..ir.nodes import Model
-
-
-def model_folder(model: Model, base: Path | None = None) -> Path:
-    source = model.attrs.get("source")
-    if not source:
-        raise SpecirError(f"model @{model.name} has no `source` attribute naming its checkpoint",
-                          location=model.loc, hint='add attributes {source = "path/to/checkpoint"}')
-    return resolve_source(source, base)
-
-
-def check_declared(model: Model, names: list[str], index: dict[str, TensorInfo], folder: Path) -> None:
-    """Every name is in the checkpoint with the declared shape (bf12 weights: stored as bf16)."""
-    for name in names:
-        w, info = model.weight(name), index.get(name)
-        if info is None:
-            raise SpecirError(f"weight {name!r} of @{model.name} is missing from {folder}", path=str(folder),
-                              hint="the checkpoint changed since the pipeline was written: re-run specir init "
-                                   "or restore the files")
-        if info.shape != tuple(w.type.shape):
-            raise SpecirError(f"weight {name!r} has shape {list(info.shape)} on disk, the pipeline says "
-                              f"{list(w.type.shape)}", path=str(info.file), hint="re-run specir init for this checkpoint")
-        if w.type.dtype == "bf12" and info.dtype != "bf16":
-            raise SpecirError(f"weight {name!r} is {info.dtype} on disk, but the pipeline packs it as bf12 "
-                              f"(lossless only for bf16)", path=str(info.file),
-                              hint="the checkpoint changed since pack-weights ran: run the passes again")
-        if w.type.dtype != "bf12" and info.dtype != w.type.dtype:
-            raise SpecirError(f"weight {name!r} of @{model.name} is declared {w.type}, but {info.file.name} holds "
-                              f"it as {info.dtype}", location=w.loc or model.loc, path=str(info.file),
-                              hint=f"declare it {info.dtype}{list(w.type.shape)} (the activation dtype is the model's "
-                                   f"`dtype` attribute), or re-run specir init for this checkpoint")
-
-
-def check_checkpoints(pipeline, base: Path | None = None) -> None:
-    """Every weight that the models the step uses declare is in its checkpoint with the declared
-    shape and dtype, and the safetensors files are whole (headers only; no tensor is read)."""
-    used = {s.lstrip("@") for op in pipeline.step.ops for s in op.symbols} if pipeline.step else set()
-    for model in pipeline.models:
-        if model.name not in used or model.graph is None or not model.attrs.get("source"):
-            continue
-        folder = model_folder(model, base)
-        index = tensor_index(folder, model.loc)
-        check_declared(model, [w.name for w in model.weights], index, folder)
-
-
-def iter_tensors(names: list[str], index: dict[str, TensorInfo]) -> Iterator[tuple[str, torch.Tensor]]:
-    """(name, CPU tensor) one at a time, each file opened once (memory-mapped)."""
-    by_file: dict[Path, list[str]] = {}
-    for name in names:
-        by_file.setdefault(index[name].file, []).append(name)
-    for file, group in by_file.items():
-        try:
-            with safe_open(str(file), framework="pt", device="cpu") as f:
-                for name in group:
-                    yield name, f.get_tensor(name)
-        except (OSError, RuntimeError, ValueError) as exc:
-            raise SpecirError(f"cannot read weights from {file.name}: {exc}", path=str(file),
-                              hint="the file is truncated or corrupt") from None
+from .checkpoint_tensors import check_checkpoints, check_declared, iter_tensors, model_folder  # noqa: F401 (re-exported)
+from .packed_weights import read_packed_weights
 
 
 def load_weights(model: Model, device: str | torch.device = "cpu", base: Path | None = None,
                  skip: set[str] | None = None, build: Path | None = None) -> dict:
-    from ..bf12 import pack
-    from .packed_weights import read_packed_weights
     folder = model_folder(model, base)
     index = tensor_index(folder, model.loc)
     names = [w.name for w in model.weights if not (skip and w.name in skip)]

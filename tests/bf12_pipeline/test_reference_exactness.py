@@ -22,7 +22,7 @@ PROMPTS = [[5, 17, 99, 3, 42, 7], [200, 1, 1, 64]]
 
 
 def plain_and_packed(target, drafter="ngram", dtype=None, tmp_path=None):
-    from specir.cli.cmd_init import pipeline_text
+    from specir.pipeline_template import pipeline_text
     text = pipeline_text("p", str(target), str(drafter), 3)
     if dtype:
         text = text.replace(")\n", f') attributes {{dtype = "{dtype}"}}\n', 1)

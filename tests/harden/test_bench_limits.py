@@ -57,7 +57,7 @@ def test_bench_batch_that_cannot_fit_is_refused_up_front(tmp_path, specir_cli, n
 def test_memory_estimate_grows_with_the_batch_and_refuses_the_issue_case(monkeypatch):
     """The shipped pair at --batch-size 100000 on a 24 GB machine (issue 11: the OOM killer at 24 GB)."""
     from specir.errors import SpecirError
-    from specir.runtime.session import default_spec_text
+    from specir.pipeline_template import default_spec_text
     pipeline = load_pipeline("<default>", text=default_spec_text())
     one = memory.generate_bytes(pipeline, 1, 64, 64)
     assert memory.generate_bytes(pipeline, 8, 64, 64) == 8 * one

@@ -33,7 +33,7 @@ def _edited(tmp_path, spec, old: str, new: str, count: int = 1):
 # ---------------------------------------------------------------------- model-graph attributes
 
 @pytest.mark.parametrize("old, new, message", [
-    ("layer = 1}", "layer = 99}", "KV-cache layer 99 is out of range: @target has 2 attention layers, numbered 0 to 1"),
+    ("layer = 1}", "layer = 99}", "KV-cache layer 99 is out of range: @target has 2 layers, numbered 0 to 1"),
     ("layer = 1}", "layer = 0}", "KV-cache layer 0 of @target is written by two ops (the first at line"),
     ("layer = 1}", "layer = -1}", "attribute 'layer' of attention must be >= 0, got -1"),
     ("eps = 1e-06", "eps = nan", "attribute 'eps' of rms_norm: nan is not a finite number"),

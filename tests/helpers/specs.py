@@ -5,7 +5,7 @@ import json
 import random
 from pathlib import Path
 
-from specir.cli.cmd_init import pipeline_text
+from specir.pipeline_template import pipeline_text
 from specir.ir.printer import print_pipeline
 from specir.load import load_pipeline
 from specir.pass_manager import PassManager

@@ -11,7 +11,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specir.runtime.tree_mask import ancestor_mask
 from tests.hybrid.checkpoints import HYBRID_FAMILIES
 from tests.hybrid.helpers import committed_states, feed, prefill, runner_for
 
@@ -19,6 +18,18 @@ PROMPT = [7, 3, 55, 21, 9, 64, 12]
 # node 0 is the pending token; parents index earlier nodes (a tree of 9 nodes, depth 4)
 TREE_TOKENS = [40, 8, 77, 8, 19, 5, 33, 90, 2]
 TREE_PARENTS = [-1, 0, 0, 1, 1, 2, 3, 6, 5]
+
+
+def ancestor_mask(parents: list[int], size: int | None = None) -> torch.Tensor:
+    """[size, size] bool: row t is True at t and at each ancestor of t; rows past the tree see themselves."""
+    size = size or len(parents)
+    mask = torch.eye(size, dtype=torch.bool)
+    for t in range(len(parents)):
+        p = parents[t]
+        while p >= 0:
+            mask[t, p] = True
+            p = parents[p]
+    return mask
 
 
 def _close(a, b, tol=1e-5):

@@ -97,7 +97,7 @@ def test_prediction_and_gap_report_on_the_shipped_pair():
     from specir.calibration import Calibration
     from specir.compiler import optimise
     from specir.prediction import gaps, predict
-    from specir.runtime.session import default_spec_text
+    from specir.pipeline_template import default_spec_text
     from specir.targets import get_target
     import specir.load
     target = get_target("cpu")

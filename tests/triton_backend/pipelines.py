@@ -1,7 +1,7 @@
 """Pipelines of the tiny pair for the Triton backend tests, and a token-forcing check."""
 from __future__ import annotations
 
-from specir.cli.cmd_init import pipeline_text
+from specir.pipeline_template import pipeline_text
 from specir.load import load_pipeline
 from specir.pass_manager import PassManager
 from specir.pass_pipeline import build_passes

@@ -1,0 +1,30 @@
+"""The pipeline `specir init` writes, and the shipped default pair's (what `run` uses without a spec).
+
+Contract: `pipeline_text(name, target, drafter, k)` is a parseable .spec: @target imported from
+`target`, a `draft.chain` of k tokens from @drafter (or `draft.ngram` when drafter == "ngram"),
+`verify.chain` on @target, `accept.sample`, `commit`. `default_spec_text()` is that text for the zoo pair.
+"""
+from __future__ import annotations
+
+import json
+
+
+def pipeline_text(name: str, target: str, drafter: str, k: int) -> str:
+    if drafter == "ngram":
+        models = f'  model @target = import({_quote(target)})\n'
+        draft = f"    %draft = draft.ngram %ctx {{k = {k}}}\n"
+    else:
+        models = f'  model @target = import({_quote(target)})\n  model @drafter = import({_quote(drafter)})\n'
+        draft = f"    %draft = draft.chain @drafter, %ctx {{k = {k}}}\n"
+    return (f"pipeline {name} {{\n{models}  step(%ctx: context) {{\n{draft}"
+            "    %logits = verify.chain @target, %ctx, %draft\n"
+            "    %accepted = accept.sample %draft, %logits\n"
+            "    commit %ctx, %accepted\n  }\n}\n")
+
+
+def default_spec_text() -> str:
+    return pipeline_text("code", "zoo:code-target", "zoo:code-drafter", 4)
+
+
+def _quote(path: str) -> str:
+    return json.dumps(path, ensure_ascii=False)  # the IR's strings are JSON strings (any path, newlines included)
