@@ -23,8 +23,9 @@ after each, so a stage that fails or runs out of time loses nothing before it):
             would give at --tau-chain / --tau-tree (default: the Llama zoo pair's H200 taus,
             3.61 and 5.97: an assumption, to be replaced by the trained small hybrid's)
 A short table is printed last. On one H200 the whole run may not fit one 600 s call: run
-`--stages models,compile,roofline` then `--stages bench,projection` (same --work, machine still
-warm: the checkpoints and builds are reused). --tiny: a tiny shape on this machine (a CPU smoke test under
+`--stages models,compile,roofline`, then `--stages bench,projection --builds chain` and
+`--builds tree` (same --work, machine still warm: the checkpoints and builds are reused; use a
+separate --out per call, the JSON is rewritten per call). --tiny: a tiny shape on this machine (a CPU smoke test under
 TRITON_INTERPRET=1; tests/hybrid/test_hybrid_bench_smoke.py).
 """
 from __future__ import annotations
@@ -319,6 +320,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--shape", default="qwen3.5-9b", choices=[s for s in SHAPES if s != "tiny"])
     ap.add_argument("--stages", default="models,compile,roofline,bench,projection")
+    ap.add_argument("--builds", default="chain,tree", help="which builds the bench stage times")
     ap.add_argument("--batch-sizes", default="1,8")
     ap.add_argument("--contexts", default="512,2048")
     ap.add_argument("--tree-sizes", default="1,2,4,8,16,32,64,128")
@@ -354,7 +356,8 @@ def main(argv=None) -> int:
     if "roofline" in stages:
         report.stage("roofline", lambda: roofline(args, builds["chain"]), 30)
     if "bench" in stages:
-        report.stage("bench", lambda: bench(args, report, builds), 60)
+        chosen = {name: builds[name] for name in args.builds.split(",")}
+        report.stage("bench", lambda: bench(args, report, chosen), 60)
     if "projection" in stages:
         report.stage("projection", lambda: projection(args, report.data["stages"].get("bench", {}).get("result") or {}), 0)
     text = table(report.data)
