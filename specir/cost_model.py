@@ -1,7 +1,9 @@
 """A roofline cost model: per model forward, the bytes it must read and the FLOPs it must do.
 
 Contract: `forward_cost(model, target, tokens, context)` counts every weight except the
-embedding table (one row per token is read), plus the KV cache attended over, and returns
+embedding table (one row per token is read), plus the KV cache attended over, plus the
+recurrent state (ops' `states` interface: the committed state read once and one node state
+written per token), and returns
 the roofline time max(bytes / bandwidth, flops / peak). `estimate(pipeline, target)` prices the
 forwards every step op declares (its `forwards` interface: model, tokens, count) plus each op's
 declared fixed overhead; it reads no op names. Calibration by microbenchmarks refines the
@@ -12,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .ir.nodes import Model, Pipeline
+from .ir.ops_recurrent import state_specs
 from .targets import Target
 
 BYTES_PER_ELEMENT = {"bf16": 2.0, "f16": 2.0, "f32": 4.0, "bf12": 12.25 / 8}
@@ -23,10 +26,11 @@ class ForwardCost:
     kv_bytes: float
     flops: float
     seconds: float
+    state_bytes: float = 0.0
 
     def as_dict(self) -> dict:
-        return {"weight_bytes": self.weight_bytes, "kv_bytes": self.kv_bytes, "flops": self.flops,
-                "seconds": self.seconds}
+        return {"weight_bytes": self.weight_bytes, "kv_bytes": self.kv_bytes, "state_bytes": self.state_bytes,
+                "flops": self.flops, "seconds": self.seconds}
 
 
 def _numel(shape) -> int:
@@ -57,8 +61,13 @@ def forward_cost(model: Model, target: Target, tokens: int = 1, context: int = 5
             kv_width = op.attrs["kv_heads"] * op.attrs["head_dim"]
             kv_bytes += 2 * kv_width * (context + tokens) * act_size
             flops += 4.0 * op.attrs["heads"] * op.attrs["head_dim"] * (context + tokens) * tokens
-    seconds = max((weight_bytes + kv_bytes) / target.bandwidth, flops / target.flops)
-    return ForwardCost(weight_bytes, kv_bytes, flops, seconds)
+    state_bytes = 0.0
+    for op in model.graph.ops:
+        for spec in state_specs(op):
+            size = 4.0 if spec.dtype == "f32" else act_size
+            state_bytes += (1 + tokens) * _numel(spec.shape) * size
+    seconds = max((weight_bytes + kv_bytes + state_bytes) / target.bandwidth, flops / target.flops)
+    return ForwardCost(weight_bytes, kv_bytes, flops, seconds, state_bytes)
 
 
 def estimate(pipeline: Pipeline, target: Target, context: int = 512) -> dict:

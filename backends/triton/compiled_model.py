@@ -2,7 +2,9 @@
 
 Contract: `CompiledModel(model, raw_weights, device)` plans the graph (program.py), prepares the
 weights (weights.py; `raw_weights` may be dropped afterwards) and computes every rope table once.
-`new_cache(slots, max_seq)` gives a KV cache shaped for its attention layers;
+`new_cache(slots, max_seq)` gives a KV cache shaped for its attention layers (a HybridCache with
+the recurrent state store, `state_nodes` scratch nodes per slot (default max_seq), when the graph
+has recurrent ops);
 `forward(cache, inputs)` a StaticForward bound to them.
 """
 from __future__ import annotations
@@ -12,7 +14,9 @@ import torch
 from specir.ir.nodes import Model
 from specir.rope import depends_on_length, rope_frequencies
 from specir.runtime.dtypes import torch_dtype
+from specir.runtime.hybrid_cache import HybridCache
 from specir.runtime.kv_cache import KVCache
+from specir.runtime.recurrent_state import RecurrentStates
 
 from .forward import ForwardInputs, StaticForward
 from .program import plan_program
@@ -46,8 +50,9 @@ def concrete_device(device) -> torch.device:
 
 
 class CompiledModel:
-    def __init__(self, model: Model, raw_weights: dict, device):
+    def __init__(self, model: Model, raw_weights: dict, device, state_nodes: int | None = None):
         self.model, self.name = model, model.name
+        self.state_nodes = state_nodes
         self.device = concrete_device(device)
         self.dtype = torch_dtype(str(model.attrs.get("dtype", "bf16")))
         self.program = plan_program(model)
@@ -74,6 +79,9 @@ class CompiledModel:
                 if launch.kind == "attention" and launch.attrs["window"]]
 
     def new_cache(self, slots: int, max_seq: int) -> KVCache:
+        if self.program.states:
+            states = RecurrentStates(self.program.states, slots, self.state_nodes or max_seq, self.dtype, self.device)
+            return HybridCache(self.program.layers, slots, max_seq, self.dtype, self.device, states)
         return KVCache(self.program.layers, slots, max_seq, self.dtype, self.device)
 
     def forward(self, cache: KVCache, inputs: ForwardInputs, logits: bool = True) -> StaticForward:

@@ -7,6 +7,12 @@ int32 committed rows per request, optional slots [B] int32, offsets [B] int32 an
 buffer [B, T, V] (overwritten by the next run). New token t of request b is written to cache row
 lens[b] + offsets[b] + t of slot slots[b]; `lens` is read, never changed.
 
+A model with recurrent ops (program.states) needs a cache with a recurrent state store
+(HybridCache): `run()` first claims the forward's scratch nodes (`RecurrentStates.begin`, token
+parents from the mask, or the previous token without one) and every recurrent launch reads and
+writes the store. The host-side capacity checks of `begin` run except while a CUDA graph is
+being captured (the warm-up before a capture runs them).
+
 `run()` allocates nothing, reads no device value on the host and takes the same kernels with
 the same arguments every time, so it can be captured into a CUDA graph; its inputs are changed
 by writing into the `inputs` tensors. Intermediate values share buffers by liveness (a buffer is
@@ -31,6 +37,11 @@ from .kernels.linear import linear_bf12, linear_bf16
 from .kernels.linear_config import choose
 from .kernels.norm import add_rms_norm, rms_norm
 from .kernels.rope import rope, rope_kv_write
+from .kernels.conv1d import conv1d_tree
+from .kernels.gated_delta import gated_delta_rule_tree
+from .kernels.mamba2_scan import mamba2_scan_tree
+from .program import RECURRENT_OPS, TORCH_OPS
+from .weights import weight_names
 
 
 def linear_config(m: int, n: int, k: int, fmt: str = "bf16"):
@@ -61,7 +72,7 @@ class _Pool:
         self.free.setdefault((buf.numel(), buf.dtype), []).append(buf)
 
 
-IMPURE = ("kv_write", "rope_kv_write", "attention")  # launches that write the KV cache
+IMPURE = ("kv_write", "rope_kv_write", "attention", *RECURRENT_OPS)  # launches that write the KV cache or state
 
 
 def cache_launches(program) -> set[int]:
@@ -127,6 +138,7 @@ class StaticForward:
                     live.discard(v)
                     if not live:
                         pool.give(buf)
+        self.recurrent = None  # this run's RecurrentForward (recurrent programs)
         self.logits = self.views.get(program.result) if logits else None
         self.buffer_bytes = pool.allocated
 
@@ -241,7 +253,61 @@ class StaticForward:
             if fused is not None:
                 return lambda: silu_mul(fused, out=out)
             return lambda: silu_mul(gate, up, out=out)
+        if kind in TORCH_OPS:
+            return self._bind_torch(index, launch)
+        if kind in RECURRENT_OPS:
+            return self._bind_recurrent(index, launch)
         raise SpecirError(f"no Triton launch for {kind!r}")
+
+    def _params(self, launch) -> dict:
+        """The launch's attributes with the weights it names resolved (as the reference runner)."""
+        table = self.model.weights.table
+        return {**launch.attrs, **{k: table[name] for k, name in weight_names(launch).items()}}
+
+    def _bind_torch(self, index: int, launch):
+        from specir.backends.reference.hybrid import KERNELS
+        fn, params = KERNELS[launch.kind], self._params(launch)
+        ins, out = [self.views[v] for v in launch.ins], self.views[launch.outs[0]]
+        self.configs.append({"launch": index, "kernel": launch.kernel, "rows": self.B * self.T})
+        return lambda: out.copy_(fn(params, None, *ins))
+
+    def _bind_recurrent(self, index: int, launch):
+        if getattr(self.cache, "recurrent", None) is None:
+            raise SpecirError(f"@{self.model.name} has recurrent layers but its cache has no recurrent state store",
+                              hint="make the cache with the model's new_cache()")
+        kind, a, p = launch.kind, launch.attrs, self._params(launch)
+        ins, out = [self.views[v] for v in launch.ins[:-1]], self.views[launch.outs[0]]  # the last operand: the mask
+        self.configs.append({"launch": index, "kernel": launch.kernel, "B": self.B, "T": self.T})
+        if kind == "conv1d":
+            key = (a["layer"], a.get("state") or "conv")
+            return lambda: conv1d_tree(ins[0], p["weight"], p.get("bias"), self.recurrent, key,
+                                       activation=a.get("activation", "none"), out=out)
+        if kind == "gated_delta_rule":
+            key = (a["layer"], a.get("state") or "delta")
+            return lambda: gated_delta_rule_tree(*ins, p["a_log"], p["dt_bias"], self.recurrent, key,
+                                                 k_heads=a["k_heads"], v_heads=a["v_heads"], k_dim=a["k_dim"],
+                                                 v_dim=a["v_dim"], out=out)
+        key = (a["layer"], a.get("state") or "ssm")
+        return lambda: mamba2_scan_tree(*ins, p["a_log"], p["d"], p["dt_bias"], self.recurrent, key,
+                                        heads=a["heads"], head_dim=a["head_dim"], groups=a["groups"],
+                                        state_size=a["state_size"], dt_min=float(a.get("dt_min", 0.0)),
+                                        dt_max=float(a.get("dt_max", float("inf"))), out=out)
+
+    def _begin_recurrent(self) -> None:
+        """Claim this forward's scratch nodes: token t of request b is node offsets[b] + t, its
+        parent the nearest earlier node its mask shows (without a mask: the token before)."""
+        from specir.runtime.recurrent_state import tree_parents
+        inp, B, T = self.inputs, self.B, self.T
+        dev = inp.ids.device
+        slots = torch.arange(B, device=dev) if inp.slots is None else inp.slots.long()
+        offsets = torch.zeros(B, dtype=torch.long, device=dev) if inp.offsets is None else inp.offsets.long()
+        if inp.mask is not None:
+            parents = tree_parents(inp.mask, offsets)
+        else:
+            parents = offsets[:, None] + torch.arange(T, device=dev)[None, :] - 1
+        capturing = dev.type == "cuda" and torch.cuda.is_current_stream_capturing()
+        chain = True if inp.mask is None else (False if capturing else None)  # False: parents read from scratch
+        self.recurrent = self.cache.recurrent.begin(slots, offsets, parents, chain=chain, check=not capturing)
 
     def _group_output(self, launch) -> torch.Tensor:
         first = self.views[launch.outs[0]]
@@ -259,6 +325,8 @@ class StaticForward:
 
     # ------------------------------------------------------------------ run
     def run(self) -> torch.Tensor:
+        if self.model.program.states:
+            self._begin_recurrent()
         for call in self.calls:
             call()
         return self.logits

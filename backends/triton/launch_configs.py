@@ -61,6 +61,15 @@ def launch_configs(program: Program, target, B: int, T: int, max_seq: int) -> li
             row.update(grid=[n_rows], BLOCK=block, num_warps=min(max(block // 512, 1), 16))
         elif kind in ("rope", "rope_kv_write", "kv_write"):
             row.update(grid=[rows], num_warps=4)
+        elif kind == "conv1d":
+            row.update(grid=[B, triton.cdiv(a["channels"], min(128, triton.next_power_of_2(a["channels"])))],
+                       T=T, num_warps=4)
+        elif kind == "gated_delta_rule":
+            row.update(grid=[B, a["v_heads"], triton.cdiv(a["v_dim"], min(32, triton.next_power_of_2(a["v_dim"])))],
+                       T=T, num_warps=4)
+        elif kind == "mamba2_scan":
+            row.update(grid=[B, a["heads"], triton.cdiv(a["head_dim"], min(16, triton.next_power_of_2(a["head_dim"])))],
+                       T=T, num_warps=4)
         elif kind in ("embed", "swiglu", "add"):
             width = program.values[launch.outs[0]]
             block = min(1024, triton.next_power_of_2(width))

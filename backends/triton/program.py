@@ -17,6 +17,12 @@ the IR's own op pattern (nothing outside the IR is read):
   attention run separately.
 The rest is one launch per op. Launch operands name IR values; `values` gives every value's
 width so the executor can size buffers.
+
+Hybrid families (docs/HYBRID.md): the recurrent ops (conv1d, gated_delta_rule, mamba2_scan) are
+one Triton launch each (kernels/conv1d.py, gated_delta.py, mamba2_scan.py) reading and writing the
+cache's recurrent state store; the stateless ops they come with (TORCH_OPS: zero-centred and
+gated norms, slices, scales, activations, products) run as the torch reference functions on the
+device ("torch.<op>" in the kernel list), one launch per op, numerics as the reference backend.
 """
 from __future__ import annotations
 
@@ -24,8 +30,12 @@ from dataclasses import dataclass, field
 
 from specir.errors import SpecirError
 from specir.ir.nodes import Model, Op
+from specir.ir.ops_recurrent import state_specs
 
-SUPPORTED_OPS = ("embed", "rms_norm", "linear", "packed_linear", "rope", "attention", "swiglu", "add")
+TORCH_OPS = ("rms_norm_1p", "rms_norm_gated", "slice", "concat", "scale", "activation", "mul")
+RECURRENT_OPS = ("conv1d", "gated_delta_rule", "mamba2_scan")
+SUPPORTED_OPS = ("embed", "rms_norm", "linear", "packed_linear", "rope", "attention", "swiglu", "add",
+                 *TORCH_OPS, *RECURRENT_OPS)
 
 
 @dataclass
@@ -55,6 +65,10 @@ KERNEL_OF = {
     "attention": "attention.attention",
     "swiglu": "activation.silu_mul",
     "add": "add.add",
+    "conv1d": "conv1d.conv1d_tree",
+    "gated_delta_rule": "gated_delta.gated_delta_rule_tree",
+    "mamba2_scan": "mamba2_scan.mamba2_scan_tree",
+    **{name: f"torch.{name}" for name in TORCH_OPS},
 }
 
 
@@ -66,6 +80,7 @@ class Program:
     params: dict[str, str]  # "ids" | "positions" | "mask" -> IR value name
     result: str
     layers: dict[int, tuple[int, int]]  # attention layer -> (kv_heads, head_dim)
+    states: list = field(default_factory=list)  # recurrent StateSpecs (ops_recurrent.state_specs)
     notes: list[str] = field(default_factory=list)
     dtype: str = "bf16"  # the model's activation dtype (IR name)
     cublas_min_rows: int | None = None  # the region's gemm policy attribute (gemm_route.py); None: unstated
@@ -202,8 +217,11 @@ def plan_program(model: Model) -> Program:
                                     "window": int(a.get("window") or 0)}, (op.result,)))
         elif name == "swiglu":
             launches.append(Launch("swiglu", (op.result,), op.values, {}, (op.result,)))
+        elif name in TORCH_OPS or name in RECURRENT_OPS:
+            launches.append(Launch(name, (op.result,), op.values, dict(op.attrs), (op.result,)))
     policy = model.attrs.get("cublas_min_rows")
-    return Program(model.name, launches, values, params, model.graph.result, layers,
+    states = [spec for op in ops for spec in state_specs(op)]
+    return Program(model.name, launches, values, params, model.graph.result, layers, states=states,
                    dtype=str(model.attrs.get("dtype", "bf16")), cublas_min_rows=None if policy is None else int(policy))
 
 

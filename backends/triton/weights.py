@@ -12,7 +12,9 @@ in the checkpoint dtype, or a `BF12Matrix`) and returns `PreparedWeights`:
 - `packed[i]`: per `packed_linear` launch, (BF12Matrix, bias): the group's matrices (each packed
   here when given as a bf16 tensor) concatenated along the output rows (`bf12.concat_rows`, equal
   to packing the concatenated matrix), biases likewise.
-- `table[name]`: norm / embedding weights in the activation dtype.
+- `table[name]`: norm / embedding weights, and every weight a hybrid op names (`weight_names`:
+  norm and conv weights, biases, A_log, D, dt_bias), in the activation dtype (as the reference
+  runner casts them).
 Callers drop `raw` afterwards so that concatenated copies do not double the device memory.
 """
 from __future__ import annotations
@@ -24,7 +26,16 @@ import torch
 from specir.bf12 import BF12Matrix, pack
 from specir.bf12.concat import concat_rows
 
-from .program import Program
+from .program import RECURRENT_OPS, TORCH_OPS, Program
+
+WEIGHT_KEYS = {"conv1d": ("weight", "bias"), "gated_delta_rule": ("a_log", "dt_bias"),
+               "mamba2_scan": ("a_log", "d", "dt_bias")}
+
+
+def weight_names(launch) -> dict[str, str]:
+    """attribute -> weight name, for the weights a torch-op or recurrent launch reads."""
+    keys = WEIGHT_KEYS.get(launch.kind, ("weight", "bias"))
+    return {k: launch.attrs[k] for k in keys if launch.attrs.get(k)}
 
 
 @dataclass
@@ -69,4 +80,7 @@ def prepare_weights(program: Program, raw: dict, dtype: torch.dtype) -> Prepared
             out.packed[index] = (packed, bias)
         elif kind in ("embed", "rms_norm", "add_rms_norm"):
             out.table[a["weight"]] = _cast(raw[a["weight"]], dtype).contiguous()
+        elif kind in TORCH_OPS or kind in RECURRENT_OPS:
+            for name in weight_names(launch).values():
+                out.table[name] = _cast(raw[name], dtype).contiguous()
     return out

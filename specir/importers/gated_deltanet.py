@@ -111,7 +111,7 @@ def build_gated_deltanet(config: dict, tensors: dict[str, TensorInfo], *, name: 
                           weight=b.w(f"{la}.norm.weight", dv), eps=eps, group=dv, gate_first=False)
             mixed = b.linear(f"{L}.o", normed, f"{la}.out_proj", hidden, value_dim)
         else:
-            mixed = attention_block(b, L, x, f"{p}.self_attn", i, hidden, attn)
+            mixed = attention_block(b, L, x, f"{p}.self_attn", hidden, attn)
         r_ = b.op(f"{L}.res", "add", h, mixed, type_=act(hidden))
         y = b.op(f"{L}.post", "rms_norm_1p", r_, type_=act(hidden),
                  weight=b.w(f"{p}.post_attention_layernorm.weight", hidden), eps=eps)

@@ -36,8 +36,10 @@ class AttentionSpec:
     key_multiplier: float = 1.0  # Falcon-H1
 
 
-def attention_block(b: GraphBuilder, L: str, x: str, prefix: str, layer: int, hidden: int,
-                    a: AttentionSpec) -> str:
+def attention_block(b: GraphBuilder, L: str, x: str, prefix: str, hidden: int, a: AttentionSpec) -> str:
+    """The attention layer at `prefix`; its KV-cache layer is the next free one (attention layers
+    are numbered 0..n-1 in graph order, whatever model layers they sit in)."""
+    layer = sum(op.name == "attention" for op in b.ops)
     hd = a.head_dim
     qw, kw = a.heads * hd, a.kv_heads * hd
     gate = None

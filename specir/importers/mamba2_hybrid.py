@@ -138,7 +138,7 @@ def _bamba(b, cfg, name, source, model_type):
         if kind == "linear_attention":
             mixed = mamba2_mixer(b, L, x, f"{p}.mamba", i, mix)
         elif kind == "full_attention":
-            mixed = attention_block(b, L, x, f"{p}.self_attn", i, hidden, attn)
+            mixed = attention_block(b, L, x, f"{p}.self_attn", hidden, attn)
         else:
             raise b.refuse(f"layer {i} has type {kind!r}", "attn_layer_indices", "bamba layers are mamba or attention")
         r = b.op(f"{L}.res", "add", h, mixed, type_=act(hidden))
@@ -173,7 +173,7 @@ def _nemotron_h(b, cfg, name, source, model_type):
         if kind == "linear_attention":
             mixed = mamba2_mixer(b, L, x, f"{p}.mixer", i, mix)
         elif kind == "full_attention":
-            mixed = attention_block(b, L, x, f"{p}.mixer", i, hidden, attn)
+            mixed = attention_block(b, L, x, f"{p}.mixer", hidden, attn)
         elif kind == "mlp":
             mixed = plain_mlp(b, L, x, f"{p}.mixer", hidden, cfg.intermediate_size, mlp_fn, bool(cfg.mlp_bias))
         elif kind == "moe":
@@ -218,7 +218,7 @@ def _falcon_h1(b, cfg, name, source, model_type):
         m = mamba2_mixer(b, L + ".m", x, f"{p}.mamba", i, mix)
         m = b.scale(f"{L}.mo", m, hidden, cfg.ssm_out_multiplier)
         xa = b.scale(f"{L}.ai", x, hidden, cfg.attention_in_multiplier)
-        a = attention_block(b, L + ".a", xa, f"{p}.self_attn", i, hidden, attn)
+        a = attention_block(b, L + ".a", xa, f"{p}.self_attn", hidden, attn)
         a = b.scale(f"{L}.ao", a, hidden, cfg.attention_out_multiplier)
         both = b.op(f"{L}.mix", "add", m, a, type_=act(hidden))
         r = b.op(f"{L}.res", "add", h, both, type_=act(hidden))
@@ -260,7 +260,7 @@ def _granite(b, cfg, name, source, model_type):
         if kind == "linear_attention":
             mixed = mamba2_mixer(b, L, x, f"{p}.mamba", i, mix)
         elif kind == "full_attention":
-            mixed = attention_block(b, L, x, f"{p}.self_attn", i, hidden, attn)
+            mixed = attention_block(b, L, x, f"{p}.self_attn", hidden, attn)
         else:
             raise b.refuse(f"layer {i} has type {kind!r}", "layer_types", "supported: mamba, attention")
         mixed = b.scale(f"{L}.rm", mixed, hidden, res_m)

@@ -83,24 +83,28 @@ class RecurrentStates:
         return (nodes < 0) | (self.owner[rows, self.ring(slots, nodes)] == base + nodes)
 
     # ------------------------------------------------------------------ a forward
-    def begin(self, slots: torch.Tensor, offsets: torch.Tensor, parents: torch.Tensor) -> "RecurrentForward":
+    def begin(self, slots: torch.Tensor, offsets: torch.Tensor, parents: torch.Tensor, *, chain: bool | None = None,
+              check: bool = True) -> "RecurrentForward":
         """Start a forward whose token t of request b is node offsets[b] + t with parent
-        parents[b, t]; claims the nodes' ring positions."""
+        parents[b, t]; claims the nodes' ring positions. `chain` (every parent the token before)
+        is read from `parents` when None; `check=False` skips the capacity checks (host reads),
+        for forwards captured into CUDA graphs."""
         B, T = parents.shape
         nodes = offsets[:, None] + torch.arange(T, device=parents.device)[None, :]
         inside = parents >= offsets[:, None]  # parent among this forward's tokens
-        if bool((inside & (nodes - parents > self.nodes)).any()):
+        if check and bool((inside & (nodes - parents > self.nodes)).any()):
             raise SpecirError(f"a tree node's parent is more than {self.nodes} nodes before it: the recurrent "
                               f"state store keeps {self.nodes} node states",
                               hint="raise the runner's state_nodes (recurrent scratch) or shrink the draft tree")
         outside = (parents >= 0) & ~inside
-        if bool(outside.any()) and not bool(self._held(slots, torch.where(outside, parents, -1)).all()):
+        if check and bool(outside.any()) and not bool(self._held(slots, torch.where(outside, parents, -1)).all()):
             raise SpecirError("a forward continues from a scratch node whose recurrent state was overwritten",
                               hint="commit before continuing, or raise the runner's state_nodes")
         kept = nodes[:, -self.nodes:]  # a longer chain keeps its last `nodes` nodes
         rows = slots[:, None].expand_as(kept)
         self.owner[rows, self.ring(slots, kept)] = self.base[slots][:, None] + kept
-        chain = bool((parents[:, 1:] == nodes[:, :-1]).all())
+        if chain is None:
+            chain = bool((parents[:, 1:] == nodes[:, :-1]).all())
         return RecurrentForward(self, slots, nodes, parents, chain)
 
     # ------------------------------------------------------------------ commit

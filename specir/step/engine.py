@@ -66,6 +66,10 @@ class StepEngine:
             self.executors[name] = backend.compiled(
                 model, lambda model=model, given=given: given if given is not None
                 else load_weights(model, self.device, base, build=build))
+        scratch = self.info.scratch_rows()
+        for name, executor in self.executors.items():
+            if getattr(executor, "state_nodes", 1) is None:  # recurrent state ring: a step's nodes, or a prefill chunk
+                executor.state_nodes = max(scratch.get(name, 0) + self.info.emit_width + 1, RECURRENT_PREFILL_CHUNK)
         self.sessions: dict[tuple[int, bool], Session] = {}
         self.setup_s = time.perf_counter() - start
         self.timings: dict[str, float] = {}
@@ -137,6 +141,9 @@ def request_seed(seed: int, index: int) -> int:
     return (int(seed) * 0x9E3779B1 + index * 0x85EBCA77 + 1) & 0x7FFFFFFF
 
 
+RECURRENT_PREFILL_CHUNK = 64  # tokens per prefill forward of a model with recurrent state
+
+
 class Session:
     """The caches, step context, static buffers and captured graphs of one (B, sampling) shape."""
 
@@ -167,7 +174,9 @@ class Session:
 
     def prefill(self, entries: list[tuple[int, list[int]]]) -> None:
         """Commit every prompt token but the last into every model's cache, in the given slots (caches
-        only: a prefill computes no logits)."""
+        only: a prefill computes no logits). A model with recurrent state prefills in chunks of
+        RECURRENT_PREFILL_CHUNK tokens, each committed before the next (its state ring then holds
+        a step's nodes, not a prompt's)."""
         ctx, dev = self.ctx, self.engine.device
         feeds = [p[:-1] for _, p in entries]
         longest = max(len(f) for f in feeds)
@@ -180,25 +189,32 @@ class Session:
             ids = torch.zeros(len(entries), T, dtype=torch.long)
             for b, f in enumerate(feeds):
                 ids[b, :len(f)] = torch.tensor(f, dtype=torch.long)
+            fed = torch.tensor([len(f) for f in feeds], dtype=torch.long, device=dev)
             for state in ctx.models.values():
-                key = (state.name, state.role, len(entries), T)
-                entry = self.prefills.get(key)
-                if entry is None:
-                    inputs = ForwardInputs.allocate(len(entries), T, dev, slots=True)
-                    inputs.pos.copy_(torch.arange(T)[None, :].expand(len(entries), T))
-                    entry = self.prefills[key] = (inputs, state.executor.forward_on(state.cache, inputs,
-                                                                                     logits=False))
-                inputs, forward = entry
-                inputs.ids.copy_(ids)
-                inputs.slots.copy_(slots)
-                inputs.lens.zero_()
-                forward.run()
+                recurrent = getattr(state.cache, "recurrent", None) is not None
+                chunk = min(T, RECURRENT_PREFILL_CHUNK) if recurrent else T
+                for begin in range(0, T, chunk):
+                    size = min(chunk, T - begin)  # the last chunk may be shorter (one more forward shape)
+                    key = (state.name, state.role, len(entries), size)
+                    entry = self.prefills.get(key)
+                    if entry is None:
+                        inputs = ForwardInputs.allocate(len(entries), size, dev, slots=True)
+                        entry = self.prefills[key] = (inputs, state.executor.forward_on(state.cache, inputs,
+                                                                                         logits=False))
+                    inputs, forward = entry
+                    inputs.ids.copy_(ids[:, begin:begin + size])
+                    inputs.pos.copy_(torch.arange(begin, begin + size)[None, :].expand(len(entries), size))
+                    inputs.slots.copy_(slots)
+                    inputs.lens.copy_(fed.clamp(max=begin))
+                    forward.run()
+                    if recurrent:
+                        n = (fed - begin).clamp(0, size)
+                        commit_recurrent(state.cache, n - 1, n, slots=slots.long())
         lens = torch.tensor([len(f) for f in feeds], dtype=torch.int32, device=dev)
         pending = torch.tensor([p[-1] for _, p in entries], dtype=torch.long, device=dev)
         index = slots.long()
         for state in ctx.models.values():
-            state.lens[index] = lens
-            commit_recurrent(state.cache, lens.long() - 1, lens, slots=index)
+            state.lens[index] = lens  # (recurrent state: committed chunk by chunk above)
             if state.role == "draft":
                 state.feed[index, 0] = pending
                 state.n_feed[index] = 1

@@ -14,14 +14,12 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
-from transformers import AutoModelForCausalLM
-
 from specir.load import load_pipeline
 from specir.runtime.session import make_engine
 from tests.helpers.checkpoints import make_checkpoint, write_tokenizer
 from tests.helpers.specs import write_prompts, write_spec
 from tests.hybrid.checkpoints import HYBRID_FAMILIES, make_hybrid_checkpoint
+from tests.hybrid.helpers import forced_greedy as _greedy
 
 KINDS = {"chain": dict(k=4), "tree": dict(k=4, passes="tree-verify{budget=12,topk=3}")}
 PROMPTS = [[1, 2, 3, 4], [9, 8, 7], [5, 6, 7, 8, 9, 10, 11, 3, 2]]
@@ -35,20 +33,6 @@ def noisy_pairs(tmp_path_factory):
         target = make_hybrid_checkpoint(family, root / family / "t", seed=20 + i)
         pairs[family] = (target, make_checkpoint(family, root / family / "d", noise_from=target, noise=0.02))
     return pairs
-
-
-def _greedy(folder, prompts, n):
-    """Plain greedy decoding through the engine, each sequence checked by token forcing."""
-    from tests.hybrid.helpers import ar_pipeline
-    results = [r.tokens for r in make_engine(ar_pipeline(folder, "f32"), "reference", "cpu", None).generate(prompts, n)]
-    hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-    for prompt, tokens in zip(prompts, results):
-        with torch.no_grad():
-            logits = hf(torch.tensor([prompt + tokens[:-1]])).logits[0, len(prompt) - 1:]
-        best = logits.argmax(-1)
-        gap = logits.gather(1, best[:, None])[:, 0] - logits.gather(1, torch.tensor(tokens)[:, None])[:, 0]
-        assert bool((gap <= 1e-4 * logits.abs().max()).all()), (prompt, tokens, best.tolist())
-    return results
 
 
 @pytest.mark.parametrize("family", HYBRID_FAMILIES)
@@ -105,3 +89,18 @@ def test_continuous_batching_reuses_slots(family, noisy_pairs, tmp_path):
     assert first.generated == expected[0][:3]
     assert second.generated == expected[1]
     assert third.generated == expected[2] and third.slot == first.slot
+
+
+@pytest.mark.parametrize("family", ["qwen3_5", "bamba"])
+def test_long_prompts_prefill_in_chunks(family, noisy_pairs, tmp_path):
+    """Prompts longer than a recurrent prefill chunk (engine.RECURRENT_PREFILL_CHUNK) next to a short
+    one: the state is committed chunk by chunk, and the ring holds a step's nodes, not a prompt's."""
+    from specir.step.engine import RECURRENT_PREFILL_CHUNK
+    target, drafter = noisy_pairs[family]
+    prompts = [[(7 * i + 3) % 96 for i in range(2 * RECURRENT_PREFILL_CHUNK + 17)], [5, 6]]
+    expected = _greedy(target, prompts, 8)
+    spec = write_spec(tmp_path, "tree", target, drafter, dtype="f32", **KINDS["tree"])
+    engine = make_engine(load_pipeline(spec), "reference", "cpu", None)
+    assert [r.tokens for r in engine.generate(prompts, 8)] == expected
+    nodes = engine.executors["target"].state_nodes
+    assert nodes < len(prompts[0]), nodes

@@ -2,7 +2,9 @@
 transformers over a prefill and three single-token steps (1e-4 of the logit range): other layer
 patterns (all-recurrent, recurrent-last), conv kernels 2 and 5, n_groups = heads, key heads =
 value heads, attention bias, tied embeddings, full and no rotary, Falcon-H1 without its gated
-norm, Nemotron-H with a silu MLP, Granite without rope."""
+norm, Nemotron-H with a silu MLP, Nemotron-H with attention after MLP-only blocks (its KV-cache
+layer is numbered among attention layers, not decoder layers: a decoder index past the count of
+layered ops is refused by the verifier), Granite without rope."""
 from __future__ import annotations
 
 import pytest
@@ -23,6 +25,8 @@ VARIANTS = {
                                       mamba_d_conv=2, mamba_conv_bias=False, mamba_proj_bias=True)),
     "nemotron_h-silu-mlp": ("nemotron_h", dict(layers_block_type=["mlp", "full_attention", "linear_attention"],
                                                mlp_hidden_act="silu", n_groups=8, use_bias=True)),
+    "nemotron_h-attention-after-mlps": ("nemotron_h", dict(
+        layers_block_type=["mlp", "mlp", "linear_attention", "mlp", "mlp", "full_attention"])),
     "falcon_h1-plain-gate": ("falcon_h1", dict(mamba_rms_norm=False, tie_word_embeddings=True,
                                                projectors_bias=True, mamba_proj_bias=True)),
     "granite-nope": ("granitemoehybrid", dict(position_embedding_type=None, layer_types=["attention", "mamba"],
