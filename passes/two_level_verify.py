@@ -49,7 +49,8 @@ def _role(op) -> str:
 
 def layer_prefix(model: Model, layers: int) -> Model:
     """`model`'s first `layers` decoder layers, then its final norm and head (a Llama-family graph:
-    the last rms_norm is the final norm; layer n starts at the norm feeding its attention's q)."""
+    the last rms_norm is the final norm; layer n starts at the norm of the residual stream (an add's
+    or the embedding's result) that its attention's query comes from)."""
     ops = list(model.graph.ops)
     attn = [i for i, op in enumerate(ops) if op.name == "attention"]
     if any(op.name not in ("embed", "rms_norm", "linear", "packed_linear", "rope", "attention", "swiglu", "add")
@@ -63,7 +64,7 @@ def layer_prefix(model: Model, layers: int) -> Model:
     producer = {op.result: i for i, op in enumerate(ops) if op.result}
     # layer `layers` starts where its attention's query comes from a norm of the residual stream
     i = producer[ops[attn[layers]].operands[0]]
-    while ops[i].name != "rms_norm":
+    while not (ops[i].name == "rms_norm" and ops[producer[ops[i].operands[0]]].name in ("add", "embed")):
         i = producer[ops[i].operands[0]]
     cut, residual = i, ops[i].operands[0]
     head = [replace(ops[final], operands=(residual,) + ops[final].operands[1:])] + ops[final + 1:]

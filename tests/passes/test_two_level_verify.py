@@ -40,18 +40,21 @@ def trio(tmp_path_factory):
     return target, mid, drafter
 
 
-def spec_text(trio, dtype: str | None = "f32", k: int = 3) -> str:
+def spec_text(trio, dtype: str | None = "f32", k: int = 3, with_mid: bool = True) -> str:
+    """The init pipeline of the trio's target and drafter, plus `model @mid` when `with_mid`."""
     target, mid, drafter = trio
     text = pipeline_text("p", str(target), str(drafter), k)
     if dtype:
         text = text.replace(")\n", f') attributes {{dtype = "{dtype}"}}\n', 2)
     extra = f'  model @mid = import("{mid}")' + (f' attributes {{dtype = "{dtype}"}}' if dtype else "") + "\n"
+    if not with_mid:
+        return text
     head, rest = text.split("  step", 1)
     return head + extra + "  step" + rest
 
 
 def two_level(trio, kind: str, tree: bool = False, passes: str | None = None, dtype: str | None = "f32"):
-    pipeline = load_pipeline("<test>", text=spec_text(trio, dtype))
+    pipeline = load_pipeline("<test>", text=spec_text(trio, dtype, with_mid=kind == "model"))
     chain = ("tree-verify{budget=6,topk=2,depth=3}," if tree else "") + (passes or KIND_PASSES[kind])
     return PassManager(build_passes(chain)).run(pipeline)
 
@@ -122,7 +125,7 @@ def test_specir_opt_on_any_llama_family_pair(family_checkpoints, specir_cli, tmp
 @pytest.mark.parametrize("kind", sorted(KIND_PASSES))
 def test_check_passes_with_no_mismatch(trio, kind, specir_cli, tmp_path):
     spec = tmp_path / "p.spec"
-    spec.write_text(spec_text(trio, dtype=None))
+    spec.write_text(spec_text(trio, dtype=None, with_mid=kind == "model"))
     prompts = write_prompts(tmp_path, 2, 259, seed=11)
     code, out, err = specir_cli("check", spec, "-p", KIND_PASSES[kind], "--target", "cpu", "--prompts", prompts,
                                 "--max-new-tokens", 12, "--limit", 0, "--json")
