@@ -14,8 +14,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-# Where `add` puts a pass: drafting shape first, then the tree, then the rest; canonicalize last.
-ORDER_HINT = {"draft-shape": 0, "ngram-draft": 0, "tree-verify": 1, "canonicalize": 9}
+# Where `add` puts a pass: drafting shape first, then the tree, then the mid level, then the rest;
+# canonicalize last.
+ORDER_HINT = {"draft-shape": 0, "ngram-draft": 0, "tree-verify": 1, "two-level-verify": 2, "canonicalize": 9}
 SKIP = {"canonicalize"}  # changes no behaviour worth timing (printed IR only)
 
 

@@ -143,3 +143,28 @@ def test_triton_step_backend_lowers_the_cascade(trio):
     got = make_engine(pipeline, "triton", device, None).generate(PROMPTS, 8)
     want = make_engine(ar_pipeline(pipeline, stock=False), "reference", "cpu", None).generate(PROMPTS, 8)
     assert [r.tokens for r in got] == [r.tokens for r in want]
+
+
+@pytest.mark.parametrize("passes", ["two-level-verify{layers=3,extend=3}", "two-level-verify{kind=window,window=4096}"])
+def test_cost_model_predicts_the_measured_tau(trio, passes):
+    """The acceptance model (drafter -> mid -> target along the target's path) predicts the engine's
+    mean accepted length; the step time prices @mid's forwards from the op's interfaces."""
+    from specir import acceptance_model
+    from specir.calibration import Calibration
+    from specir.prediction import predict
+    from specir.targets import get_target
+    pipeline = two_level(trio, "layers", passes=passes)
+    prompts = PROMPTS + [[9, 8, 7, 6], [100, 101, 102, 5, 6]]
+    conts = [r.tokens for r in make_engine(ar_pipeline(pipeline, stock=False), "reference", "cpu", None)
+             .generate(prompts, 24)]
+    got = make_engine(pipeline, "reference", "cpu", None).generate(prompts, 24)
+    measured = sum(len(r.tokens) for r in got) / sum(len(r.accept_lengths) for r in got)
+    profile = acceptance_model.Profile.from_dict(
+        acceptance_model.profile(pipeline.model("drafter"), prompts, conts).as_dict())
+    target = get_target("cpu")
+    pred = predict(pipeline, target, Calibration.from_target(target), profile)
+    assert abs(pred.tau - measured) <= 0.1 * measured, (pred.tau, measured)
+    assert len(profile.mids) == 1  # the mid region's ranks, measured once and kept in the profile
+    mid_parts = [p for p in pred.step.parts if p.get("model") == "@mid"]
+    assert {p["purpose"] for p in mid_parts} >= {"catch-up", "mid-verify"} and pred.max_tau == 1 + 3 + (
+        3 if "extend=3" in passes else 2)
