@@ -35,6 +35,7 @@ class Profile:
     sequences: list[Sequence]
     drafter: str | None
     mids: dict = field(default_factory=dict)  # model-region key -> its ranks per sequence (two-level steps)
+    device: str = "cpu"  # where mid regions run to be ranked (not saved)
 
     def as_dict(self) -> dict:
         return {"drafter": self.drafter, "sequences": [s.__dict__ for s in self.sequences],
@@ -45,11 +46,11 @@ class Profile:
     def from_dict(cls, data: dict) -> "Profile":
         return cls([Sequence(**s) for s in data["sequences"]], data.get("drafter"), dict(data.get("mids") or {}))
 
-    def mid_ranks(self, model, device: str = "cpu") -> list[list[int]]:
+    def mid_ranks(self, model) -> list[list[int]]:
         """The ranks of a mid level's model region on the profiled path, measured once per region."""
         key = region_key(model)
         if key not in self.mids:
-            self.mids[key] = region_ranks(model, self, device)
+            self.mids[key] = region_ranks(model, self, self.device)
         return self.mids[key]
 
     def acceptance_by_rank(self, ranks: int = 8) -> list[float]:
