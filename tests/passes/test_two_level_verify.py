@@ -97,7 +97,7 @@ def test_interfaces_size_the_step(trio):
     assert info.width(cascade) == info.depth(cascade) == 6
     assert info.emit_width == 7  # the target verifies the pending token + 6
     mid = [(f.purpose, f.tokens, f.count) for f in info.forwards() if f.model == "mid"]
-    assert mid == [("catch-up", 7, 1), ("mid-verify", 3, 1), ("draft", 1, 2)]
+    assert mid == [("mid-verify", 7 + 3, 1), ("draft", 1, 2)]  # catch-up and judging in one forward
     assert info.scratch_rows()["mid"] == 7 + 3 + 3
 
 
@@ -166,5 +166,5 @@ def test_cost_model_predicts_the_measured_tau(trio, passes):
     assert abs(pred.tau - measured) <= 0.1 * measured, (pred.tau, measured)
     assert len(profile.mids) == 1  # the mid region's ranks, measured once and kept in the profile
     mid_parts = [p for p in pred.step.parts if p.get("model") == "@mid"]
-    assert {p["purpose"] for p in mid_parts} >= {"catch-up", "mid-verify"} and pred.max_tau == 1 + 3 + (
+    assert {p["purpose"] for p in mid_parts} == {"mid-verify", "draft"} and pred.max_tau == 1 + 3 + (
         3 if "extend=3" in passes else 2)

@@ -6,12 +6,11 @@ its own greedy tokens; the result is the chain the declared target verifies (the
 the pipeline stays lossless whatever @mid is).
 
 Semantics per request (@mid is a draft-role model: it catches up on the tokens emitted last step):
-1. catch-up (catch_up.py): @mid commits the emitted tokens; its logits after the pending token
-   judge the draft's first tokens;
-2. one @mid forward over the draft's tokens (node 0, the pending token, is already in @mid's
-   cache): a chain causally at rows lens .. lens + K - 1, positions lens + t; a tree under its
-   ancestor mask at rows lens + t - 1, positions lens - 1 + depth[t] (@mid's graph then takes
-   mask<tree>);
+1-2. one @mid forward catches up and judges: its rows are the tokens emitted last step (feed,
+   n_feed of them, the pending token last: committed, lens += n_feed), then the draft's nodes
+   1 .. N-1 (node 0 is the pending token) at rows lens + j - 1, positions lens - 1 + depth[j]: a
+   chain causally, a tree under its ancestor mask (@mid's graph then takes mask<tree>); the
+   logits after the pending token and after each node judge the draft;
 3. greedy acceptance against @mid's argmax (accept_greedy.accept_path): a = the accepted drafted
    tokens, then @mid's bonus token m_1; for a tree the path's rows are compacted into place
    (backend.commit_path; @mid's lens does not move: those are scratch rows);
@@ -19,8 +18,8 @@ Semantics per request (@mid is a draft-role model: it catches up on the tokens e
    temperature: the proposal is deterministic, so accept.sample treats it as candidates).
 Result (IR type `tokens`, a Draft): d_1 .. d_a, m_1 .. m_extend; count a + extend, width
 D + extend (D: the draft's depth), q = None.
-Width and depth D + extend. Forwards on @mid per step: one catch-up of the emit width, one of the
-draft's width (tree mask for a tree), extend - 1 of one token. Effects: draft (it drafts for the
+Width and depth D + extend. Forwards on @mid per step: one of the emit width + the draft's width
+(catch-up and judging fused; a tree mask for a tree), extend - 1 of one token. Effects: draft (it drafts for the
 target; @mid's cache follows the committed tokens like any drafter's) and mid-verify.
 Attention-only @mid models (the compaction moves KV rows, not recurrent state). Capture-safe.
 """
@@ -30,7 +29,6 @@ import torch
 
 from specir.ir.opdefs import MAX_DRAFT_TOKENS, AttrSpec, OpDef, TypeRuleError, in_range, register_op, symbol, value
 from specir.ir.types import TOKENS
-from specir.step.catch_up import catch_up
 from specir.step.interfaces import ModelForward, StepInterfaces
 from specir.step.values import Draft, Nodes
 
@@ -73,8 +71,8 @@ def _forwards(op, info):
     D = info.depth_of(_draft_value(op))
     producer = info.producer.get(_draft_value(op))
     tree = producer is not None and producer.type is not None and producer.type.name == "tree"
-    out = [ModelForward(m, W, 1, "catch-up", W),
-           ModelForward(m, N, 1, "mid-verify", W + N, mask_width=N if tree else 0)]
+    F = W + N  # the catch-up rows and the drafted nodes in one forward
+    out = [ModelForward(m, F, 1, "mid-verify", F, mask_width=F if tree else 0)]
     if extend_of(op) > 1:
         out.append(ModelForward(m, 1, extend_of(op) - 1, "draft", W + D + extend_of(op)))
     return out
@@ -84,6 +82,37 @@ def _nodes(ctx, draft) -> Nodes:
     return draft if isinstance(draft, Nodes) else Nodes.chain(ctx.pending, draft)
 
 
+def _catch_up_and_judge(ctx, state, nodes: Nodes) -> torch.Tensor:
+    """One @mid forward of [feed[:n_feed] | drafted nodes 1..N-1 | padding] (width W + N - 1): the
+    catch-up rows causally, each node under its ancestors and every catch-up row; then lens +=
+    n_feed. Returns @mid's argmax after each node [B, N] (node 0: the pending token, the last
+    catch-up row); node j's row is then lens + j - 1."""
+    B, N = nodes.tokens.shape
+    W = state.feed.shape[1]
+    F, dev = W + N - 1, ctx.device
+    tree = nodes.mask is not None
+    nf = state.n_feed.long()[:, None]                                                # [B, 1]
+    t = torch.arange(F, device=dev)[None, :]
+    in_feed = t < nf
+    node = (t - nf + 1).clamp(0, N - 1)                                              # node of a draft row
+    in_draft = ~in_feed & (t - nf + 1 <= N - 1)
+    inputs, forward = ctx.forward(state, ("mid-verify", F, tree), F, mask_width=F if tree else 0)
+    fed = state.feed.gather(1, t.clamp(max=W - 1).expand(B, F))
+    inputs.ids.copy_(torch.where(in_feed, fed, torch.where(in_draft, nodes.tokens.gather(1, node), 0)))
+    depth = nodes.depths.gather(1, node)
+    inputs.pos.copy_(state.lens.long()[:, None] + torch.where(in_draft, nf - 1 + depth, t))
+    if tree:
+        u = t[:, None, :]                                                            # [1, 1, F] key rows
+        ancestors = nodes.mask.gather(1, node[:, :, None].expand(B, F, N)).gather(2, node[:, None, :].expand(B, F, F))
+        seen = (u < nf[:, :, None]) | (in_draft[:, None, :] & ancestors)
+        inputs.mask.copy_(torch.where(in_draft[:, :, None], seen, u <= t[:, :, None]))
+    logits = forward.run()
+    rows = (nf - 1 + torch.arange(N, device=dev)[None, :]).clamp(0, F - 1)           # [B, N]
+    picked = logits.gather(1, rows[:, :, None].expand(B, N, logits.shape[-1]))
+    state.lens += state.n_feed
+    return ctx.backend.argmax(picked)
+
+
 def lower(ctx, op, args):
     state = ctx.state(model_of(op), "draft")
     nodes = _nodes(ctx, args[1])
@@ -91,18 +120,9 @@ def lower(ctx, op, args):
     B, N = nodes.tokens.shape
     D = nodes.max_depth or N - 1
     dev = ctx.device
-    first = catch_up(ctx, state)                                                     # [B, V] after pending
-    judge = [ctx.backend.argmax(first)[:, None]]
     tree = nodes.mask is not None
-    if N > 1:
-        T = N - 1
-        inputs, forward = ctx.forward(state, ("mid-verify", T, tree), T, mask_width=T if tree else 0)
-        inputs.ids.copy_(nodes.tokens[:, 1:])
-        inputs.pos.copy_(state.lens.long()[:, None] - 1 + nodes.depths[:, 1:])
-        if tree:
-            inputs.mask.copy_(nodes.mask[:, 1:, 1:])
-        judge.append(ctx.backend.argmax(forward.run()))
-    accepted = accept_path(nodes, torch.cat(judge, dim=1), state.name)
+    judge = _catch_up_and_judge(ctx, state, nodes)
+    accepted = accept_path(nodes, judge, state.name)
     a = (accepted.n_path - 1).long()                                                 # accepted drafted tokens
     if tree:
         rows = (accepted.path[:, 1:].long() - 1).clamp(min=-1).to(torch.int32)
