@@ -21,6 +21,7 @@ from specir.runtime.session import make_engine
 from specir.step.interfaces import StepInfo
 from tests.helpers.checkpoints import make_checkpoint, write_tokenizer
 from tests.helpers.specs import write_prompts
+from tests.runtime.test_sampling import chi2_pvalues, exact_marginals, sample_tokens, small_pair  # noqa: F401
 
 PROMPTS = [[5, 6, 7, 5, 6, 7, 9], [1, 2, 3]]
 KIND_PASSES = {"layers": "two-level-verify{layers=2}", "window": "two-level-verify{kind=window,window=4}",
@@ -168,3 +169,25 @@ def test_cost_model_predicts_the_measured_tau(trio, passes):
     mid_parts = [p for p in pred.step.parts if p.get("model") == "@mid"]
     assert {p["purpose"] for p in mid_parts} == {"mid-verify", "draft"} and pred.max_tau == 1 + 3 + (
         3 if "extend=3" in passes else 2)
+
+
+@pytest.mark.parametrize("passes", ["two-level-verify{layers=1}",
+                                    "tree-verify{budget=6,topk=3},two-level-verify{layers=1,extend=3}"])
+def test_two_level_sampling_matches_target_sampling(passes, small_pair):
+    """At temperature > 0 the cascade's chain is a deterministic candidate list: accept.sample's
+    rejection sampling keeps the target's law (chi-square per position, as tests/runtime/test_sampling.py)."""
+    from tests.helpers.specs import write_spec
+    root, target, drafter = small_pair
+    spec = write_spec(root, "two_level", target, drafter, k=3, passes=passes, dtype="f32")
+    pvalues = chi2_pvalues(sample_tokens(spec), exact_marginals(target))
+    assert min(pvalues) > 1e-4, pvalues
+
+
+def test_ngram_drafts_judged_by_the_targets_first_layers(trio):
+    pipeline = load_pipeline("<test>", text=pipeline_text("p", str(trio[0]), "ngram", 4).replace(
+        ")\n", ') attributes {dtype = "f32"}\n', 1))
+    pipeline = PassManager(build_passes("two-level-verify{layers=1}")).run(pipeline)
+    assert [op.name for op in pipeline.step.ops][:2] == ["draft.ngram", "draft.cascade"]
+    got = make_engine(pipeline, "reference", "cpu", None).generate(PROMPTS, 16)
+    want = make_engine(ar_pipeline(pipeline, stock=False), "reference", "cpu", None).generate(PROMPTS, 16)
+    assert [r.tokens for r in got] == [r.tokens for r in want]
