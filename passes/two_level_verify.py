@@ -99,7 +99,8 @@ class TwoLevelVerify(Pass):
                          min=0, max=1024, search=(0, 1, 2, 4, 8, 16)),
         "window": Option(int, 256, "kind=window: KV rows the mid level attends over", min=1, max=1 << 20,
                          search=(64, 256, 1024)),
-        "model": Option(str, "mid", "kind=model: the mid model's symbol, without '@'"),
+        "model": Option(str, "mid", "kind=model: the mid model's symbol, without '@' (drafter: the pipeline's "
+                        "drafter judges n-gram drafts, with ngram-draft after this pass)", search=("mid", "drafter")),
         "extend": Option(int, 2, "tokens the mid level adds after its accepted prefix", min=1,
                          max=MAX_DRAFT_TOKENS, search=(1, 2, 3, 4, 6)),
     }

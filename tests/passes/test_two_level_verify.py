@@ -191,3 +191,15 @@ def test_ngram_drafts_judged_by_the_targets_first_layers(trio):
     got = make_engine(pipeline, "reference", "cpu", None).generate(PROMPTS, 16)
     want = make_engine(ar_pipeline(pipeline, stock=False), "reference", "cpu", None).generate(PROMPTS, 16)
     assert [r.tokens for r in got] == [r.tokens for r in want]
+
+
+def test_a_drafter_that_also_judges_its_own_draft_is_refused(trio):
+    from specir.errors import SpecirError
+    pipeline = two_level(trio, "model", passes="two-level-verify{kind=model,model=drafter}")
+    with pytest.raises(SpecirError, match="drafts in two step ops"):
+        make_engine(pipeline, "reference", "cpu", None)
+    lookup = two_level(trio, "model", passes="two-level-verify{kind=model,model=drafter},ngram-draft")
+    assert [op.name for op in lookup.step.ops][:2] == ["draft.ngram", "draft.cascade"]
+    got = make_engine(lookup, "reference", "cpu", None).generate(PROMPTS, 12)
+    want = make_engine(ar_pipeline(lookup, stock=False), "reference", "cpu", None).generate(PROMPTS, 12)
+    assert [r.tokens for r in got] == [r.tokens for r in want]
