@@ -107,6 +107,8 @@ def main(argv=None) -> int:
         variants[f"two-level layers={L} ({k} real)"] = f"two-level-verify{{layers={L}}}"
         variants[f"tree + two-level layers={L}"] = f"{tree},two-level-verify{{layers={L},extend=2}}"
     variants["ngram k=8 -> drafter -> target"] = "two-level-verify{kind=model,model=drafter,extend=4},ngram-draft{k=8}"
+    variants["ngram k=12 -> drafter (extend 6) -> target"] = ("two-level-verify{kind=model,model=drafter,extend=6},"
+                                                              "ngram-draft{k=12}")
 
     ar = make_engine(ar_pipeline(small, stock=False), "reference", "cpu", None)
     rows = []
