@@ -41,6 +41,16 @@ from specir.pass_base import Option, Pass
 from .tree_verify import with_mask
 
 KINDS = ("layers", "window", "model")
+ATTENTION_ONLY = {"embed", "rms_norm", "linear", "packed_linear", "rope", "attention", "swiglu", "add"}
+
+
+def check_attention_only(model: Model, kind: str) -> None:
+    """A mid level's graph holds no recurrent state (draft.cascade compacts KV rows only)."""
+    odd = sorted({op.name for op in model.graph.ops} - ATTENTION_ONLY)
+    if odd:
+        raise SpecirError(f"two-level-verify{{kind={kind}}} needs an attention-only (Llama-family) mid level; "
+                          f"@{model.name} also has: {', '.join(odd)}", location=model.loc,
+                          hint="use kind=model with an attention-only mid-size model")
 
 
 def _role(op) -> str:
@@ -53,13 +63,6 @@ def layer_prefix(model: Model, layers: int) -> Model:
     or the embedding's result) that its attention's query comes from)."""
     ops = list(model.graph.ops)
     attn = [i for i, op in enumerate(ops) if op.name == "attention"]
-    if any(op.name not in ("embed", "rms_norm", "linear", "packed_linear", "rope", "attention", "swiglu", "add")
-           for op in ops):
-        odd = sorted({op.name for op in ops} - {"embed", "rms_norm", "linear", "packed_linear", "rope", "attention",
-                                                  "swiglu", "add"})
-        raise SpecirError(f"two-level-verify{{kind=layers}} derives a mid model from an attention-only (Llama-family) "
-                          f"graph; @{model.name} also has: {', '.join(odd)}",
-                          location=model.loc, hint="use kind=model with a mid-size model of your own")
     final = max(i for i, op in enumerate(ops) if op.name == "rms_norm")
     producer = {op.result: i for i, op in enumerate(ops) if op.result}
     # layer `layers` starts where its attention's query comes from a norm of the residual stream
@@ -164,7 +167,9 @@ class TwoLevelVerify(Pass):
                                         f"tokens, the target @{target.name} one of "
                                         f"{target.graph.result_type.width}", "the mid model needs the target's "
                                         "tokenizer")
+            check_attention_only(mid, "model")
         else:
+            check_attention_only(target, self.kind)
             if pipeline.model("mid") is not None:
                 raise SpecirError(f"two-level-verify{{kind={self.kind}}} adds a model @mid, but the pipeline "
                                   f"already has one", hint="use kind=model,model=mid to verify with it, or "

@@ -19,8 +19,9 @@ Semantics per request (@mid is a draft-role model: it catches up on the tokens e
 Result (IR type `tokens`, a Draft): d_1 .. d_a, m_1 .. m_extend; count a + extend, width
 D + extend (D: the draft's depth), q = None.
 Width and depth D + extend. Forwards on @mid per step: one of the emit width + the draft's width
-(catch-up and judging fused; a tree mask for a tree), extend - 1 of one token. Effects: draft (it drafts for the
-target; @mid's cache follows the committed tokens like any drafter's) and mid-verify.
+(catch-up and judging fused; a tree mask for a tree), extend - 1 of one token. Effects: draft (it
+drafts for the target; @mid's cache follows the committed tokens like any drafter's) and
+mid-verify.
 Attention-only @mid models (the compaction moves KV rows, not recurrent state). Capture-safe.
 """
 from __future__ import annotations
@@ -34,7 +35,6 @@ from specir.step.values import Draft, Nodes
 
 from .accept_greedy import accept_path
 from .common import model_of
-
 
 EXTEND = 2  # the default of `extend`
 
