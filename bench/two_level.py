@@ -35,6 +35,7 @@ BUILDS = {
     "tl-layers": "two-level-verify{layers=LAYERS}",                  # mid: the target's first layers
     "tl-layers-tree": TREE + ",two-level-verify{layers=LAYERS}",
     "tl-ngram-drafter": "two-level-verify{kind=model,model=drafter,extend=4},ngram-draft{k=8}",  # ngram -> drafter -> target
+    "tl-ngram-drafter-12": "two-level-verify{kind=model,model=drafter,extend=6},ngram-draft{k=12}",  # the cost model's best
     "tl-window": "two-level-verify{kind=window,window=256}",          # TriForce-style (reference/TVM only)
 }
 
