@@ -177,6 +177,7 @@ class Search:
             data = {"profile": profile.as_dict(), "ar_step_seconds": seconds / max(sum(len(c) for c in conts), 1)}
             path.write_text(json.dumps(data))
         self.profile = acceptance_model.Profile.from_dict(data["profile"])
+        self.profile.device = self.device if str(self.device).startswith("cuda") else "cpu"  # two-level mid ranks
         self.profile_data = data["profile"]
         self.ar_step = data["ar_step_seconds"]
         self.overhead_scale = fit_overhead(ar_pipeline(self.pipeline, stock=False), self.target, self.calibration,

@@ -14,8 +14,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-# Where `add` puts a pass: drafting shape first, then the tree, then the rest; canonicalize last.
-ORDER_HINT = {"draft-shape": 0, "ngram-draft": 0, "tree-verify": 1, "batch-fusion": 2, "canonicalize": 9}
+# Where `add` puts a pass: drafting shape first, then the tree, then the mid level, then batching;
+# canonicalize last.
+ORDER_HINT = {"draft-shape": 0, "ngram-draft": 0, "tree-verify": 1, "two-level-verify": 2, "batch-fusion": 3,
+              "canonicalize": 9}
 SKIP = {"canonicalize"}  # changes no behaviour worth timing (printed IR only)
 
 

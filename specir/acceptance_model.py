@@ -9,7 +9,9 @@ target's path). Along an accepted prefix the drafter's own path is the target's,
 - a tree accepts the longest prefix of the rank path that the tree holds; the tree's shape is
   built from the acceptance-by-sibling-rank probabilities the way the drafter builds it (EAGLE-2
   best-first: expand the `topk` best nodes of each level, keep the `budget` best overall);
-- n-gram lookup is simulated exactly on the continuation (runtime.drafting's rule).
+- n-gram lookup is simulated exactly on the continuation (runtime.drafting's rule);
+- a two-level step (draft.cascade) also needs the mid level's ranks on the same path
+  (`region_ranks`, for any model region, derived ones included): see `Profile.tau`.
 `acceptance_by_depth` (P(accept at depth d | accepted before it)) and `acceptance_by_rank`
 (P(the target's token is the drafter's r-th choice)) summarise the pair.
 """
@@ -32,14 +34,24 @@ class Sequence:
 class Profile:
     sequences: list[Sequence]
     drafter: str | None
+    mids: dict = field(default_factory=dict)  # model-region key -> its ranks per sequence (two-level steps)
+    device: str = "cpu"  # where mid regions run to be ranked (not saved)
 
     def as_dict(self) -> dict:
         return {"drafter": self.drafter, "sequences": [s.__dict__ for s in self.sequences],
-                "acceptance_by_depth": self.acceptance_by_depth(), "acceptance_by_rank": self.acceptance_by_rank()}
+                "acceptance_by_depth": self.acceptance_by_depth(), "acceptance_by_rank": self.acceptance_by_rank(),
+                "mids": self.mids}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Profile":
-        return cls([Sequence(**s) for s in data["sequences"]], data.get("drafter"))
+        return cls([Sequence(**s) for s in data["sequences"]], data.get("drafter"), dict(data.get("mids") or {}))
+
+    def mid_ranks(self, model) -> list[list[int]]:
+        """The ranks of a mid level's model region on the profiled path, measured once per region."""
+        key = region_key(model)
+        if key not in self.mids:
+            self.mids[key] = region_ranks(model, self, self.device)
+        return self.mids[key]
 
     def acceptance_by_rank(self, ranks: int = 8) -> list[float]:
         all_ranks = [r for s in self.sequences for r in s.ranks]
@@ -60,21 +72,39 @@ class Profile:
         return [h / t if t else 0.0 for h, t in zip(hits, tries)]
 
     # ------------------------------------------------------------------ predictions
-    def tau(self, draft_op) -> float:
-        """Tokens emitted per step for a draft op (name, attrs), or 1.0 for none."""
+    def tau(self, draft_op, cascade_op=None, mid_ranks: list[list[int]] | None = None) -> float:
+        """Tokens emitted per step for a draft op (name, attrs), or 1.0 for none. With `cascade_op` (a
+        two-level step's draft.cascade) and `mid_ranks` (the mid level's ranks of each continuation
+        token, as `region_ranks` gives): along the target's path the mid level agrees with the
+        drafter exactly where the drafter's token is the target's, so the target accepts
+        min(the mid's run of rank-0 tokens, min(the drafter's accepted run, D) + extend)."""
         if draft_op is None:
             return 1.0
+        inner = self._accepted(draft_op)
+        if inner is None:
+            return 1.0
+        if cascade_op is None:
+            return self._simulate(inner)
+        if mid_ranks is None or len(mid_ranks) != len(self.sequences):
+            raise ValueError("a two-level prediction needs the mid level's ranks for every profiled sequence")
+        extend, depth = int(cascade_op.attrs.get("extend", 2)), draft_depth(draft_op)
+        ranks = {id(s): r for s, r in zip(self.sequences, mid_ranks)}
+        return self._simulate(lambda s, i: min(_run_length(ranks[id(s)], i, depth + extend),
+                                               min(inner(s, i), depth) + extend))
+
+    def _accepted(self, draft_op):
+        """(sequence, position) -> drafted tokens the target accepts there, for one draft op."""
         a = draft_op.attrs
         if draft_op.name == "draft.chain":
-            return self._simulate(lambda s, i: _run_length(s.ranks, i, int(a["k"])))
+            return lambda s, i: _run_length(s.ranks, i, int(a["k"]))
         if draft_op.name == "draft.ngram":
             k, hi, lo = int(a["k"]), int(a.get("max_ngram", 3)), int(a.get("min_ngram", 1))
-            return self._simulate(lambda s, i: _ngram_accepted(s, i, k, hi, lo))
+            return lambda s, i: _ngram_accepted(s, i, k, hi, lo)
         if draft_op.name == "draft.tree":
             tree = rank_tree(self.acceptance_by_rank(RANK_CAP), int(a["depth"]), int(a["topk"]), int(a["budget"]),
                              float(a.get("threshold", 0.0)) if a.get("expand", "static") == "dynamic" else 0.0)
-            return self._simulate(lambda s, i: _tree_accepted(s.ranks, i, tree))
-        return 1.0
+            return lambda s, i: _tree_accepted(s.ranks, i, tree)
+        return None
 
     def _simulate(self, accepted) -> float:
         emitted = steps = 0
@@ -86,6 +116,11 @@ class Profile:
                 steps += 1
                 i += a + 1
         return emitted / steps if steps else 1.0
+
+
+def draft_depth(draft_op) -> int:
+    """The longest drafted path of a draft op (a tree's depth, a chain's k)."""
+    return int(draft_op.attrs["depth"] if draft_op.name == "draft.tree" else draft_op.attrs.get("k", 0))
 
 
 def _run_length(ranks: list[int], i: int, k: int) -> int:
@@ -148,9 +183,44 @@ def profile(drafter_model, prompts: list[list[int]], continuations: list[list[in
     for prompt, cont in zip(prompts, continuations):
         ranks = []
         if drafter is not None and cont:
-            logits = drafter.logits(list(prompt) + list(cont[:-1]))[len(prompt) - 1:]
-            for j, tok in enumerate(cont):
-                row = logits[j]
-                ranks.append(min(int((row > row[tok]).sum()), RANK_CAP) if tok < row.shape[-1] else RANK_CAP)
+            ranks = ranks_of(drafter.logits(list(prompt) + list(cont[:-1]))[len(prompt) - 1:], cont)
         sequences.append(Sequence(list(prompt), list(cont), ranks))
     return Profile(sequences, str(drafter_model.attrs.get("source")) if drafter_model is not None else None)
+
+
+def ranks_of(logits, continuation: list[int]) -> list[int]:
+    """The rank of each continuation token in its row of `logits` [len(continuation), V] (capped)."""
+    out = []
+    for j, tok in enumerate(continuation):
+        row = logits[j]
+        out.append(min(int((row > row[tok]).sum()), RANK_CAP) if tok < row.shape[-1] else RANK_CAP)
+    return out
+
+
+def region_ranks(model, prof: Profile, device: str = "cpu") -> list[list[int]]:
+    """The ranks an expanded model region (e.g. a two-level step's @mid, derived from the target)
+    gives each profiled continuation token, teacher-forced along the target's path; the region
+    runs as the IR says (the reference kernels), so a derived region needs no checkpoint of its own."""
+    import torch
+
+    from .runtime.model_runner import ModelRunner
+    from .runtime.weights import load_weights
+    weights = load_weights(model, device)
+    out = []
+    with torch.no_grad():
+        for s in prof.sequences:
+            if not s.continuation:
+                out.append([])
+                continue
+            ids = list(s.prompt) + list(s.continuation[:-1])
+            runner = ModelRunner(model, weights, slots=1, max_seq=len(ids) + 1, device=device)
+            x = torch.tensor([ids], device=device)
+            logits = runner.forward([0], x, torch.arange(len(ids), device=device)[None])[0].float()
+            out.append(ranks_of(logits[len(s.prompt) - 1:], s.continuation))
+    return out
+
+
+def region_key(model) -> str:
+    """A stable name for a model region's computation (its attributes, weights and ops)."""
+    import hashlib
+    return hashlib.sha256(repr((model.attrs, model.weights, model.graph.ops)).encode()).hexdigest()[:16]

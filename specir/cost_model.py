@@ -59,8 +59,11 @@ def forward_cost(model: Model, target: Target, tokens: int = 1, context: int = 5
     for op in model.graph.ops:
         if op.name == "attention":
             kv_width = op.attrs["kv_heads"] * op.attrs["head_dim"]
-            kv_bytes += 2 * kv_width * (context + tokens) * act_size
-            flops += 4.0 * op.attrs["heads"] * op.attrs["head_dim"] * (context + tokens) * tokens
+            rows = context + tokens
+            if op.attrs.get("window"):  # a sliding window reads at most its rows (two-level-verify{kind=window})
+                rows = min(rows, op.attrs["window"] + tokens)
+            kv_bytes += 2 * kv_width * rows * act_size
+            flops += 4.0 * op.attrs["heads"] * op.attrs["head_dim"] * rows * tokens
     state_bytes = 0.0
     for op in model.graph.ops:
         for spec in state_specs(op):

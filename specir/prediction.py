@@ -15,6 +15,7 @@ from .acceptance_model import Profile
 from .calibration import Calibration
 from .ir.nodes import Pipeline
 from .runtime.baseline import ar_pipeline
+from .step.interfaces import StepInfo
 from .step_time import StepTime, step_time
 from .targets import Target
 
@@ -44,20 +45,34 @@ def draft_op(pipeline: Pipeline):
     return None
 
 
-def _max_tau(op) -> float:
-    if op is None:
-        return 1.0
-    a = op.attrs
-    return 1.0 + float(a["depth"] if op.name == "draft.tree" else a.get("k", 0))
+def mid_level(pipeline: Pipeline):
+    """(drafter's op, the mid-level op) of a two-level step (an op with the `mid-verify` effect), else None."""
+    if pipeline.step is None:
+        return None
+    info = StepInfo(pipeline)
+    for op in pipeline.step.ops:
+        if "mid-verify" in info.interfaces(op).effects:
+            return info.producer.get(op.values[1]), op
+    return None
 
 
 def predict(pipeline: Pipeline, target: Target, calibration: Calibration, profile: Profile | None,
             overhead_scale: float = 1.0, context: int = 512) -> Prediction:
+    """A two-level step's tau needs the mid level's ranks: the profile measures them once per mid
+    region (Profile.mid_ranks)."""
     op = draft_op(pipeline)
-    tau = profile.tau(op) if profile is not None else 1.0
+    two_level = mid_level(pipeline)
+    if profile is None:
+        tau = 1.0
+    elif two_level is not None:
+        inner, cascade = two_level
+        tau = profile.tau(inner, cascade, profile.mid_ranks(pipeline.model(cascade.symbols[0])))
+    else:
+        tau = profile.tau(op)
     step = step_time(pipeline, target, calibration, context, overhead_scale)
     ar = step_time(ar_pipeline(pipeline, stock=False), target, calibration, context, overhead_scale).total
-    return Prediction(tau, step, ar, _max_tau(op))
+    max_tau = float(StepInfo(pipeline).emit_width) if pipeline.step is not None else 1.0
+    return Prediction(tau, step, ar, max_tau)
 
 
 def gaps(p: Prediction) -> dict:

@@ -49,6 +49,11 @@ class StepEngine:
                     raise SpecirError(f"step op {op.name} uses model {symbol} but declares neither a draft nor a "
                                       f"verify effect", location=op.loc,
                                       hint="its StepInterfaces.effects must say how it uses the model")
+                if role == "draft" and (symbol[1:], role) in self.roles:
+                    raise SpecirError(f"model {symbol} drafts in two step ops; a drafter's cache catches up once "
+                                      f"per step, so one op per drafter", location=op.loc,
+                                      hint="give the second op another model (two-level-verify{kind=model,"
+                                           "model=drafter} needs ngram-draft after it)")
                 if (symbol[1:], role) not in self.roles:
                     self.roles.append((symbol[1:], role))
         verifiers = [name for name, role in self.roles if role == "verify"]

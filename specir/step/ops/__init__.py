@@ -1,2 +1,3 @@
 """The built-in step ops: one file each, holding the op's definition and its semantics."""
-from . import accept_greedy, accept_sample, batch_budget, commit, draft_chain, draft_ngram, draft_tree, verify, verify_packed  # noqa: F401,E501
+from . import (accept_greedy, accept_sample, batch_budget, commit, draft_cascade, draft_chain,  # noqa: F401
+               draft_ngram, draft_tree, verify, verify_packed)

@@ -1,0 +1,195 @@
+"""two-level-verify: a cheaper mid-level verifier between the drafter and the declared target.
+
+Preconditions: the step drafts (any draft op: a chain, a tree or n-grams) and its final verify, on
+the declared target, reads that draft. Postconditions: a `draft.cascade @mid` op sits between
+them: @mid keeps the draft's prefix it agrees with and extends it by `extend` tokens of its own
+(specir/step/ops/draft_cascade.py); the target verifies that chain (`verify.chain`, the target's
+graph takes mask<causal>, commit kv = "prefix"); acceptance reads the cascade's chain. The target
+is still the last judge, so the output is the target's. Provides the fact `two-level-verify`.
+Mid-level kinds (`kind`):
+- `layers` (default, any Llama-family pair): a new region @mid derived from the target: its first
+  `layers` decoder layers (0: half of them), then the target's own final norm and lm_head
+  (self-speculative: the same checkpoint's tensors, no extra weights);
+- `window`: @mid is the target with every attention layer limited to the last `window` rows
+  (TriForce-style, pays at long context);
+- `model`: the pipeline's model `@<model>` (a mid-size model the user adds with
+  `model @mid = import("...")`), which must share the target's vocabulary.
+A tree draft gives @mid mask<tree>.
+
+Before:
+    %d = draft.chain @drafter, %ctx {k = 4} : tokens
+    %lg = verify.chain @target, %ctx, %d : logits
+    %acc = accept.greedy %d, %lg : accepted
+After (two-level-verify{layers=1}):
+    model @mid attributes {layers = 1, mid_of = "target", source = ...} { <target's layer 0, norm, lm_head> }
+    %d = draft.chain @drafter, %ctx {k = 4} : tokens
+    %d.mid = draft.cascade @mid, %ctx, %d : tokens          (extend = 2, the default)
+    %lg = verify.chain @target, %ctx, %d.mid : logits
+    %acc = accept.greedy %d.mid, %lg : accepted
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from specir.declared_target import read as read_declared
+from specir.errors import SpecirError
+from specir.ir.nodes import Attrs, Graph, Model, Op, Pipeline
+from specir.ir.opdefs import MAX_DRAFT_TOKENS, OPS, without_defaults
+from specir.ir.types import TOKENS
+from specir.pass_base import Option, Pass
+
+from .tree_verify import with_mask
+
+KINDS = ("layers", "window", "model")
+ATTENTION_ONLY = {"embed", "rms_norm", "linear", "packed_linear", "rope", "attention", "swiglu", "add"}
+
+
+def check_attention_only(model: Model, kind: str) -> None:
+    """A mid level's graph holds no recurrent state (draft.cascade compacts KV rows only)."""
+    odd = sorted({op.name for op in model.graph.ops} - ATTENTION_ONLY)
+    if odd:
+        raise SpecirError(f"two-level-verify{{kind={kind}}} needs an attention-only (Llama-family) mid level; "
+                          f"@{model.name} also has: {', '.join(odd)}", location=model.loc,
+                          hint="use kind=model with an attention-only mid-size model")
+
+
+def _role(op) -> str:
+    return getattr(OPS.get(op.name), "role", "")
+
+
+def layer_prefix(model: Model, layers: int) -> Model:
+    """`model`'s first `layers` decoder layers, then its final norm and head (a Llama-family graph:
+    the last rms_norm is the final norm; layer n starts at the norm of the residual stream (an add's
+    or the embedding's result) that its attention's query comes from)."""
+    ops = list(model.graph.ops)
+    attn = [i for i, op in enumerate(ops) if op.name == "attention"]
+    final = max(i for i, op in enumerate(ops) if op.name == "rms_norm")
+    producer = {op.result: i for i, op in enumerate(ops) if op.result}
+    # layer `layers` starts where its attention's query comes from a norm of the residual stream
+    i = producer[ops[attn[layers]].operands[0]]
+    while not (ops[i].name == "rms_norm" and ops[producer[ops[i].operands[0]]].name in ("add", "embed")):
+        i = producer[ops[i].operands[0]]
+    cut, residual = i, ops[i].operands[0]
+    head = [replace(ops[final], operands=(residual,) + ops[final].operands[1:])] + ops[final + 1:]
+    kept = ops[:cut] + head
+    used = {op.attrs[k] for op in kept for k in op.attrs if k.startswith("weight") and isinstance(op.attrs[k], str)}
+    used |= {op.attrs["bias"] for op in kept if isinstance(op.attrs.get("bias"), str)}
+    weights = tuple(w for w in model.weights if w.name in used)
+    graph = replace(model.graph, ops=tuple(kept))
+    return replace(model, weights=weights, graph=graph)
+
+
+def windowed(model: Model, window: int) -> Model:
+    """`model` with every attention op seeing at most the last `window` rows."""
+    ops = tuple(replace(op, attrs=op.attrs.set(window=min(window, op.attrs.get("window") or window)))
+                if op.name == "attention" else op for op in model.graph.ops)
+    return replace(model, graph=replace(model.graph, ops=ops))
+
+
+def _mask(model: Model) -> str | None:
+    for _, t in model.graph.params:
+        if t.name == "mask" and t.params:
+            return str(t.params[0])
+    return None
+
+
+class TwoLevelVerify(Pass):
+    name = "two-level-verify"
+    options = {
+        "kind": Option(str, "layers", "the mid level: layers (the target's first layers), window (the target "
+                       "with a short KV window) or model (a model of the pipeline)", KINDS),
+        "layers": Option(int, 0, "kind=layers: decoder layers the mid level keeps; 0 takes half",
+                         min=0, max=1024, search=(0, 1, 2, 4, 8, 16)),
+        "window": Option(int, 256, "kind=window: KV rows the mid level attends over", min=1, max=1 << 20,
+                         search=(64, 256, 1024)),
+        "model": Option(str, "mid", "kind=model: the mid model's symbol, without '@' (drafter: the pipeline's "
+                        "drafter judges n-gram drafts, with ngram-draft after this pass)", search=("mid", "drafter")),
+        "extend": Option(int, 2, "tokens the mid level adds after its accepted prefix", min=1,
+                         max=MAX_DRAFT_TOKENS, search=(1, 2, 3, 4, 6)),
+    }
+    provides = frozenset({"two-level-verify"})
+
+    def run(self, pipeline: Pipeline) -> Pipeline:
+        ops = list(pipeline.step.ops)
+        if any(op.name == "draft.cascade" for op in ops):
+            raise SpecirError("the step already verifies in two levels (draft.cascade is there)",
+                              hint="drop the second two-level-verify")
+        declared = read_declared(pipeline)
+        verifies = [i for i, op in enumerate(ops) if _role(op) == "verify"]
+        if not verifies:
+            raise SpecirError("two-level-verify needs a step that verifies a draft; this step verifies nothing",
+                              hint="a step needs verify.chain @target, %ctx, %draft")
+        vi = verifies[-1]
+        verify = ops[vi]
+        target_name = declared.model if declared else verify.symbols[0][1:]
+        producers = {op.result: op for op in ops if op.result}
+        draft = producers.get(verify.values[1]) if len(verify.values) > 1 else None
+        if draft is None or _role(draft) != "draft":
+            raise SpecirError(f"two-level-verify puts a mid level between a draft and the target; the final "
+                              f"{verify.name} verifies no draft", location=verify.loc,
+                              hint="start from a drafting pipeline (specir init --drafter DIR|ngram)")
+        target = pipeline.model(target_name)
+        if target is None or target.graph is None:
+            raise SpecirError(f"the declared target @{target_name} has no expanded graph",
+                              hint="load the pipeline through specir (imports are expanded)")
+        tree = draft.type is not None and draft.type.name == "tree"
+        mid, models = self._mid(pipeline, target, tree)
+        mid_value = draft.result + ".mid"
+        cascade = Op("draft.cascade", ("@" + mid.name, verify.values[0], draft.result),
+                     Attrs(without_defaults("draft.cascade", {"extend": self.extend})), mid_value, TOKENS)
+        rewired = []
+        for i, op in enumerate(ops):
+            if i == vi:
+                rewired.append(cascade)
+                op = replace(op, name="verify.chain", operands=op.operands[:2] + (mid_value,))
+            elif i > vi and draft.result in op.values:
+                op = replace(op, operands=tuple(mid_value if o == draft.result else o for o in op.operands))
+            if op.name == "commit":
+                op = replace(op, attrs=op.attrs.set(kv=None))
+            rewired.append(op)
+        models = tuple(with_mask(m, "causal") if m.name == target_name and _mask(m) != "causal" else m for m in models)
+        return replace(pipeline, models=models, step=replace(pipeline.step, ops=tuple(rewired)))
+
+    def _mid(self, pipeline: Pipeline, target: Model, tree: bool) -> tuple[Model, tuple[Model, ...]]:
+        models = pipeline.models
+        if self.kind == "model":
+            mid = pipeline.model(self.model)
+            if mid is None or mid.graph is None:
+                known = ", ".join("@" + m.name for m in models) or "none"
+                raise self.option_error("model", f"kind=model needs the mid model @{self.model} in the pipeline "
+                                        f"(models: {known})", 'add model @mid = import("path/to/checkpoint") and '
+                                        'pass two-level-verify{kind=model,model=mid}')
+            if mid.name == target.name:
+                raise self.option_error("model", "the mid model cannot be the declared target itself",
+                                        "use kind=layers (the target's first layers) or kind=window")
+            if mid.graph.result_type.width != target.graph.result_type.width:
+                raise self.option_error("model", f"@{mid.name} has a vocabulary of {mid.graph.result_type.width} "
+                                        f"tokens, the target @{target.name} one of "
+                                        f"{target.graph.result_type.width}", "the mid model needs the target's "
+                                        "tokenizer")
+            check_attention_only(mid, "model")
+        else:
+            check_attention_only(target, self.kind)
+            if pipeline.model("mid") is not None:
+                raise SpecirError(f"two-level-verify{{kind={self.kind}}} adds a model @mid, but the pipeline "
+                                  f"already has one", hint="use kind=model,model=mid to verify with it, or "
+                                                           "rename it")
+            n = sum(1 for op in target.graph.ops if op.name == "attention")
+            if self.kind == "layers":
+                keep = self.layers or max(1, n // 2)
+                if keep >= n:
+                    raise self.option_error("layers", f"the target has {n} layers; a mid level keeps fewer "
+                                            f"(got layers={keep})", f"use layers={max(1, n // 2)} (0 takes half)")
+                mid = layer_prefix(target, keep).with_attrs(mid_of=target.name, layers=keep)
+            else:
+                mid = windowed(target, self.window).with_attrs(mid_of=target.name, window=self.window)
+            mid = replace(mid, name="mid")
+            index = [m.name for m in models].index(target.name)
+            models = models[:index + 1] + (mid,) + models[index + 1:]
+        want = "tree" if tree else "causal"
+        if _mask(mid) != want:
+            changed = with_mask(mid, want)
+            models = tuple(changed if m.name == mid.name else m for m in models)
+            mid = changed
+        return mid, models
+
