@@ -36,7 +36,7 @@ from dataclasses import replace
 from specir.batch_schedule import budget_table
 from specir.errors import SpecirError
 from specir.ir.nodes import Attrs, Op, Pipeline
-from specir.ir.ops_recurrent import state_specs
+from specir.step.ops.common import has_recurrent_state
 from specir.ir.opdefs import OPS, without_defaults
 from specir.pass_base import Option, Pass
 from specir.targets import all_targets, get_target
@@ -76,7 +76,7 @@ class BatchFusion(Pass):
             raise SpecirError("batch-fusion: the step drafts nothing (plain autoregressive decoding), so there is "
                               "nothing to fuse", hint="add a draft op, e.g. specir init --drafter DIR")
         model = pipeline.model(verify.symbols[0])
-        if model is not None and model.graph is not None and any(state_specs(op) for op in model.graph.ops):
+        if has_recurrent_state(model):
             raise SpecirError(f"batch-fusion packs one row per token, but {verify.symbols[0]} has recurrent layers "
                               f"(their state is per request)", hint="drop batch-fusion for a hybrid target")
         if self.shrink and self.target not in all_targets():

@@ -121,6 +121,10 @@ class TwoLevelVerify(Pass):
                               hint="a step needs verify.chain @target, %ctx, %draft")
         vi = verifies[-1]
         verify = ops[vi]
+        if verify.name == "verify.packed":
+            raise SpecirError("two-level-verify runs before batch-fusion (the mid level drafts what the packed "
+                              "verify then fuses)", location=verify.loc,
+                              hint='order the passes "...,two-level-verify,batch-fusion"')
         target_name = declared.model if declared else verify.symbols[0][1:]
         producers = {op.result: op for op in ops if op.result}
         draft = producers.get(verify.values[1]) if len(verify.values) > 1 else None
@@ -178,8 +182,10 @@ class TwoLevelVerify(Pass):
             if self.kind == "layers":
                 keep = self.layers or max(1, n // 2)
                 if keep >= n:
+                    hint = (f"use layers={max(1, n // 2)} (0 takes half)" if n >= 2 else
+                            "kind=layers needs a target of at least 2 layers; use kind=model with a smaller model")
                     raise self.option_error("layers", f"the target has {n} layers; a mid level keeps fewer "
-                                            f"(got layers={keep})", f"use layers={max(1, n // 2)} (0 takes half)")
+                                            f"(got layers={keep})", hint)
                 mid = layer_prefix(target, keep).with_attrs(mid_of=target.name, layers=keep)
             else:
                 mid = windowed(target, self.window).with_attrs(mid_of=target.name, window=self.window)

@@ -11,6 +11,8 @@ draft pays for its extra verify rows. The table reads the step ops' `forwards` i
 """
 from __future__ import annotations
 
+from .errors import SpecirError
+
 from .cost_model import forward_cost
 from .ir.nodes import Pipeline
 from .step.interfaces import StepInfo
@@ -20,7 +22,8 @@ from .targets import Target
 def _seconds(pipeline: Pipeline, model: str, rows: int, target: Target, context: int) -> float:
     m = pipeline.model(model)
     if m is None or m.graph is None:
-        return 0.0
+        raise SpecirError(f"batch-fusion's shrink table needs the graph of @{model.lstrip('@')}, which is not expanded",
+                          hint="load the pipeline through specir (its imports are expanded)")
     return forward_cost(m, target, rows, context).seconds
 
 

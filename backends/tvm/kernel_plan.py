@@ -78,8 +78,10 @@ def _no_op(*args):
 
 
 def tree_models(pipeline: Pipeline) -> set[str]:
-    """Models that some step op runs under a tree mask (draft.tree, verify.tree, ...)."""
-    return {s.lstrip("@") for op in pipeline.step.ops if op.name.endswith(".tree") for s in op.symbols}
+    """Models whose graph takes a tree mask (`mask<tree>`: tree-verify, batch-fusion, a cascade
+    over a tree): their attention kernels are planned masked."""
+    return {m.name for m in pipeline.used_models()
+            if any(t.name == "mask" and t.params and str(t.params[0]) == "tree" for _, t in m.graph.params)}
 
 
 def planned_threads(pipeline: Pipeline) -> int:

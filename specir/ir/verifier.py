@@ -304,9 +304,11 @@ def _check_step(pipeline: Pipeline, step: Step, fill: bool) -> Step:
     if len(commits) != 1 or ops[-1] is not commits[0]:
         raise _error("the step must end with exactly one commit", ops[-1] if ops else step, pipeline,
                      "commit %ctx, %accepted")
-    if any(op.name == "verify.tree" for op in ops) and commits[0].attrs.get("kv", "prefix") != "compact":
-        raise _error("a tree-verified step must commit with kv = \"compact\" (the accepted path's KV rows move "
-                     "into place)", commits[0], pipeline, 'commit %ctx, %accepted {kv = "compact"}')
+    tree_verified = any(OPS[op.name].role == "verify" and len(op.values) > 1
+                        and getattr(scope.types.get(op.values[1]), "name", None) == "tree" for op in ops)
+    if tree_verified and commits[0].attrs.get("kv", "prefix") not in ("compact", "in-place"):
+        raise _error("a tree-verified step must commit with kv = \"compact\" or \"in-place\" (the accepted "
+                     "path's KV rows move into place)", commits[0], pipeline, 'commit %ctx, %accepted {kv = "compact"}')
     return replace(step, ops=ops)
 
 

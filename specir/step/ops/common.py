@@ -1,7 +1,7 @@
 """Pieces the step op definitions share: the draft-size attribute and the drafter-model checks."""
 from __future__ import annotations
 
-from specir.ir.opdefs import MAX_DRAFT_TOKENS, AttrSpec, TypeRuleError
+from specir.ir.opdefs import MAX_DRAFT_TOKENS, OPS, AttrSpec, TypeRuleError
 
 DRAFT_K = AttrSpec("int", doc="number of drafted tokens per step")
 
@@ -60,3 +60,11 @@ def off_variant(ctx, op):
 
 def draft_mode(ctx, op):
     return ctx.variants.get(id(op), "on")
+
+
+def has_recurrent_state(model) -> bool:
+    """Whether a model region's graph holds per-request recurrent state (ops whose definition
+    declares `states`: conv, SSM, delta rule)."""
+    if model is None or model.graph is None:
+        return False
+    return any(getattr(OPS.get(op.name), "states", None) and OPS[op.name].states(op.attrs) for op in model.graph.ops)

@@ -34,7 +34,7 @@ from specir.step.interfaces import ModelForward, StepInterfaces
 from specir.step.values import Draft, Nodes
 
 from .accept_greedy import accept_path
-from .common import model_of
+from .common import has_recurrent_state, model_of
 
 EXTEND = 2  # the default of `extend`
 
@@ -57,6 +57,9 @@ def _infer(op, ctx):
         raise TypeRuleError(f"extend must be between 1 and {MAX_DRAFT_TOKENS}, got {extend}",
                             "extend is how many tokens the mid level adds after its accepted prefix "
                             "(1: only its bonus token)")
+    if has_recurrent_state(ctx.model(op.operands[0])):
+        raise TypeRuleError(f"draft.cascade keeps only KV rows of its mid level, but {op.operands[0]} has recurrent "
+                            "layers", "use an attention-only (Llama-family) mid level")
     draft_type = ctx.value_type(op.operands[2])
     mask = ctx.model_mask(op.operands[0])
     if draft_type is not None and mask is not None and draft_type.name == "tree" and mask != "tree":

@@ -18,11 +18,15 @@ from specir.step import ragged
 from specir.step.interfaces import ModelForward, StepInterfaces
 from specir.step.values import Nodes, Verified
 
-from .common import model_of
+from .common import has_recurrent_state, model_of
 from .verify import depth, width
 
 
 def _infer(op, ctx):
+    if has_recurrent_state(ctx.model(op.operands[0])):
+        raise TypeRuleError(f"verify.packed gives every token its own row, but {op.operands[0]} has recurrent "
+                            "layers (their state is per request)", "verify a hybrid target with verify.chain or "
+                            "verify.tree (drop batch-fusion)")
     mask = ctx.model_mask(op.operands[0])
     if mask is not None and mask != "tree":
         raise TypeRuleError(f"verify.packed gives every packed token its own mask row, so {op.operands[0]} needs "
