@@ -11,8 +11,13 @@ Contract (the layout vLLM's spec-decode metadata uses):
   `node[i]`, written at cache row lens + node of that request's slot, at position lens + depth,
   seeing its committed rows and the scratch rows of its ancestors (its tree-mask row; a chain:
   nodes 0..node). Every linear layer runs over exactly T rows.
-- `unpack(logits, ragged, B, N)`: the packed logits [T, 1, V] back at [B, N, V] (zero where a
-  node was not verified: acceptance never reads those).
+- `unpack(logits, ragged, B, N)`: the packed logits [T', 1, V] (T' >= T) back at [B, N, V] (zero
+  where a node was not verified: acceptance never reads those); rows past T are dropped.
+- `bucket(T)` / `padded(ragged, size)`: the forward runs over `bucket(T)` rows (T rounded up to a
+  power of two from 8 on), so a long-lived engine builds a bounded set of forward shapes (each
+  holds buffers of its size) instead of one per packed size; a pad row repeats row 0 (the same
+  slot, node, token, position and mask row: it rewrites row 0's KV row with the same values, and
+  its logits are dropped).
 """
 from __future__ import annotations
 
@@ -48,6 +53,18 @@ def pack(nodes: Nodes, live: torch.Tensor) -> Ragged:
     return Ragged(offsets, request, node)
 
 
+def bucket(total: int) -> int:
+    return total if total <= 8 else 1 << (total - 1).bit_length()
+
+
+def padded(ragged: Ragged, size: int) -> Ragged:
+    extra = size - ragged.total
+    if extra <= 0:
+        return ragged
+    return Ragged(ragged.offsets, torch.cat([ragged.request, ragged.request[:1].expand(extra)]),
+                  torch.cat([ragged.node, ragged.node[:1].expand(extra)]))
+
+
 def allocate(total: int, width: int, device) -> ForwardInputs:
     return ForwardInputs.allocate(total, 1, device, mask_width=width, slots=True, offsets=True)
 
@@ -69,5 +86,5 @@ def forward_inputs(ragged: Ragged, nodes: Nodes, lens: torch.Tensor, inputs: For
 
 def unpack(logits: torch.Tensor, ragged: Ragged, B: int, N: int) -> torch.Tensor:
     out = logits.new_zeros(B, N, logits.shape[-1])
-    out[ragged.request, ragged.node] = logits[:, 0]
+    out[ragged.request, ragged.node] = logits[:ragged.total, 0]
     return out

@@ -4,11 +4,13 @@ Semantics: the same logits as verify.chain / verify.tree over the same nodes (no
 token, then the chain or the tree; positions lens + depth; a chain causally, a tree under its
 ancestor mask), but the target runs once over the packed list of the valid nodes of the live
 requests (specir/step/ragged.py: cumulative offsets, per-token slot, cache row, position and
-mask row), without padding: a frozen slot, or a node a budget dropped, costs nothing. The result
-is logits [B, N, V], zero at the nodes not verified (never read by acceptance).
+mask row), without per-request padding: a frozen slot, or a node a budget dropped, costs nothing
+(the packed total is rounded up to a power of two past 8 rows, ragged.bucket, so the engine keeps a
+bounded set of forward shapes). The result is logits [B, N, V], zero at the nodes not verified
+(never read by acceptance).
 The packed size is data (a host read), so the op runs between captured segments (needs_host).
 Width: 1 + the draft's width per request at most; depth 1 + the draft's depth. One forward.
-Recurrent targets are refused by the batch-fusion pass (their state is per request, not per row).
+Recurrent targets are refused by the type rule (their state is per request, not per row).
 """
 from __future__ import annotations
 
@@ -48,13 +50,14 @@ def lower(ctx, op, args):
     T = packed.total
     if T == 0:  # nothing live: the step commits nothing
         return Verified(nodes.tokens.new_zeros(B, N, 1).float(), nodes, state.name)
-    key = ("packed", T, N)
+    size = ragged.bucket(T)
+    key = ("packed", size, N)
     entry = state.forwards.get(key)
     if entry is None:
-        inputs = ragged.allocate(T, N, ctx.device)
+        inputs = ragged.allocate(size, N, ctx.device)
         entry = state.forwards[key] = (inputs, state.executor.forward_on(state.cache, inputs))
     inputs, forward = entry
-    ragged.forward_inputs(packed, nodes, state.lens, inputs)
+    ragged.forward_inputs(ragged.padded(packed, size), nodes, state.lens, inputs)
     ctx.op_state[("ragged", id(op))] = packed  # the last step's packing, for tests and metrics
     return Verified(ragged.unpack(forward.run(), packed, B, N), nodes, state.name)
 
