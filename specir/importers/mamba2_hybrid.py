@@ -135,12 +135,8 @@ def _bamba(b, cfg, name, source, model_type):
     for i, kind in enumerate(cfg.layers_block_type):
         p, L = f"model.layers.{i}", f"%l{i}"
         x = b.op(f"{L}.in", "rms_norm", h, type_=act(hidden), weight=b.w(f"{p}.input_layernorm.weight", hidden), eps=eps)
-        if kind == "linear_attention":
-            mixed = mamba2_mixer(b, L, x, f"{p}.mamba", i, mix)
-        elif kind == "full_attention":
-            mixed = attention_block(b, L, x, f"{p}.self_attn", hidden, attn)
-        else:
-            raise b.refuse(f"layer {i} has type {kind!r}", "attn_layer_indices", "bamba layers are mamba or attention")
+        mixed = _mamba_or_attention(b, L, x, p, i, kind, mix, attn, hidden,
+                                    ("attn_layer_indices", "bamba layers are mamba or attention"))
         r = b.op(f"{L}.res", "add", h, mixed, type_=act(hidden))
         y = b.op(f"{L}.post", "rms_norm", r, type_=act(hidden), weight=b.w(f"{p}.pre_ff_layernorm.weight", hidden),
                  eps=eps)
@@ -257,12 +253,8 @@ def _granite(b, cfg, name, source, model_type):
     for i, kind in enumerate(cfg.layers_block_type):
         p, L = f"model.layers.{i}", f"%l{i}"
         x = b.op(f"{L}.in", "rms_norm", h, type_=act(hidden), weight=b.w(f"{p}.input_layernorm.weight", hidden), eps=eps)
-        if kind == "linear_attention":
-            mixed = mamba2_mixer(b, L, x, f"{p}.mamba", i, mix)
-        elif kind == "full_attention":
-            mixed = attention_block(b, L, x, f"{p}.self_attn", hidden, attn)
-        else:
-            raise b.refuse(f"layer {i} has type {kind!r}", "layer_types", "supported: mamba, attention")
+        mixed = _mamba_or_attention(b, L, x, p, i, kind, mix, attn, hidden,
+                                    ("layer_types", "supported: mamba, attention"))
         mixed = b.scale(f"{L}.rm", mixed, hidden, res_m)
         r = b.op(f"{L}.res", "add", h, mixed, type_=act(hidden))
         y = b.op(f"{L}.post", "rms_norm", r, type_=act(hidden),
@@ -286,3 +278,14 @@ def build_mamba2_hybrid(config: dict, tensors: dict[str, TensorInfo], *, name: s
     cfg = hf_config(config, where=where, path=config_path)
     b = GraphBuilder(tensors, source=source, where=where, config_path=config_path)
     return FAMILIES[model_type](b, cfg, name, source, model_type)
+
+
+def _mamba_or_attention(b, L, x, p, i, kind, mix, attn, hidden, refusal):
+    """Layer i's mixer where its weights sit at {p}.mamba / {p}.self_attn (Bamba, GraniteMoeHybrid);
+    any other layer kind is refused naming the config key and hint of `refusal`."""
+    if kind == "linear_attention":
+        return mamba2_mixer(b, L, x, f"{p}.mamba", i, mix)
+    if kind == "full_attention":
+        return attention_block(b, L, x, f"{p}.self_attn", hidden, attn)
+    key, hint = refusal
+    raise b.refuse(f"layer {i} has type {kind!r}", key, hint)

@@ -54,3 +54,9 @@ def precise_sin(x):
         return tl.sin(x)
     else:
         return libdevice.sin(x)
+
+
+@triton.jit
+def softplus(x):
+    """log(1 + e^x) in fp32, x itself past 20 (where the two agree in fp32)."""
+    return tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))

@@ -17,12 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._numerics import round_to
-
-
-@triton.jit
-def _softplus(x):
-    return tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))
+from ._numerics import round_to, softplus
 
 
 @triton.jit
@@ -70,7 +65,7 @@ def _gated_delta_kernel(
         bt = tl.load(b_ptr + b * stride_bb + t * stride_bt + h).to(tl.float32)
         beta = round_to(1.0 / (1.0 + tl.exp(-bt)), act_dtype).to(tl.float32)
         at = tl.load(a_ptr + b * stride_ab + t * stride_at + h).to(tl.float32)
-        s = s * tl.exp(a_coef * _softplus(at + dt_bias))
+        s = s * tl.exp(a_coef * softplus(at + dt_bias))
         memory = tl.sum(s * k[:, None], axis=0)
         delta = (v - memory) * beta
         s = s + k[:, None] * delta[None, :]

@@ -16,12 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._numerics import round_to
-
-
-@triton.jit
-def _softplus(x):
-    return tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))
+from ._numerics import round_to, softplus
 
 
 @triton.jit
@@ -64,7 +59,7 @@ def _mamba2_scan_kernel(
         x = tl.load(row + h * P + p, mask=in_p, other=0.0).to(tl.float32)
         bv = tl.load(row + H * P + g * N + n, mask=in_n, other=0.0).to(tl.float32)
         cv = tl.load(row + H * P + G * N + g * N + n, mask=in_n, other=0.0).to(tl.float32)
-        dt = _softplus(tl.load(dt_ptr + b * stride_db + t * stride_dt + h).to(tl.float32) + dt_bias)
+        dt = softplus(tl.load(dt_ptr + b * stride_db + t * stride_dt + h).to(tl.float32) + dt_bias)
         dt = tl.minimum(tl.maximum(dt, dt_min), dt_max)
         s = s * tl.exp(dt * a_coef) + (dt * x)[:, None] * bv[None, :]
         y = tl.sum(s * cv[None, :], axis=1) + d * x
