@@ -67,6 +67,7 @@ class Sizes:
     activations: str = "bf16"       # the pipelines' activation dtype (the smoke test runs f32: faster interpreter)
     device: str = "cuda"
     tiny: dict | None = None        # smoke test: explicit shapes instead of the named ones
+    e2e_pipelines: tuple | None = None  # e2e: these pipelines only (None: all)
 
 
 QUICK = dict(tree_sizes=(1, 16, 64, 128), reps=20, prompts_per_workload=1, max_new=64, peer_tokens=16,
@@ -690,7 +691,8 @@ class Bench:
         reference = self._reference()
         prompts = self._prompts()
         rows = []
-        for name in ["chain", "tree", "ngram"] + [n for n in SECOND_DRAFTER if n in engines]:
+        names = ["chain", "tree", "ngram"] + [n for n in SECOND_DRAFTER if n in engines]
+        for name in [n for n in names if self.z.e2e_pipelines is None or n in self.z.e2e_pipelines]:
             if self.report.left() < 20:
                 rows.append({"pipeline": name, "skipped": "time budget"})
                 continue
@@ -893,11 +895,20 @@ def main(argv=None) -> int:
                         help="wall-time budget; sections that would not fit are skipped (default 480)")
     parser.add_argument("--skip", nargs="*", default=[], metavar="SECTION",
                         help="sections to leave out (ar_step breakdown verify draft e2e peers)")
+    parser.add_argument("--e2e", default="", metavar="W:PROMPTS:TOKENS:BATCHES:PIPELINES",
+                        help="the e2e section on `specir bench`'s settings, for the agreement check: e.g. "
+                             "code-completion:8:96:1,8:tree-3l,chain-3l (workload, --limit, --max-new-tokens, "
+                             "--batch-size, pipelines)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("error: no CUDA GPU (the CPU smoke test runs this script at tiny shapes)", file=sys.stderr)
         return 2
     z = Sizes(**(QUICK if args.quick else {}))
+    if args.e2e:
+        workload, prompts, tokens, batches, names = args.e2e.split(":")
+        z = dataclasses.replace(z, workloads=(workload,), prompts_per_workload=int(prompts), max_new=int(tokens),
+                                batch_sizes=tuple(int(b) for b in batches.split(",")),
+                                e2e_pipelines=tuple(names.split(",")))
     data = run(z, args, args.out, args.budget_s, ["bench/gpu_bench.py"] + argv)
     print(summary(data), flush=True)
     return 0 if not data["errors"] else 1

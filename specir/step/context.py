@@ -10,7 +10,9 @@ under the role the step uses it in: "verify" (its cache holds every committed to
 pending one; commit moves the accepted path into place) or "draft" (it catches up each step by
 feeding `feed[:, :n_feed]`, the tokens emitted last step, the pending one included).
 `forward(state, key, T, ...)` gives a forward with static input buffers, built once per key and
-reused by every step (CUDA-graph replays need fixed addresses). `op_state` keeps per-op state.
+reused by every step (CUDA-graph replays need fixed addresses); `launch(state, key, run)` runs such a
+forward from a host op the way device segments run (captured and replayed on a capturing backend).
+`op_state` keeps per-op state.
 Python-side values never change inside a step: everything a step changes is a tensor, in place.
 """
 from __future__ import annotations
@@ -33,6 +35,7 @@ class ModelState:
     feed: torch.Tensor | None = None
     n_feed: torch.Tensor | None = None
     forwards: dict = field(default_factory=dict)
+    graphs: dict = field(default_factory=dict)  # launch(): key -> "warmed" | (replay, output)
 
 
 class StepContext:
@@ -78,6 +81,23 @@ class StepContext:
             entry = (inputs, state.executor.forward_on(state.cache, inputs))
             state.forwards[key] = entry
         return entry
+
+    def launch(self, state: ModelState, key, run):
+        """run() (a forward over the static inputs of `key`, returning one output tensor), launched from
+        a host op: eagerly where the backend does not capture; where it does, eagerly the first time
+        (on the capture stream: kernels compile, lazy buffers appear), captured the second time (in its
+        own graph pool) and replayed from then on. The output is the same tensor on every replay."""
+        if not self.backend.captures:
+            return run()
+        entry = state.graphs.get(key)
+        if entry is None:
+            state.graphs[key] = "warmed"
+            return self.backend.warm(run)
+        if entry == "warmed":
+            entry = state.graphs[key] = self.backend.capture(run, self.backend.graph_pool())
+        replay, output = entry
+        replay()
+        return output
 
     def live_requests(self) -> int:
         """Requests decoding this step, from the host's view (no device read)."""

@@ -206,7 +206,7 @@ def test_off_at_drafts_nothing_then_resyncs(engines, pair, tmp_path):
 @pytest.mark.parametrize("temperature", [0.0, 0.7])
 def test_fused_steps_replayed_from_captures_equal_eager(pair, tmp_path, temperature):
     """With emulated CUDA graphs (tests/step/test_capture_replay.py): the packed verify runs between
-    captured segments, and drafting's on / off / resync variants each get their own capture (resync
+    captured segments, its forward captured per packed size and replayed, and drafting's on / off / resync variants each get their own capture (resync
     never replays); requests finishing at different times cross the off threshold both ways, and
     every token equals the eager run's."""
     from specir.backends.reference.step_backend import TableStepBackend
@@ -235,4 +235,7 @@ def test_fused_steps_replayed_from_captures_equal_eager(pair, tmp_path, temperat
     captured = StepEngine(pipeline, graphs)
     assert run(captured) == want and run(captured) == want
     assert graphs.captured >= 2 and graphs.replays > graphs.captured
+    packed_graphs = [k for s in captured.sessions.values() for m in s.ctx.models.values() for k, v in m.graphs.items()
+                     if k[0] == "packed" and v != "warmed"]
+    assert packed_graphs, "the packed forward was never captured"
     assert want[0][1][0] == 1, "three live requests: drafting should be off"

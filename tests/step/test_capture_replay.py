@@ -54,8 +54,12 @@ class EmulatedGraphs:
             if first[0]:
                 first[0] = False
                 return
-            for key, value in fn().items():
-                _copy_into(outputs[key], value)
+            again = fn()
+            if isinstance(outputs, dict):  # a segment's outputs by value name
+                for key, value in again.items():
+                    _copy_into(outputs[key], value)
+            else:  # one forward's output (StepContext.launch)
+                _copy_into(outputs, again)
         return replay, outputs
 
 

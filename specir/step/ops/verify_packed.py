@@ -8,7 +8,8 @@ mask row), without per-request padding: a frozen slot, or a node a budget droppe
 (the packed total is rounded up to a power of two past 8 rows, ragged.bucket, so the engine keeps a
 bounded set of forward shapes). The result is logits [B, N, V], zero at the nodes not verified
 (never read by acceptance).
-The packed size is data (a host read), so the op runs between captured segments (needs_host).
+The packed size is data (a host read), so the op runs between captured segments (needs_host); its
+forward is captured per bucket on a capturing backend (StepContext.launch).
 Width: 1 + the draft's width per request at most; depth 1 + the draft's depth. One forward.
 Recurrent targets are refused by the type rule (their state is per request, not per row).
 """
@@ -59,7 +60,8 @@ def lower(ctx, op, args):
     inputs, forward = entry
     ragged.forward_inputs(ragged.padded(packed, size), nodes, state.lens, inputs)
     ctx.op_state[("ragged", id(op))] = packed  # the last step's packing, for tests and metrics
-    return Verified(ragged.unpack(forward.run(), packed, B, N), nodes, state.name)
+    logits = ctx.launch(state, key, forward.run)
+    return Verified(ragged.unpack(logits, packed, B, N), nodes, state.name)
 
 
 register_op(OpDef("verify.packed", "step",
