@@ -28,7 +28,8 @@ class TritonStepBackend(StepBackend):
                               hint="use a GPU target, or set TRITON_INTERPRET=1 to run its kernels in Triton's "
                                    "CPU interpreter (slow; for tests)")
         super().__init__(device)
-        self.captures = device.type == "cuda"
+        # the interpreter runs kernels on the host (copies to and from the device): nothing to capture
+        self.captures = device.type == "cuda" and not interpreting()
         if self.captures:
             from .kernels.linear import _counter_buffer
             # the linear kernels' split-K counters: grown once now, since a captured graph keeps their address

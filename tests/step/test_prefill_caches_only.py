@@ -11,8 +11,8 @@ from specir.step.forward_inputs import ForwardInputs
 from tests.helpers.specs import write_spec
 
 
-def _inputs(B, T):
-    inputs = ForwardInputs.allocate(B, T, "cpu")
+def _inputs(B, T, device="cpu"):
+    inputs = ForwardInputs.allocate(B, T, device)
     inputs.ids.copy_((torch.arange(B * T).view(B, T) * 7) % 250 + 1)
     inputs.pos.copy_(torch.arange(T)[None].expand(B, T))
     return inputs
@@ -35,10 +35,11 @@ def test_caches_only_forward_writes_the_same_cache(backend, pair, tmp_path):
             pytest.skip("needs the Triton interpreter or a GPU")
         from specir.backends.triton.compiled_model import CompiledModel
         from specir.backends.triton.forward import cache_launches
-        executor = CompiledModel(model, weights, "cpu")
+        device = "cuda" if torch.cuda.is_available() else "cpu"  # on a CPU: the interpreter
+        executor = CompiledModel(model, weights, device)
         assert len(executor.program.launches) - 1 not in cache_launches(executor.program)
     full_cache, short_cache = executor.new_cache(2, 16), executor.new_cache(2, 16)
-    inputs = _inputs(2, 5)
+    inputs = _inputs(2, 5, "cpu" if backend == "reference" else device)
     logits = executor.forward_on(full_cache, inputs).run()
     assert logits is not None and logits.shape[:2] == (2, 5)
     assert executor.forward_on(short_cache, inputs, logits=False).run() is None

@@ -46,7 +46,7 @@ def setup(ctx, op) -> None:
 def budget_now(table: torch.Tensor, live: torch.Tensor) -> torch.Tensor:
     """The drafted-token budget (0-dim) for the number of live requests."""
     b = live.sum().clamp(1, table.shape[0])
-    return table[b - 1]
+    return table.index_select(0, (b - 1).reshape(1)).reshape(())  # no host read (capturable)
 
 
 def keep(score: torch.Tensor | None, valid: torch.Tensor, live: torch.Tensor, budget: torch.Tensor,
