@@ -295,7 +295,8 @@ def ancestor_mask(parents: list[int], size: int) -> torch.Tensor:
 
 # ---------------------------------------------------------------------- pipelines
 def pipelines(target, drafter, z: Sizes) -> dict:
-    """AR, chain, tree (tree-verify pass) and n-gram pipelines over the two model regions."""
+    """AR, chain, tree (tree-verify pass) and n-gram pipelines over the two model regions, with the
+    backend policy the Triton lowering writes into a build (as `specir compile` does)."""
     from specir.ir.nodes import Attrs, Op, Pipeline, Step
     from specir.ir.types import ACCEPTED, CONTEXT, TOKENS, logits
     from specir.pass_manager import PassManager
@@ -314,7 +315,10 @@ def pipelines(target, drafter, z: Sizes) -> dict:
     depth, topk, budget = z.tree
     tree = PassManager(build_passes(f"tree-verify{{depth={depth},topk={topk},budget={budget}}}")).run(chain)
     ngram = make("ngram", Op("draft.ngram", ("%ctx",), Attrs({"k": z.ngram_k}), "%draft", TOKENS), (target,))
-    return {"ar": ar_pipeline(chain, stock=False), "chain": chain, "tree": tree, "ngram": ngram}
+    from specir.backends.triton.lowering import with_backend_policy
+    # the backend policy `specir compile --target h200` writes (gemm routing, fusions): the same engines
+    out = {"ar": ar_pipeline(chain, stock=False), "chain": chain, "tree": tree, "ngram": ngram}
+    return {name: with_backend_policy(p) for name, p in out.items()}
 
 
 # ---------------------------------------------------------------------- torch reference step
