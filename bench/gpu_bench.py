@@ -439,14 +439,15 @@ class Bench:
                     note = f"zoo pair unavailable ({exc}); random weights instead"
         roles = [r for r in ("target", "drafter", "drafter_3l") if r in shapes]
         shape_names = {"target": z.target_shape, "drafter": z.drafter_shape, "drafter_3l": z.drafter_3l_shape}
-        seeds = {"target": 1, "drafter": 2, "drafter_3l": 3}
+        seeds = {"target": 1, "drafter": 2, "drafter_3l": 3}  # random weights
+        zoo_seed = 0  # `specir zoo inflate`'s default: the same embedding, so the same weights as the CLI's build
         t0 = time.time()
         configs, weights = {}, {}
         if small:
             try:
                 for role in roles:
                     src = small["target" if role == "target" else "drafter"]
-                    configs[role], weights[role] = inflate_in_memory(src, shape_names[role], dev, seed=seeds[role])
+                    configs[role], weights[role] = inflate_in_memory(src, shape_names[role], dev, seed=zoo_seed)
             except Exception as exc:  # speed numbers still come out of random weights
                 note = f"in-memory inflation failed ({type(exc).__name__}: {exc}); random weights instead"
                 source, small, configs, weights = "random", None, {}, {}

@@ -36,7 +36,7 @@ def test_caches_only_forward_writes_the_same_cache(backend, pair, tmp_path):
         from specir.backends.triton.compiled_model import CompiledModel
         from specir.backends.triton.forward import cache_launches
         device = "cuda" if torch.cuda.is_available() else "cpu"  # on a CPU: the interpreter
-        executor = CompiledModel(model, weights, device)
+        executor = CompiledModel(model, {k: v.to(device) for k, v in weights.items()}, device)
         assert len(executor.program.launches) - 1 not in cache_launches(executor.program)
     full_cache, short_cache = executor.new_cache(2, 16), executor.new_cache(2, 16)
     inputs = _inputs(2, 5, "cpu" if backend == "reference" else device)
