@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ..errors import SpecirError
 from ..ir.nodes import Op, Pipeline, Step
-from ..ir.types import ACCEPTED, CONTEXT, logits, mask
+from ..ir.types import ACCEPTED, CONTEXT, logits
 
 
 def target_name(pipeline: Pipeline) -> str:
@@ -24,8 +24,7 @@ def ar_pipeline(pipeline: Pipeline, stock: bool = True) -> Pipeline:
             model = replace(fresh, attrs=fresh.attrs.set(dtype=model.attrs.get("dtype")))
         except SpecirError:
             pass
-    params = tuple((n, mask("causal") if t.name == "mask" else t) for n, t in model.graph.params)
-    model = replace(model, graph=replace(model.graph, params=params))
+    model = model.with_mask("causal")
     step = Step((("%ctx", CONTEXT),), (
         Op("verify.chain", (f"@{name}", "%ctx"), result="%logits", type=logits()),
         Op("accept.greedy", ("%logits",), result="%accepted", type=ACCEPTED),
