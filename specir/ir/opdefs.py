@@ -81,8 +81,9 @@ OPS: dict[str, OpDef] = {}
 
 
 def role_of(op) -> str:
-    """The step role `op`'s definition declares ("draft", "verify", ...; "" for none or an unknown op)."""
-    return getattr(OPS.get(op.name), "role", "")
+    """The step role the definition of `op` (an Op or an op name) declares ("draft", "verify", ...;
+    "" for none or an unknown op)."""
+    return getattr(OPS.get(op if isinstance(op, str) else op.name), "role", "")
 
 
 def register_op(opdef: OpDef) -> OpDef:

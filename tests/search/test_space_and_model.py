@@ -142,6 +142,21 @@ def test_prediction_and_gap_report_on_the_shipped_pair():
     assert all(v >= p.speedup - 1e-9 for v in g["with_limit_lifted"].values())
 
 
+def test_step_time_puts_the_draft_ops_forwards_under_draft():
+    """step_time splits seconds by the op's declared role: every built-in draft.* op's parts are
+    draft time, the rest verify time (the split the name prefix gave)."""
+    import specir.load
+    from specir.calibration import Calibration
+    from specir.pipeline_template import default_spec_text
+    from specir.step_time import step_time
+    from specir.targets import get_target
+    base = specir.load.load_pipeline("<default>", text=default_spec_text())
+    t = step_time(base, get_target("cpu"), Calibration("cpu", "test", 1e10, 1e11, 1e-5))
+    forwards = [p for p in t.parts if "model" in p]
+    assert t.draft > 0 and t.draft == pytest.approx(sum(p["seconds"] for p in forwards if p["op"].startswith("draft.")))
+    assert t.verify == pytest.approx(sum(p["seconds"] for p in forwards if not p["op"].startswith("draft.")))
+
+
 def test_calibration_is_cached_per_machine_and_versioned(tmp_path, monkeypatch):
     from specir import calibration as cal
     from specir.targets import get_target
