@@ -46,6 +46,7 @@ import traceback
 import _checkout  # noqa: E402,F401  (a plain checkout runs too)
 
 import torch  # noqa: E402
+from timing import Clock  # noqa: E402
 
 
 @dataclasses.dataclass
@@ -131,55 +132,6 @@ class Report:
             json.dump(self.data, f, indent=1, default=str)
         with open(os.path.join(self.out, "gpu_bench.md"), "w") as f:
             f.write(markdown(self.data))
-
-
-# ---------------------------------------------------------------------- timing
-class Clock:
-    """Milliseconds per call of `fn` (CUDA events on a GPU). `fake` (smoke test) calls once."""
-
-    def __init__(self, device: str, reps: int, fake: bool = False):
-        self.cuda, self.reps, self.fake = device.startswith("cuda"), reps, fake
-
-    def ms(self, fn, reps: int | None = None) -> float:
-        if self.fake:
-            fn()
-            return 1.0
-        reps = reps or self.reps
-        fn()
-        if not self.cuda:
-            t = time.perf_counter()
-            for _ in range(reps):
-                fn()
-            return (time.perf_counter() - t) * 1e3 / reps
-        torch.cuda.synchronize()
-        samples = []
-        for _ in range(3):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(reps):
-                fn()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end) / reps)
-        return sorted(samples)[1]
-
-    def graph(self, fn, pool=None):
-        """A replay function of `fn` captured as a CUDA graph (`fn` itself off a GPU)."""
-        if not self.cuda:
-            return fn
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            fn()
-        torch.cuda.current_stream().wait_stream(stream)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, pool=pool):
-            fn()
-
-        def replay():
-            g.replay()
-        replay.graph = g  # the graph lives as long as its replay function
-        return replay
 
 
 # ---------------------------------------------------------------------- models

@@ -41,6 +41,7 @@ import time
 import _checkout  # noqa: F401  (a plain checkout runs too)
 
 import torch  # noqa: E402
+from timing import Clock  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ZOO_TOKENIZER = os.path.join(ROOT, "specir", "zoo", "models", "code-target")
@@ -165,45 +166,6 @@ def compile_builds(args, report: Report, work: str) -> dict:
     return out
 
 
-def _timer(device: str, reps: int):
-    def ms(fn) -> float:
-        fn()
-        if not device.startswith("cuda"):
-            t = time.perf_counter()
-            for _ in range(reps):
-                fn()
-            return (time.perf_counter() - t) * 1e3 / reps
-        torch.cuda.synchronize()
-        samples = []
-        for _ in range(3):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(reps):
-                fn()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end) / reps)
-        return sorted(samples)[1]
-    return ms
-
-
-def _graph(device: str, fn):
-    """A replay of `fn` captured as a CUDA graph (`fn` itself off a GPU); warmed up first."""
-    if not device.startswith("cuda"):
-        return fn
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    replay = graph.replay
-    replay.graph = graph
-    return replay
-
-
 def _tree_mask(n: int, seed: int) -> torch.Tensor:
     """[n, n] ancestor mask of a random tree (node t's parent drawn from 0 .. t - 1)."""
     gen = torch.Generator().manual_seed(seed)
@@ -223,7 +185,8 @@ def roofline(args, build: str) -> dict:
     from specir.load import load_pipeline
     from specir.runtime.weights import load_weights
     from specir.step.forward_inputs import ForwardInputs
-    dev, ms = args.device, _timer(args.device, args.reps)
+    dev, clock = args.device, Clock(args.device, args.reps)
+    ms = clock.ms
     src = torch.empty(1 << (28 if dev.startswith("cuda") else 22), dtype=torch.uint8, device=dev)
     dst = torch.empty_like(src)
     copy_ms = ms(lambda: dst.copy_(src))
@@ -246,7 +209,7 @@ def roofline(args, build: str) -> dict:
             if n > 1:
                 inputs.mask.copy_(_tree_mask(n, n)[None])
             forward = cm.forward(cache, inputs)
-            t = ms(_graph(dev, lambda f=forward: argmax(f.run()[0])))
+            t = ms(clock.graph(lambda f=forward: argmax(f.run()[0])))
             if n == 1:
                 floor = (weight_bytes + kv_bytes + 2 * state_bytes) / bandwidth * 1e3
                 rows["ar"].append({"context": ctx, "ms": round(t, 4), "roofline_ms": round(floor, 4),

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import torch
 
+from specir.acceptance_model import matched
 from specir.ir.nodes import Attrs
 from specir.ir.opdefs import OpDef, register_op, value
 from specir.ir.types import TOKENS
@@ -35,11 +36,18 @@ def _lower(ctx, op, args):
     return Draft(tokens, torch.full((ctx.B,), k, dtype=torch.int32, device=ctx.device))
 
 
+def _accepted(op, profile):
+    """Cost model (specir/acceptance_model.py): at position i of a profiled path, the target accepts
+    the leading copies of the pending token (the path's last token) that continue the path."""
+    k = op.attrs["k"]
+    return lambda s, i: matched([(s.prompt + s.continuation[:i])[-1]] * k, s, i)
+
+
 register_op(OpDef(
     "draft.repeat", "step", (value("ctx", "context"),), {"k": DRAFT_K}, _infer,
     doc="Propose the pending token k times.", role="draft",
     step=StepInterfaces(width=lambda op, info: op.attrs["k"], depth=lambda op, info: op.attrs["k"],
-                        forwards=no_forwards, lower=_lower, effects=("draft",))))
+                        forwards=no_forwards, lower=_lower, effects=("draft",), accepted=_accepted)))
 
 
 class RepeatDraft(Pass):

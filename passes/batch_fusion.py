@@ -37,11 +37,9 @@ from specir.batch_schedule import budget_table
 from specir.errors import SpecirError
 from specir.ir.nodes import Attrs, Op, Pipeline
 from specir.step.ops.common import has_recurrent_state
-from specir.ir.opdefs import OPS, without_defaults
+from specir.ir.opdefs import OPS, role_of, without_defaults
 from specir.pass_base import Option, Pass
 from specir.targets import all_targets, get_target
-
-from .tree_verify import with_mask
 
 VERIFIES = ("verify.chain", "verify.tree")
 
@@ -68,7 +66,7 @@ class BatchFusion(Pass):
                               hint="drop the second batch-fusion")
         index = next((i for i in range(len(ops) - 1, -1, -1) if ops[i].name in VERIFIES), None)
         if index is None:
-            kinds = ", ".join(sorted({op.name for op in ops if op.name.startswith("verify.")})) or "none"
+            kinds = ", ".join(sorted({op.name for op in ops if role_of(op) == "verify"})) or "none"
             raise SpecirError(f"batch-fusion fuses a verify.chain or verify.tree; this step verifies with: {kinds}",
                               hint="batch-fusion runs after tree-verify or on a chain pipeline")
         verify = ops[index]
@@ -99,8 +97,7 @@ class BatchFusion(Pass):
                 ops[i] = replace(op, operands=tuple(fed if o == draft else o for o in op.operands))
             if op.name == "commit" and op.attrs.get("kv") == "compact":
                 ops[i] = replace(ops[i], attrs=ops[i].attrs.set(kv=self.commit))
-        models = tuple(with_mask(m, "tree") if "@" + m.name == verify.symbols[0] and m.graph else m
-                       for m in pipeline.models)
+        models = tuple(m.with_mask("tree") if "@" + m.name == verify.symbols[0] else m for m in pipeline.models)
         out = replace(pipeline, models=models, step=replace(pipeline.step, ops=tuple(ops)))
         if self.shrink:
             from specir.ir.verifier import infer_types

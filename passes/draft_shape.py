@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from specir.errors import SpecirError
 from specir.ir.nodes import Pipeline
+from specir.ir.opdefs import role_of
 from specir.pass_base import Option, Pass
 
 CHAIN_DRAFTS = ("draft.chain", "draft.ngram")
@@ -27,7 +28,7 @@ class DraftShape(Pass):
     def run(self, pipeline: Pipeline) -> Pipeline:
         ops = pipeline.step.ops
         if not any(op.name in CHAIN_DRAFTS for op in ops):
-            kinds = ", ".join(sorted({op.name for op in ops if op.name.startswith("draft.")})) or "none"
+            kinds = ", ".join(sorted({op.name for op in ops if role_of(op) == "draft"})) or "none"
             raise SpecirError(f"draft-shape sets a chain's k; this step drafts with: {kinds}",
                               hint="run draft-shape before tree-verify (a tree's depth comes from the chain's k)")
         ops = tuple(replace(op, attrs=op.attrs.set(k=self.k)) if op.name in CHAIN_DRAFTS else op for op in ops)

@@ -23,15 +23,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from specir.errors import SpecirError
-from specir.ir.nodes import Attrs, Model, Pipeline
-from specir.ir.opdefs import MAX_DRAFT_TOKENS, MAX_TREE_BUDGET, without_defaults
-from specir.ir.types import TREE, mask
+from specir.ir.nodes import Attrs, Pipeline
+from specir.ir.opdefs import MAX_DRAFT_TOKENS, MAX_TREE_BUDGET, role_of, without_defaults
+from specir.ir.types import TREE
 from specir.pass_base import Option, Pass
-
-
-def with_mask(model: Model, kind: str) -> Model:
-    params = tuple((n, mask(kind) if t.name == "mask" else t) for n, t in model.graph.params)
-    return replace(model, graph=replace(model.graph, params=params))
 
 
 class TreeVerify(Pass):
@@ -53,7 +48,7 @@ class TreeVerify(Pass):
         ops = list(pipeline.step.ops)
         drafts = {op.result: op for op in ops if op.name == "draft.chain"}
         if not drafts:
-            kinds = ", ".join(sorted({op.name for op in ops if op.name.startswith("draft.")})) or "none"
+            kinds = ", ".join(sorted({op.name for op in ops if role_of(op) == "draft"})) or "none"
             hint = ("the step already drafts a tree (tree-verify has run); drop the second tree-verify"
                     if "draft.tree" in kinds else "n-gram drafting stays a chain; use a draft model")
             raise SpecirError(f"tree-verify needs a model-drafted chain (draft.chain @model); this step drafts "
@@ -77,6 +72,5 @@ class TreeVerify(Pass):
                 touched_models.add(op.symbols[0])
             elif op.name == "commit":
                 ops[i] = replace(op, attrs=op.attrs.set(kv="compact"))
-        models = tuple(with_mask(m, "tree") if "@" + m.name in touched_models and m.graph else m
-                       for m in pipeline.models)
+        models = tuple(m.with_mask("tree") if "@" + m.name in touched_models else m for m in pipeline.models)
         return replace(pipeline, models=models, step=replace(pipeline.step, ops=tuple(ops)))

@@ -34,11 +34,10 @@ from dataclasses import replace
 from specir.declared_target import read as read_declared
 from specir.errors import SpecirError
 from specir.ir.nodes import Attrs, Graph, Model, Op, Pipeline
-from specir.ir.opdefs import MAX_DRAFT_TOKENS, OPS, without_defaults
+from specir.ir.opdefs import MAX_DRAFT_TOKENS, role_of, without_defaults
 from specir.ir.types import TOKENS
 from specir.pass_base import Option, Pass
-
-from .tree_verify import with_mask
+from specir.step.interfaces import interfaces_of
 
 KINDS = ("layers", "window", "model")
 ATTENTION_ONLY = {"embed", "rms_norm", "linear", "packed_linear", "rope", "attention", "swiglu", "add"}
@@ -51,10 +50,6 @@ def check_attention_only(model: Model, kind: str) -> None:
         raise SpecirError(f"two-level-verify{{kind={kind}}} needs an attention-only (Llama-family) mid level; "
                           f"@{model.name} also has: {', '.join(odd)}", location=model.loc,
                           hint="use kind=model with an attention-only mid-size model")
-
-
-def _role(op) -> str:
-    return getattr(OPS.get(op.name), "role", "")
 
 
 def layer_prefix(model: Model, layers: int) -> Model:
@@ -86,13 +81,6 @@ def windowed(model: Model, window: int) -> Model:
     return replace(model, graph=replace(model.graph, ops=ops))
 
 
-def _mask(model: Model) -> str | None:
-    for _, t in model.graph.params:
-        if t.name == "mask" and t.params:
-            return str(t.params[0])
-    return None
-
-
 class TwoLevelVerify(Pass):
     name = "two-level-verify"
     options = {
@@ -111,11 +99,12 @@ class TwoLevelVerify(Pass):
 
     def run(self, pipeline: Pipeline) -> Pipeline:
         ops = list(pipeline.step.ops)
-        if any(op.name == "draft.cascade" for op in ops):
-            raise SpecirError("the step already verifies in two levels (draft.cascade is there)",
+        cascade = next((op for op in ops if "mid-verify" in interfaces_of(op).effects), None)
+        if cascade is not None:
+            raise SpecirError(f"the step already verifies in two levels ({cascade.name} is there)",
                               hint="drop the second two-level-verify")
         declared = read_declared(pipeline)
-        verifies = [i for i, op in enumerate(ops) if _role(op) == "verify"]
+        verifies = [i for i, op in enumerate(ops) if role_of(op) == "verify"]
         if not verifies:
             raise SpecirError("two-level-verify needs a step that verifies a draft; this step verifies nothing",
                               hint="a step needs verify.chain @target, %ctx, %draft")
@@ -128,7 +117,7 @@ class TwoLevelVerify(Pass):
         target_name = declared.model if declared else verify.symbols[0][1:]
         producers = {op.result: op for op in ops if op.result}
         draft = producers.get(verify.values[1]) if len(verify.values) > 1 else None
-        if draft is None or _role(draft) != "draft":
+        if draft is None or role_of(draft) != "draft":
             raise SpecirError(f"two-level-verify puts a mid level between a draft and the target; the final "
                               f"{verify.name} verifies no draft", location=verify.loc,
                               hint="start from a drafting pipeline (specir init --drafter DIR|ngram)")
@@ -151,7 +140,7 @@ class TwoLevelVerify(Pass):
             if op.name == "commit":
                 op = replace(op, attrs=op.attrs.set(kv=None))
             rewired.append(op)
-        models = tuple(with_mask(m, "causal") if m.name == target_name and _mask(m) != "causal" else m for m in models)
+        models = tuple(m.with_mask("causal") if m.name == target_name else m for m in models)
         return replace(pipeline, models=models, step=replace(pipeline.step, ops=tuple(rewired)))
 
     def _mid(self, pipeline: Pipeline, target: Model, tree: bool) -> tuple[Model, tuple[Model, ...]]:
@@ -193,8 +182,8 @@ class TwoLevelVerify(Pass):
             index = [m.name for m in models].index(target.name)
             models = models[:index + 1] + (mid,) + models[index + 1:]
         want = "tree" if tree else "causal"
-        if _mask(mid) != want:
-            changed = with_mask(mid, want)
+        if mid.mask_kind != want:
+            changed = mid.with_mask(want)
             models = tuple(changed if m.name == mid.name else m for m in models)
             mid = changed
         return mid, models

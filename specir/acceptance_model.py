@@ -3,13 +3,17 @@ and the mean accepted length (tau) it predicts for a draft op, without running t
 
 Profile (Sequoia's measurement): the target's greedy continuation of each prompt, and the rank of
 each continuation token among the drafter's logits on the same prefix (teacher forcing along the
-target's path). Along an accepted prefix the drafter's own path is the target's, so:
+target's path). Each draft op declares its own rule (`StepInterfaces.accepted`: the drafted
+tokens the target accepts at a position of the path; a draft op without one is a SpecirError
+naming it) and this module simulates the steps with it. Along an accepted prefix the drafter's own
+path is the target's, so:
 - a greedy chain of k accepts the run of rank-0 positions from the step's start (capped at k): tau
-  for a chain is simulated exactly from the ranks;
-- a tree accepts the longest prefix of the rank path that the tree holds; the tree's shape is
-  built from the acceptance-by-sibling-rank probabilities the way the drafter builds it (EAGLE-2
-  best-first: expand the `topk` best nodes of each level, keep the `budget` best overall);
-- n-gram lookup is simulated exactly on the continuation (runtime.drafting's rule);
+  for a chain is simulated exactly from the ranks (`run_length`);
+- a tree accepts the longest prefix of the rank path that the tree holds (`tree_accepted`); the
+  tree's shape is built from the acceptance-by-sibling-rank probabilities the way the drafter
+  builds it (`rank_tree`, EAGLE-2 best-first: expand the `topk` best nodes of each level, keep the
+  `budget` best overall);
+- n-gram lookup is simulated exactly on the continuation (draft.ngram's own lookup, `matched`);
 - a two-level step (draft.cascade) also needs the mid level's ranks on the same path
   (`region_ranks`, for any model region, derived ones included): see `Profile.tau`.
 `acceptance_by_depth` (P(accept at depth d | accepted before it)) and `acceptance_by_rank`
@@ -19,6 +23,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+
+from .errors import SpecirError
+from .step.interfaces import interfaces_of
 
 RANK_CAP = 16  # ranks >= this are stored as RANK_CAP
 
@@ -81,30 +88,24 @@ class Profile:
         if draft_op is None:
             return 1.0
         inner = self._accepted(draft_op)
-        if inner is None:
-            return 1.0
         if cascade_op is None:
             return self._simulate(inner)
         if mid_ranks is None or len(mid_ranks) != len(self.sequences):
             raise ValueError("a two-level prediction needs the mid level's ranks for every profiled sequence")
         extend, depth = int(cascade_op.attrs.get("extend", 2)), draft_depth(draft_op)
         ranks = {id(s): r for s, r in zip(self.sequences, mid_ranks)}
-        return self._simulate(lambda s, i: min(_run_length(ranks[id(s)], i, depth + extend),
+        return self._simulate(lambda s, i: min(run_length(ranks[id(s)], i, depth + extend),
                                                min(inner(s, i), depth) + extend))
 
     def _accepted(self, draft_op):
-        """(sequence, position) -> drafted tokens the target accepts there, for one draft op."""
-        a = draft_op.attrs
-        if draft_op.name == "draft.chain":
-            return lambda s, i: _run_length(s.ranks, i, int(a["k"]))
-        if draft_op.name == "draft.ngram":
-            k, hi, lo = int(a["k"]), int(a.get("max_ngram", 3)), int(a.get("min_ngram", 1))
-            return lambda s, i: _ngram_accepted(s, i, k, hi, lo)
-        if draft_op.name == "draft.tree":
-            tree = rank_tree(self.acceptance_by_rank(RANK_CAP), int(a["depth"]), int(a["topk"]), int(a["budget"]),
-                             float(a.get("threshold", 0.0)) if a.get("expand", "static") == "dynamic" else 0.0)
-            return lambda s, i: _tree_accepted(s.ranks, i, tree)
-        return None
+        """(sequence, position) -> drafted tokens the target accepts there: the draft op's own rule."""
+        rule = interfaces_of(draft_op).accepted
+        if rule is None:
+            raise SpecirError(f"draft op {draft_op.name!r} declares no acceptance rule, so the cost model cannot "
+                              f"predict its mean accepted length", location=draft_op.loc,
+                              hint="its StepInterfaces needs accepted=(op, profile) -> ((sequence, i) -> "
+                                   "accepted tokens) (see specir/step/interfaces.py)")
+        return rule(draft_op, self)
 
     def _simulate(self, accepted) -> float:
         emitted = steps = 0
@@ -119,28 +120,20 @@ class Profile:
 
 
 def draft_depth(draft_op) -> int:
-    """The longest drafted path of a draft op (a tree's depth, a chain's k)."""
-    return int(draft_op.attrs["depth"] if draft_op.name == "draft.tree" else draft_op.attrs.get("k", 0))
+    """The longest drafted path of a draft op (its `depth` interface, from its attributes alone)."""
+    return int(interfaces_of(draft_op).depth(draft_op, None))
 
 
-def _run_length(ranks: list[int], i: int, k: int) -> int:
+def run_length(ranks: list[int], i: int, k: int) -> int:
+    """The run of rank-0 positions from i (at most k): what a greedy chain of k accepts there."""
     a = 0
     while a < k and i + a < len(ranks) and ranks[i + a] == 0:
         a += 1
     return a
 
 
-def _ngram_accepted(s: Sequence, i: int, k: int, max_ngram: int, min_ngram: int) -> int:
-    seq = s.prompt + s.continuation[:i]
-    proposal: list[int] = []
-    for n in range(min(max_ngram, len(seq) - 1), min_ngram - 1, -1):
-        suffix = seq[-n:]
-        for start in range(len(seq) - n - 1, -1, -1):
-            if seq[start:start + n] == suffix:
-                proposal = seq[start + n:start + n + k]
-                break
-        if proposal:
-            break
+def matched(proposal: list[int], s: Sequence, i: int) -> int:
+    """How many leading tokens of a fixed `proposal` at position i are the target's continuation."""
     a = 0
     while a < len(proposal) and i + a < len(s.continuation) and proposal[a] == s.continuation[i + a]:
         a += 1
@@ -163,7 +156,8 @@ def rank_tree(p_rank: list[float], depth: int, topk: int, budget: int, threshold
     return {n for n, _ in best}
 
 
-def _tree_accepted(ranks: list[int], i: int, tree: set[tuple]) -> int:
+def tree_accepted(ranks: list[int], i: int, tree: set[tuple]) -> int:
+    """The longest prefix of the rank path from i that `tree` (a rank_tree) holds."""
     a, path = 0, ()
     while i + a < len(ranks):
         path = path + (ranks[i + a],)

@@ -71,10 +71,10 @@ def read(pipeline: Pipeline) -> DeclaredTarget | None:
 
 def final_verify(pipeline: Pipeline) -> Op | None:
     """The step's last op whose definition has the role "verify", or None."""
-    from .ir.opdefs import OPS
+    from .ir.opdefs import role_of
     if pipeline.step is None:
         return None
-    verifies = [op for op in pipeline.step.ops if getattr(OPS.get(op.name), "role", "") == "verify"]
+    verifies = [op for op in pipeline.step.ops if role_of(op) == "verify"]
     return verifies[-1] if verifies else None
 
 

@@ -38,11 +38,8 @@ class Prediction:
 
 
 def draft_op(pipeline: Pipeline):
-    from .ir.opdefs import OPS
-    for op in pipeline.step.ops if pipeline.step else ():
-        if getattr(OPS.get(op.name), "role", "") == "draft":
-            return op
-    return None
+    from .ir.opdefs import role_of
+    return next((op for op in (pipeline.step.ops if pipeline.step else ()) if role_of(op) == "draft"), None)
 
 
 def mid_level(pipeline: Pipeline):

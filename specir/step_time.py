@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from .calibration import Calibration
 from .cost_model import estimate
 from .ir.nodes import Pipeline
+from .ir.opdefs import role_of
 from .targets import Target
 
 STEP_OVERHEAD_OPS = 8  # accept + commit + the step loop, in small-op units
@@ -47,7 +48,7 @@ def step_time(pipeline: Pipeline, target: Target, calibration: Calibration, cont
     for part in est["parts"]:
         if "model" not in part:  # an op's fixed host-side cost (its `overhead_s` interface)
             parts.append(dict(part))
-            if part["op"].startswith("draft."):
+            if role_of(part["op"]) == "draft":
                 draft += part["seconds"]
             else:
                 overhead += part["seconds"]
@@ -58,7 +59,7 @@ def step_time(pipeline: Pipeline, target: Target, calibration: Calibration, cont
         roof = max(moved / calibration.bandwidth, part["flops"] / calibration.flops)
         seconds = part["calls"] * (roof + ops * op_s)
         parts.append({**part, "seconds": seconds})
-        if part["op"].startswith("draft."):
+        if role_of(part["op"]) == "draft":
             draft += seconds
         else:
             verify += seconds

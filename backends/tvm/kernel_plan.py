@@ -80,8 +80,7 @@ def _no_op(*args):
 def tree_models(pipeline: Pipeline) -> set[str]:
     """Models whose graph takes a tree mask (`mask<tree>`: tree-verify, batch-fusion, a cascade
     over a tree): their attention kernels are planned masked."""
-    return {m.name for m in pipeline.used_models()
-            if any(t.name == "mask" and t.params and str(t.params[0]) == "tree" for _, t in m.graph.params)}
+    return {m.name for m in pipeline.used_models() if m.mask_kind == "tree"}
 
 
 def planned_threads(pipeline: Pipeline) -> int:

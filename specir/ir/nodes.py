@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import SourceLocation
-from .types import TensorType, Type
+from .types import TensorType, Type, mask
 
 
 class Symbol(str):
@@ -160,6 +160,21 @@ class Model:
 
     def with_attrs(self, **changes: Any) -> "Model":
         return replace(self, attrs=self.attrs.set(**changes))
+
+    @property
+    def mask_kind(self) -> str | None:
+        """The kind of its graph's mask parameter (`mask<tree>`: "tree"); None without one."""
+        for _, t in self.graph.params if self.graph is not None else ():
+            if t.name == "mask" and t.params:
+                return str(t.params[0])
+        return None
+
+    def with_mask(self, kind: str) -> "Model":
+        """The model with its graph's mask parameter of `kind` (unchanged without a graph or a mask)."""
+        if self.graph is None:
+            return self
+        params = tuple((n, mask(kind) if t.name == "mask" else t) for n, t in self.graph.params)
+        return replace(self, graph=replace(self.graph, params=params))
 
     def weight(self, name: str) -> Weight | None:
         index = self.__dict__.get("_weight_index")

@@ -80,6 +80,12 @@ class OpDef:
 OPS: dict[str, OpDef] = {}
 
 
+def role_of(op) -> str:
+    """The step role the definition of `op` (an Op or an op name) declares ("draft", "verify", ...;
+    "" for none or an unknown op)."""
+    return getattr(OPS.get(op if isinstance(op, str) else op.name), "role", "")
+
+
 def register_op(opdef: OpDef) -> OpDef:
     """Add an op (built-in or from a plugin). Re-registering the same name replaces it."""
     OPS[opdef.name] = opdef

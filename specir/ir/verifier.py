@@ -68,12 +68,7 @@ class _Scope:
 
     def model_mask(self, symbol: str) -> str | None:
         model = self.model(symbol)
-        if model is None or model.graph is None:
-            return None
-        for _, t in model.graph.params:
-            if t.name == "mask" and t.params:
-                return str(t.params[0])
-        return None
+        return model.mask_kind if model is not None else None
 
 
 def _error(message: str, op_or_node, fallback, hint: str | None = None) -> SpecirError:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..declared_target import final_verify
 from ..errors import SpecirError
 from ..ir.nodes import Op, Pipeline, Step
-from ..ir.types import ACCEPTED, CONTEXT, logits, mask
+from ..ir.types import ACCEPTED, CONTEXT, logits
 
 
 def target_name(pipeline: Pipeline) -> str:
-    verify = [op for op in pipeline.step.ops if op.name.startswith("verify.")]
-    return verify[-1].symbols[0][1:]
+    return final_verify(pipeline).symbols[0][1:]
 
 
 def ar_pipeline(pipeline: Pipeline, stock: bool = True) -> Pipeline:
@@ -24,8 +24,7 @@ def ar_pipeline(pipeline: Pipeline, stock: bool = True) -> Pipeline:
             model = replace(fresh, attrs=fresh.attrs.set(dtype=model.attrs.get("dtype")))
         except SpecirError:
             pass
-    params = tuple((n, mask("causal") if t.name == "mask" else t) for n, t in model.graph.params)
-    model = replace(model, graph=replace(model.graph, params=params))
+    model = model.with_mask("causal")
     step = Step((("%ctx", CONTEXT),), (
         Op("verify.chain", (f"@{name}", "%ctx"), result="%logits", type=logits()),
         Op("accept.greedy", ("%logits",), result="%accepted", type=ACCEPTED),

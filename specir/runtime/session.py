@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..build_folder import is_build_folder, read_manifest
 from ..compiler import optimise
+from ..declared_target import final_verify
 from ..errors import SpecirError
 from ..ir.nodes import Pipeline
 from ..ir.verifier import require_step
@@ -42,10 +43,10 @@ class Session:
 
 def _target_model(pipeline: Pipeline):
     require_step(pipeline, "running")
-    verify = [op for op in pipeline.step.ops if op.name.startswith("verify.")]
-    if not verify:
+    verify = final_verify(pipeline)
+    if verify is None:
         raise SpecirError("the step verifies nothing", hint="a step needs a verify op on the target")
-    return pipeline.model(verify[-1].symbols[0])
+    return pipeline.model(verify.symbols[0])
 
 
 def open_session(source: str | None, target: str | None = None, passes: str = "") -> Session:

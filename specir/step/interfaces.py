@@ -23,6 +23,11 @@ sizing, kernel planning and the engine. Nothing else looks at step op names.
 - `variant(ctx, op) -> hashable`: optional; host-known state (never a device read) that selects
   what the op launches this step (e.g. drafting off at a large live batch); the program keeps one
   capture per variant of the segment holding the op.
+- `accepted(op, profile) -> ((sequence, i) -> int)`: draft ops whose mean accepted length the cost
+  model predicts (specir/acceptance_model.py): how many of the op's drafted tokens the target
+  accepts at position i of a profiled sequence (the target's greedy continuation, with the
+  drafter's ranks along it); the acceptance model simulates the steps with it. A draft op that
+  lacks it gets no prediction (a SpecirError naming it), never a silent tau of 1.
 A step op without interfaces is a verifier error naming it; a missing one is never a silent 0.
 """
 from __future__ import annotations
@@ -53,9 +58,22 @@ class StepInterfaces:
     setup: Callable | None = None
     overhead_s: float = 0.0
     variant: Callable | None = None
+    accepted: Callable | None = None
 
     def lowering_for(self, backend: str) -> Callable:
         return self.lowerings.get(backend, self.lower)
+
+
+def interfaces_of(op) -> StepInterfaces:
+    """The step interfaces `op`'s definition declares; a SpecirError naming the op when it has none."""
+    from ..errors import SpecirError
+    from ..ir.opdefs import OPS
+    step = getattr(OPS.get(op.name), "step", None)
+    if step is None:
+        raise SpecirError(f"step op {op.name!r} declares no step interfaces (width, forwards, lowering)",
+                          location=op.loc, hint="a step op's OpDef needs step=StepInterfaces(...) "
+                                                "(see specir/step/interfaces.py)")
+    return step
 
 
 class StepInfo:
@@ -65,16 +83,8 @@ class StepInfo:
         self.pipeline = pipeline
         self.producer = {op.result: op for op in pipeline.step.ops if op.result} if pipeline.step else {}
 
-    def interfaces(self, op):
-        from ..errors import SpecirError
-        from ..ir.opdefs import OPS
-        opdef = OPS.get(op.name)
-        step = getattr(opdef, "step", None)
-        if step is None:
-            raise SpecirError(f"step op {op.name!r} declares no step interfaces (width, forwards, lowering)",
-                              location=op.loc, hint="a step op's OpDef needs step=StepInterfaces(...) "
-                                                    "(see specir/step/interfaces.py)")
-        return step
+    def interfaces(self, op) -> StepInterfaces:
+        return interfaces_of(op)
 
     def width(self, op) -> int:
         return int(self.interfaces(op).width(op, self))

@@ -11,8 +11,12 @@ Contract (the layout vLLM's spec-decode metadata uses):
   `node[i]`, written at cache row lens + node of that request's slot, at position lens + depth,
   seeing its committed rows and the scratch rows of its ancestors (its tree-mask row; a chain:
   nodes 0..node). Every linear layer runs over exactly T rows.
-- `unpack(logits, ragged, B, N)`: the packed logits [T', 1, V] (T' >= T) back at [B, N, V] (zero
-  where a node was not verified: acceptance never reads those); rows past T are dropped.
+- `unpack(logits, ragged, B, N, buffers=None)`: the packed logits [T', 1, V] (T' >= T) back at
+  [B, N, V] (zero where a node was not verified: acceptance never reads those); rows past T are
+  dropped. With `buffers` (a dict the caller keeps, e.g. in its op_state) the result is one buffer
+  per (B, N, V, dtype, device) reused step after step: each call zeroes only the rows the previous
+  call wrote there (the rest are zero already), so the result is the same as a fresh one's, and is
+  valid until the next call with the same `buffers`.
 - `bucket(T)` / `padded(ragged, size)`: the forward runs over `bucket(T)` rows (T rounded up to a
   power of two from 8 on), so a long-lived engine builds a bounded set of forward shapes (each
   holds buffers of its size) instead of one per packed size; a pad row repeats row 0 (the same
@@ -84,7 +88,26 @@ def forward_inputs(ragged: Ragged, nodes: Nodes, lens: torch.Tensor, inputs: For
         inputs.mask[:, 0] = nodes.mask[r, n]
 
 
-def unpack(logits: torch.Tensor, ragged: Ragged, B: int, N: int) -> torch.Tensor:
-    out = logits.new_zeros(B, N, logits.shape[-1])
+@dataclass
+class Unpacked:
+    """A reused `unpack` result and the (request, node) rows the last call wrote into it."""
+    out: torch.Tensor
+    request: torch.Tensor | None = None
+    node: torch.Tensor | None = None
+
+
+def unpack(logits: torch.Tensor, ragged: Ragged, B: int, N: int, buffers: dict | None = None) -> torch.Tensor:
+    V = logits.shape[-1]
+    if buffers is None:
+        out = logits.new_zeros(B, N, V)
+    else:
+        key = (B, N, V, logits.dtype, logits.device)
+        entry = buffers.get(key)
+        if entry is None:
+            entry = buffers[key] = Unpacked(logits.new_zeros(B, N, V))
+        else:
+            entry.out[entry.request, entry.node] = 0
+        entry.request, entry.node = ragged.request, ragged.node
+        out = entry.out
     out[ragged.request, ragged.node] = logits[:ragged.total, 0]
     return out

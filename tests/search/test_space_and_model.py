@@ -93,6 +93,39 @@ def test_ngram_acceptance_follows_the_lookup_rule():
     assert tau == pytest.approx(4 / 1)  # one step: 3 drafted tokens accepted, then the target's own
 
 
+PINNED = [([1, 2, 3, 1, 2, 3], [1, 2, 4, 1, 2, 4, 1, 2, 3, 3], [0, 0, 1, 0, 0, 3, 0, 2, 0, 0]),
+          ([5, 6, 5, 6, 7], [5, 6, 7, 7, 5, 6, 7, 5], [0, 1, 0, 0, 0, 0, 1, 0])]
+
+
+@pytest.mark.parametrize("name, attrs, alone, two_level", [
+    ("draft.chain", {"k": 3}, 2.25, 18 / 7),
+    ("draft.ngram", {"k": 3}, 2.0, 3.0),
+    ("draft.ngram", {"k": 4, "max_ngram": 2, "min_ngram": 2}, 1.8, 18 / 7),
+    ("draft.tree", {"depth": 3, "topk": 2, "budget": 6}, 18 / 7, 18 / 7),
+    ("draft.tree", {"depth": 4, "topk": 3, "budget": 20, "expand": "dynamic", "threshold": 0.1}, 18 / 7, 18 / 7),
+])
+def test_each_draft_ops_acceptance_rule_gives_the_pinned_tau(name, attrs, alone, two_level):
+    """The rules the draft ops declare (StepInterfaces.accepted) give the taus the acceptance model
+    gave when it held them itself (values pinned from that version), alone and under a cascade."""
+    p = Profile([Sequence(*s) for s in PINNED], "d")
+    mid = [[0, 0, 0, 1, 0, 0, 0, 0, 2, 0], [0, 0, 0, 0, 0, 1, 0, 0]]
+    op = Op(name, ("@d", "%ctx"), Attrs(attrs))
+    assert p.tau(op) == pytest.approx(alone)
+    assert p.tau(op, Op("draft.cascade", ("@m", "%ctx", "%d"), Attrs({"extend": 2})), mid) == pytest.approx(two_level)
+
+
+def test_a_draft_op_without_an_acceptance_rule_is_an_error_naming_it(monkeypatch):
+    from dataclasses import replace
+
+    from specir.errors import SpecirError
+    from specir.ir.opdefs import OPS
+    chain = OPS["draft.chain"]
+    silent = replace(chain, name="draft.silent", step=replace(chain.step, accepted=None))
+    monkeypatch.setitem(OPS, "draft.silent", silent)
+    with pytest.raises(SpecirError, match="'draft.silent' declares no acceptance rule"):
+        _profile().tau(Op("draft.silent", ("@d", "%ctx"), Attrs({"k": 2})))
+
+
 def test_prediction_and_gap_report_on_the_shipped_pair():
     from specir.calibration import Calibration
     from specir.compiler import optimise
@@ -107,6 +140,21 @@ def test_prediction_and_gap_report_on_the_shipped_pair():
     g = gaps(p)
     assert p.speedup > 0 and g["biggest"] in ("draft", "verify", "acceptance", "overhead")
     assert all(v >= p.speedup - 1e-9 for v in g["with_limit_lifted"].values())
+
+
+def test_step_time_puts_the_draft_ops_forwards_under_draft():
+    """step_time splits seconds by the op's declared role: every built-in draft.* op's parts are
+    draft time, the rest verify time (the split the name prefix gave)."""
+    import specir.load
+    from specir.calibration import Calibration
+    from specir.pipeline_template import default_spec_text
+    from specir.step_time import step_time
+    from specir.targets import get_target
+    base = specir.load.load_pipeline("<default>", text=default_spec_text())
+    t = step_time(base, get_target("cpu"), Calibration("cpu", "test", 1e10, 1e11, 1e-5))
+    forwards = [p for p in t.parts if "model" in p]
+    assert t.draft > 0 and t.draft == pytest.approx(sum(p["seconds"] for p in forwards if p["op"].startswith("draft.")))
+    assert t.verify == pytest.approx(sum(p["seconds"] for p in forwards if not p["op"].startswith("draft.")))
 
 
 def test_calibration_is_cached_per_machine_and_versioned(tmp_path, monkeypatch):

@@ -123,6 +123,25 @@ def test_pack_offsets_and_mask_rows():
                                           [True, False, False]]
 
 
+def test_unpack_reuses_one_buffer_and_matches_a_fresh_one():
+    """ragged.unpack with the caller's buffers: one [B, N, V] buffer per shape, reused step after
+    step; each result equals a freshly zeroed unpack (stale rows of the last step are cleared)."""
+    gen = torch.Generator().manual_seed(0)
+    buffers, seen = {}, set()
+    for step, valid in enumerate([[[1, 1, 1], [1, 1, 0]], [[1, 0, 0], [1, 1, 1]], [[0, 0, 0], [1, 0, 0]],
+                                  [[1, 1, 0], [0, 0, 0]]]):
+        nodes = Nodes.chain(torch.tensor([5, 6]), None)
+        nodes.valid = torch.tensor(valid, dtype=torch.bool)
+        packed = ragged.pack(nodes, torch.tensor([1, 1]))
+        logits = torch.randn(ragged.bucket(packed.total) + 1, 1, 7, generator=gen) + 3  # no zero logits
+        got = ragged.unpack(logits, packed, 2, 3, buffers)
+        assert torch.equal(got, ragged.unpack(logits, packed, 2, 3)), step
+        seen.add(got.data_ptr())
+    assert len(seen) == 1 and len(buffers) == 1
+    wide = ragged.unpack(torch.randn(4, 1, 7), packed, 2, 4, buffers)  # another shape: its own buffer
+    assert wide.shape == (2, 4, 7) and len(buffers) == 2
+
+
 def test_shrink_table_shrinks_and_turns_off(tmp_path):
     """The cost model's table for a target priced on the CPU's figures with a drafter a tenth its size:
     per-request drafted tokens never grow with the batch; at batch 1 the draft pays, and once the

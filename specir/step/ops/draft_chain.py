@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from specir.acceptance_model import run_length
 from specir.ir.opdefs import OpDef, register_op, symbol, value
 from specir.ir.types import TOKENS
 from specir.step.catch_up import catch_up, resync
@@ -36,6 +37,12 @@ def _forwards(op, info):
     if k > 1:
         out.append(ModelForward(d, 1, k - 1, "draft", W + k))
     return out
+
+
+def accepted(op, profile):
+    """The acceptance model's rule: a greedy chain accepts the drafter's run of rank-0 tokens (at most k)."""
+    k = int(op.attrs["k"])
+    return lambda s, i: run_length(s.ranks, i, k)
 
 
 def lower(ctx, op, args):
@@ -70,4 +77,5 @@ register_op(OpDef(
     "draft.chain", "step", (symbol("drafter"), value("ctx", "context")), {"k": DRAFT_K, "off_at": OFF_AT}, _infer,
     doc="k greedy tokens from a draft model.", role="draft",
     step=StepInterfaces(width=lambda op, info: op.attrs["k"], depth=lambda op, info: op.attrs["k"],
-                        forwards=_forwards, lower=lower, effects=("draft",), variant=off_variant)))
+                        forwards=_forwards, lower=lower, effects=("draft",), variant=off_variant,
+                        accepted=accepted)))

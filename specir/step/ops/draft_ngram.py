@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from specir.acceptance_model import matched
 from specir.ir.opdefs import MAX_DRAFT_TOKENS, AttrSpec, OpDef, TypeRuleError, register_op, value
 from specir.ir.types import TOKENS
 from specir.step.interfaces import StepInterfaces
@@ -40,6 +41,14 @@ def lookup(seq: list[int], k: int, max_ngram: int, min_ngram: int) -> list[int]:
     return []
 
 
+def accepted(op, profile):
+    """The acceptance model's rule: this op's lookup on the profiled history, matched against the
+    target's continuation."""
+    a = op.attrs
+    k, hi, lo = int(a["k"]), int(a.get("max_ngram", 3)), int(a.get("min_ngram", 1))
+    return lambda s, i: matched(lookup(s.prompt + s.continuation[:i], k, hi, lo), s, i)
+
+
 def lower(ctx, op, args):
     a = op.attrs
     k = a["k"]
@@ -61,4 +70,4 @@ register_op(OpDef(
     doc="Prompt lookup: continue the longest earlier match of the last n tokens.", role="draft",
     step=StepInterfaces(width=lambda op, info: op.attrs["k"], depth=lambda op, info: op.attrs["k"],
                         forwards=no_forwards, lower=lower, effects=("draft", "host"), needs_host=True,
-                        overhead_s=20e-6)))
+                        overhead_s=20e-6, accepted=accepted)))

@@ -22,6 +22,7 @@ import math
 
 import torch
 
+from specir.acceptance_model import RANK_CAP, rank_tree, tree_accepted
 from specir.ir.opdefs import MAX_DRAFT_TOKENS, MAX_TREE_BUDGET, AttrSpec, OpDef, TypeRuleError, in_range, register_op, symbol, value
 from specir.ir.types import TREE
 from specir.step.catch_up import catch_up, resync
@@ -161,6 +162,16 @@ def setup(ctx, op) -> None:
     ctx.op_state[id(op)] = TreeState(ctx.B, a["depth"], a["topk"], a["budget"], ctx.device, log_min)
 
 
+def accepted(op, profile):
+    """The acceptance model's rule: the tree this op would build from the pair's acceptance by
+    sibling rank (static, or dynamic with its threshold) accepts the longest rank path it holds."""
+    a = op.attrs
+    threshold = float(a.get("threshold", 0.0)) if a.get("expand", "static") == "dynamic" else 0.0
+    tree = rank_tree(profile.acceptance_by_rank(RANK_CAP), int(a["depth"]), int(a["topk"]), int(a["budget"]),
+                     threshold)
+    return lambda s, i: tree_accepted(s.ranks, i, tree)
+
+
 def lower(ctx, op, args):
     state = ctx.state(model_of(op), "draft")
     tree: TreeState = ctx.op_state[id(op)]
@@ -192,4 +203,4 @@ register_op(OpDef(
      "off_at": OFF_AT},
     _infer, doc="A token tree: static top-k expansion or dynamic by draft confidence.", role="draft",
     step=StepInterfaces(width=width, depth=lambda op, info: op.attrs["depth"], forwards=_forwards, lower=lower,
-                        setup=setup, effects=("draft",), variant=off_variant)))
+                        setup=setup, effects=("draft",), variant=off_variant, accepted=accepted)))

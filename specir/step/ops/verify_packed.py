@@ -7,7 +7,8 @@ requests (specir/step/ragged.py: cumulative offsets, per-token slot, cache row, 
 mask row), without per-request padding: a frozen slot, or a node a budget dropped, costs nothing
 (the packed total is rounded up to a power of two past 8 rows, ragged.bucket, so the engine keeps a
 bounded set of forward shapes). The result is logits [B, N, V], zero at the nodes not verified
-(never read by acceptance).
+(never read by acceptance), in one buffer per (B, N, V, dtype) that the op keeps and reuses each
+step (ragged.unpack zeroes only the rows the last step wrote).
 The packed size is data (a host read), so the op runs between captured segments (needs_host); its
 forward is captured per bucket on a capturing backend (StepContext.launch).
 Width: 1 + the draft's width per request at most; depth 1 + the draft's depth. One forward.
@@ -61,7 +62,8 @@ def lower(ctx, op, args):
     ragged.forward_inputs(ragged.padded(packed, size), nodes, state.lens, inputs)
     ctx.op_state[("ragged", id(op))] = packed  # the last step's packing, for tests and metrics
     logits = ctx.launch(state, key, forward.run)
-    return Verified(ragged.unpack(logits, packed, B, N), nodes, state.name)
+    buffers = ctx.op_state.setdefault(("unpacked", id(op)), {})
+    return Verified(ragged.unpack(logits, packed, B, N, buffers), nodes, state.name)
 
 
 register_op(OpDef("verify.packed", "step",
