@@ -177,7 +177,7 @@ def main(argv=None) -> int:
         s.data["stages"]["gpu_bench"] = {"exit": code, "summary": text.strip().splitlines()[-25:]}
     if "tests" in stages and s.left() > 40:  # last: it takes whatever time is left
         code, text = s.sh([sys.executable, "-m", "pytest", "tests/triton_backend", "tests/step", "tests/triton",
-                           "tests/bf12_pipeline", "-q", "-p", "no:cacheprovider"], "gpu-tests", s.left() - 10)
+                           "tests/bf12_pipeline", "-p", "no:cacheprovider"], "gpu-tests", s.left() - 10)
         s.data["stages"]["tests"] = {"exit": code, "summary": [ln for ln in text.strip().splitlines()
                                                                if "passed" in ln or "failed" in ln or "FAILED" in ln][-12:]}
     s.data["total_s"] = round(time.time() - s.start, 1)
