@@ -33,8 +33,7 @@ import torch  # noqa: E402
 
 from specir.cli.cmd_init import pipeline_text  # noqa: E402
 from specir.load import load_pipeline  # noqa: E402
-from specir.pass_manager import PassManager  # noqa: E402
-from specir.pass_pipeline import build_passes  # noqa: E402
+from specir.pass_infra import PassManager, build_passes  # noqa: E402
 from specir.runtime.baseline import ar_pipeline  # noqa: E402
 from specir.runtime.engine import Engine  # noqa: E402
 from specir.runtime.tokenizer import encode  # noqa: E402

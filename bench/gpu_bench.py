@@ -251,8 +251,7 @@ def pipelines(target, drafter, z: Sizes) -> dict:
     backend policy the Triton lowering writes into a build (as `specir compile` does)."""
     from specir.ir.nodes import Attrs, Op, Pipeline, Step
     from specir.ir.types import ACCEPTED, CONTEXT, TOKENS, logits
-    from specir.pass_manager import PassManager
-    from specir.pass_pipeline import build_passes
+    from specir.pass_infra import PassManager, build_passes
     from specir.runtime.baseline import ar_pipeline
 
     def make(name, draft, models):

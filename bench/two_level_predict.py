@@ -72,8 +72,7 @@ def main(argv=None) -> int:
     from specir.calibration import Calibration
     from specir.cli.cmd_init import pipeline_text
     from specir.load import load_pipeline
-    from specir.pass_manager import PassManager
-    from specir.pass_pipeline import build_passes
+    from specir.pass_infra import PassManager, build_passes
     from specir.prediction import mid_level, predict
     from specir.runtime.baseline import ar_pipeline
     from specir.runtime.session import make_engine

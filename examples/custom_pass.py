@@ -1,13 +1,13 @@
 """An example custom pass: widen every draft step (chain k or tree depth) by `extra` tokens.
 
 Load it with `specir opt p.spec --plugin examples/custom_pass.py -p "widen-draft{extra=2}"`.
-A pass subclasses specir.pass_base.Pass, names itself in kebab-case, declares typed options and
+A pass subclasses specir.pass_infra.Pass, names itself in kebab-case, declares typed options and
 returns a new pipeline from `run` (the IR is immutable; `dataclasses.replace` builds new nodes).
 The pass manager verifies the result, so a pass cannot leave invalid IR behind.
 """
 from dataclasses import replace
 
-from specir.pass_base import Option, Pass
+from specir.pass_infra import Option, Pass
 
 
 class WidenDraft(Pass):

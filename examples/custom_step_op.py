@@ -17,7 +17,7 @@ from specir.acceptance_model import matched
 from specir.ir.nodes import Attrs
 from specir.ir.opdefs import OpDef, register_op, value
 from specir.ir.types import TOKENS
-from specir.pass_base import Option, Pass
+from specir.pass_infra import Option, Pass
 from specir.step.interfaces import StepInterfaces
 from specir.step.ops.common import DRAFT_K, check_k, no_forwards
 from specir.step.values import Draft

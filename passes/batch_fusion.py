@@ -38,7 +38,7 @@ from specir.errors import SpecirError
 from specir.ir.nodes import Attrs, Op, Pipeline
 from specir.step.ops.common import has_recurrent_state
 from specir.ir.opdefs import OPS, role_of, without_defaults
-from specir.pass_base import Option, Pass
+from specir.pass_infra import Option, Pass
 from specir.targets import all_targets, get_target
 
 VERIFIES = ("verify.chain", "verify.tree")

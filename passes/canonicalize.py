@@ -17,7 +17,7 @@ from dataclasses import replace
 from specir.ir.nodes import Attrs, Op, Pipeline
 from specir.ir.opdefs import OPS, without_defaults
 from specir.ir.ops_recurrent import weight_attrs
-from specir.pass_base import Pass
+from specir.pass_infra import Pass
 
 
 def normalise_attrs(op: Op) -> Op:

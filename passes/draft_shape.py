@@ -16,7 +16,7 @@ from dataclasses import replace
 from specir.errors import SpecirError
 from specir.ir.nodes import Pipeline
 from specir.ir.opdefs import role_of
-from specir.pass_base import Option, Pass
+from specir.pass_infra import Option, Pass
 
 CHAIN_DRAFTS = ("draft.chain", "draft.ngram")
 

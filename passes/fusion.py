@@ -19,7 +19,7 @@ After (fusion{add_norm=false}):
 from __future__ import annotations
 
 from specir.ir.nodes import Attrs, Pipeline
-from specir.pass_base import Option, Pass, models_option, selected_models
+from specir.pass_infra import Option, Pass, models_option, selected_models
 
 FUSIONS = ("add_norm", "linear_groups", "rope_kv_write")
 

@@ -15,7 +15,7 @@ After (gemm-policy{cublas_min_rows=0}):
 from __future__ import annotations
 
 from specir.ir.nodes import Pipeline
-from specir.pass_base import Option, Pass, models_option, selected_models
+from specir.pass_infra import Option, Pass, models_option, selected_models
 
 
 class GemmPolicy(Pass):

@@ -22,7 +22,7 @@ from dataclasses import replace
 from specir.errors import SpecirError
 from specir.ir.nodes import Attrs, Pipeline
 from specir.ir.opdefs import role_of, without_defaults
-from specir.pass_base import Option, Pass
+from specir.pass_infra import Option, Pass
 
 
 class NgramDraft(Pass):

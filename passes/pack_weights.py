@@ -46,7 +46,7 @@ from pathlib import Path
 from specir.errors import SpecirError
 from specir.ir.nodes import Model, Pipeline, Weight
 from specir.ir.types import TensorType
-from specir.pass_base import Option, Pass
+from specir.pass_infra import Option, Pass
 
 NOTE = "bf12"  # weight attribute that says why a weight stays bf16
 # specir.bf12.decide's thresholds, literal so that loading the pass registry does not import torch

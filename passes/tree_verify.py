@@ -26,7 +26,7 @@ from specir.errors import SpecirError
 from specir.ir.nodes import Attrs, Pipeline
 from specir.ir.opdefs import MAX_DRAFT_TOKENS, MAX_TREE_BUDGET, role_of, without_defaults
 from specir.ir.types import TREE
-from specir.pass_base import Option, Pass
+from specir.pass_infra import Option, Pass
 
 
 class TreeVerify(Pass):

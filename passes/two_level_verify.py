@@ -36,7 +36,7 @@ from specir.errors import SpecirError
 from specir.ir.nodes import Attrs, Graph, Model, Op, Pipeline
 from specir.ir.opdefs import MAX_DRAFT_TOKENS, role_of, without_defaults
 from specir.ir.types import TOKENS
-from specir.pass_base import Option, Pass
+from specir.pass_infra import Option, Pass
 from specir.step.interfaces import interfaces_of
 
 KINDS = ("layers", "window", "model")

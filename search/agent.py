@@ -13,7 +13,7 @@ import os
 import re
 from pathlib import Path
 
-API = '''A pass is a Python class (specir.pass_base.Pass): a kebab-case `name`, typed `options`
+API = '''A pass is a Python class (specir.pass_infra.Pass): a kebab-case `name`, typed `options`
 (Option(type, default, doc, choices=None, min=None, max=None, search=None)), the facts it
 `requires`/`provides`, and `run(pipeline) -> pipeline`. The IR is immutable frozen dataclasses
 (specir.ir.nodes: Pipeline(name, attrs, models, step), Step(params, ops), Op(name, operands, attrs,
@@ -24,7 +24,7 @@ accept.greedy/accept.sample, commit {kv}. The declared target (the final verify'
 source and digest) must not change: every output token is checked against it by token forcing.'''
 
 EXAMPLE = '''from dataclasses import replace
-from specir.pass_base import Option, Pass
+from specir.pass_infra import Option, Pass
 
 class WidenDraft(Pass):
     name = "widen-draft"

@@ -49,7 +49,7 @@ class Space:
     def from_registry(cls, plugin_passes: dict | None = None) -> "Space":
         """Built-in passes from the registry, plus plugin passes described as data
         ({name: {"options": {k: {"default", "search"}}, "origin": path}})."""
-        from specir.pass_registry import all_passes
+        from specir.pass_infra import all_passes
         space = cls()
         for name, p in all_passes().items():
             if name in SKIP or getattr(p, "__module__", "").startswith("specir_plugin_"):
@@ -72,7 +72,7 @@ class Space:
 
     def parse(self, text: str) -> tuple[Step, ...]:
         """A pipeline string back into steps (options converted like the defaults' types)."""
-        from specir.pass_pipeline import parse_pipeline_string
+        from specir.pass_infra import parse_pipeline_string
         steps = []
         for spec in parse_pipeline_string(text) if text else []:
             info = self.passes.get(spec.name)

@@ -21,7 +21,7 @@ def ir_digest_of_text(text: str) -> str:
 
 
 def describe(plugins: list[str]) -> dict:
-    from specir.pass_registry import all_passes, load_plugin
+    from specir.pass_infra import all_passes, load_plugin
     names = []
     for path in plugins:
         names += load_plugin(path)
@@ -40,7 +40,7 @@ def compile_candidate(job: dict) -> dict:
     """The candidate's optimised IR (text, digest) and, unless `digest_only`, its build."""
     from specir.compiler import compile_pipeline, optimise
     from specir.ir.printer import print_pipeline
-    from specir.pass_registry import load_plugin
+    from specir.pass_infra import load_plugin
     for path in job.get("plugins") or []:
         load_plugin(path)
     with contextlib.redirect_stderr(io.StringIO()):

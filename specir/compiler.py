@@ -21,8 +21,7 @@ from .ir.nodes import Pipeline
 from .ir.printer import print_pipeline
 from .ir.verifier import require_step
 from .load import load_pipeline
-from .pass_manager import PassManager, facts_of
-from .pass_pipeline import build_passes
+from .pass_infra import PassManager, build_passes, facts_of
 from .runtime.packed_weights import write_packed_weights
 from .runtime.weights import check_checkpoints
 from .targets import get_target

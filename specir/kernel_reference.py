@@ -1,32 +1,43 @@
-"""Plain-torch twins of the backend kernels: the numerics every kernel must reproduce.
+"""The reference numerics: plain-torch twins of the kernel contracts (docs/KERNEL_CONTRACTS.md).
 
-Each function follows docs/KERNEL_CONTRACTS.md and is written for clarity, not speed (Python
-loops over requests are fine here). The Triton and TVM kernel tests and benchmarks compare
-against these; backends/reference/ops.py is the runtime's (batched) twin of the same contracts.
+Each formula lives here once. The Triton and TVM kernel tests and benchmarks compare against
+these functions; the reference backend's op kernels (backends/reference/ops.py) are adapters
+that call them on the runtime's batched tensors, so the oracle that is checked against
+transformers and the references the kernels are checked against are the same code. Where a
+contract reads per request (KV writes, attention's masks, tree acceptance) the twin loops over
+requests in Python, written for clarity, not speed.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 
 # --- Linear ------------------------------------------------------------------------------------
 
 def linear_reference(x, w, bias=None):
-    """x @ w^T (+ bias) in fp32 from the same (bf16 or fp32) weights, rounded once to x.dtype."""
-    y = x.float() @ w.float().T
-    if bias is not None:
-        y = y + bias.float()
-    return y.to(x.dtype)
+    """x @ w^T (+ bias) as HF's nn.Linear computes it: F.linear in x.dtype. Weights (and bias) of
+    another dtype are cast to x.dtype first (exact for bf16 weights under fp32 activations)."""
+    if w.dtype != x.dtype:
+        w = w.to(x.dtype)
+    if bias is not None and bias.dtype != x.dtype:
+        bias = bias.to(x.dtype)
+    return F.linear(x, w, bias)
 
 
 # --- RMSNorm -----------------------------------------------------------------------------------
 
-def rms_norm_reference(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-    """HF Llama order: x in fp32, normalise, round to x.dtype, multiply by w, round to x.dtype."""
+def rms_norm_reference(x: torch.Tensor, w: torch.Tensor, eps: float, group: int = 0) -> torch.Tensor:
+    """HF Llama order: x in fp32, normalise, round to x.dtype, multiply by w, round to x.dtype
+    (`w * normed` in the common dtype: one rounding of an exact product when w has x's dtype).
+    With `group`, each run of `group` channels of the last dim is normalised on its own."""
+    shape = x.shape
+    if group:
+        x = x.reshape(*shape[:-1], shape[-1] // group, group)
     xf = x.float()
     normed = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
-    return (w.float() * normed.float()).to(x.dtype)
+    return (w * normed).to(x.dtype).reshape(shape)
 
 
 def add_rms_norm_reference(x, residual, w, eps):
@@ -43,25 +54,29 @@ def rope_cos_sin_reference(pos, inv_freq, dtype, attention_scaling: float = 1.0)
     return ((freqs.cos() * attention_scaling).to(dtype), (freqs.sin() * attention_scaling).to(dtype))
 
 
+def rope_rotate_reference(x, cos, sin):
+    """x*cos + rotate_half(x)*sin over the first R = 2 * cos.shape[-1] dims of x [..., D], HF
+    rounding order: each product and the sum rounded to x.dtype (the products of x.dtype values
+    are exact in fp32). cos/sin [..., R/2] (x.dtype) broadcast against x[..., :R/2]; dims R.. pass
+    through."""
+    half = cos.shape[-1]
+    x1, x2 = x[..., :half].float(), x[..., half: 2 * half].float()
+    c, s = cos.float(), sin.float()
+
+    def rnd(t):
+        return t.to(x.dtype).float()
+
+    lo = rnd(rnd(x1 * c) + rnd(-x2 * s))
+    hi = rnd(rnd(x2 * c) + rnd(x1 * s))
+    return torch.cat([lo.to(x.dtype), hi.to(x.dtype), x[..., 2 * half:]], dim=-1)
+
+
 def rope_reference(q, k, pos, inv_freq, attention_scaling: float = 1.0):
-    """Rotate q [N, H, D] and k [N, KH, D] (rotate_half convention), HF rounding order:
-    out = q*cos + rotate_half(q)*sin with each product and the sum rounded to q.dtype.
-    Only the first R = 2 * len(inv_freq) dims rotate; dims R.. pass through."""
+    """Rotate q [N, H, D] and k [N, KH, D] at positions pos [N] (rotate_half convention, HF
+    rounding order, see rope_rotate_reference). Only the first R = 2 * len(inv_freq) dims rotate."""
     cos, sin = rope_cos_sin_reference(pos, inv_freq, q.dtype, attention_scaling)
-    half = inv_freq.numel()
-
-    def rotate(x):
-        x1, x2 = x[..., :half].float(), x[..., half: 2 * half].float()
-        c, s = cos.float()[:, None, :], sin.float()[:, None, :]
-
-        def rnd(t):
-            return t.to(x.dtype).float()
-
-        lo = rnd(rnd(x1 * c) + rnd(-x2 * s))
-        hi = rnd(rnd(x2 * c) + rnd(x1 * s))
-        return torch.cat([lo.to(x.dtype), hi.to(x.dtype), x[..., 2 * half:]], dim=-1)
-
-    return rotate(q), rotate(k)
+    cos, sin = cos[:, None, :], sin[:, None, :]
+    return rope_rotate_reference(q, cos, sin), rope_rotate_reference(k, cos, sin)
 
 
 # --- MLP activation and embedding --------------------------------------------------------------
@@ -74,8 +89,7 @@ def silu_mul_reference(gate_or_gate_up, up=None):
         gate, up = gate_or_gate_up[..., :half], gate_or_gate_up[..., half:]
     else:
         gate = gate_or_gate_up
-    act = torch.nn.functional.silu(gate.float()).to(gate.dtype)
-    return (act.float() * up.float()).to(gate.dtype)
+    return (F.silu(gate) * up).to(gate.dtype)  # silu computes in fp32 and rounds once; the product too
 
 
 def embedding_reference(ids, table):
@@ -119,6 +133,18 @@ def kv_compact_reference(k_cache, v_cache, lens, acc_idx, n_acc, slots=None):
 
 # --- Attention ---------------------------------------------------------------------------------
 
+def attend_reference(q, keys, values, visible, scale):
+    """The attention core: q [B, H, T, D], keys/values [B, KH, S, D] (each kv head serves H/KH
+    query heads), visible [B, T, S] bool. fp32 scores q.k * scale, -inf where not visible,
+    softmax and P@V in fp32; returns [B, H, T, D] fp32 (the caller rounds once)."""
+    group = q.shape[1] // keys.shape[1]
+    keys = keys.float().repeat_interleave(group, dim=1)
+    values = values.float().repeat_interleave(group, dim=1)
+    scores = torch.matmul(q.float(), keys.transpose(-1, -2)) * scale  # [B, H, T, S]
+    scores = scores.masked_fill(~visible[:, None, :, :], float("-inf"))
+    return torch.matmul(torch.softmax(scores, dim=-1), values)
+
+
 def attention_reference(q, k_cache, v_cache, lens, tree_mask=None, scale=None, slots=None, offsets=None):
     """q [B, T, H, D]; cache [slots, KH, S, D] already holding the T new tokens at rows
     lens[b] + offsets[b] + t of slot slots[b] (offsets default 0, slots default b). Query t sees
@@ -126,7 +152,6 @@ def attention_reference(q, k_cache, v_cache, lens, tree_mask=None, scale=None, s
     offsets[b] + t without a mask; u == offsets[b] + t always). fp32 scores, softmax and P@V;
     output in q.dtype."""
     B, T, H, D = q.shape
-    KH = k_cache.shape[1]
     scale = D ** -0.5 if scale is None else scale
     out = torch.empty_like(q)
     for b in range(B):
@@ -134,8 +159,6 @@ def attention_reference(q, k_cache, v_cache, lens, tree_mask=None, scale=None, s
         off = 0 if offsets is None else int(offsets[b])
         slot = b if slots is None else int(slots[b])
         U = off + T
-        keys = k_cache[slot, :, : L + U].float().repeat_interleave(H // KH, dim=0)    # [H, L+U, D]
-        vals = v_cache[slot, :, : L + U].float().repeat_interleave(H // KH, dim=0)
         own = torch.zeros(T, U, dtype=torch.bool)
         own[torch.arange(T), off + torch.arange(T)] = True
         if tree_mask is None:
@@ -143,10 +166,9 @@ def attention_reference(q, k_cache, v_cache, lens, tree_mask=None, scale=None, s
         else:
             new_ok = tree_mask[b, :, :U].cpu().bool() | own
         allowed = torch.cat([torch.ones(T, L, dtype=torch.bool), new_ok], dim=1).to(q.device)   # [T, L+U]
-        scores = torch.einsum("thd,hsd->hts", q[b].float(), keys) * scale
-        scores = scores.masked_fill(~allowed[None], float("-inf"))
-        probs = scores.softmax(dim=-1)
-        out[b] = torch.einsum("hts,hsd->thd", probs, vals).to(q.dtype)
+        o = attend_reference(q[b].transpose(0, 1)[None], k_cache[slot, :, : L + U][None],
+                             v_cache[slot, :, : L + U][None], allowed[None], scale)  # [1, H, T, D]
+        out[b] = o[0].transpose(0, 1).to(q.dtype)
     return out
 
 

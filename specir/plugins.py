@@ -2,14 +2,14 @@
 
 Contract: `load_plugins(paths, timeout_s)` sets the limit for plugin imports and passes
 (`timeout_s` seconds >= 0, 0 = none; anything else is a SpecirError with a hint) and imports
-every file through `pass_registry.load_plugin` (located errors for broken plugins).
+every file through `pass_infra.load_plugin` (located errors for broken plugins).
 """
 from __future__ import annotations
 
 import math
 
-from . import pass_registry
 from .errors import SpecirError
+from .pass_infra import load_plugin
 from .time_limit import PASS_TIMEOUT_S, set_pass_timeout
 
 
@@ -19,4 +19,4 @@ def load_plugins(paths, timeout_s: float | None = PASS_TIMEOUT_S) -> None:
                           hint=f"e.g. --pass-timeout {PASS_TIMEOUT_S:g} (0 = no limit)")
     set_pass_timeout(timeout_s)
     for path in paths or []:
-        pass_registry.load_plugin(path)
+        load_plugin(path)

@@ -1,9 +1,9 @@
-"""Torch kernels for the model-graph ops: the reference numerics every other backend is tested
-against. Each kernel is `fn(params, state, *inputs) -> tensor` over activations [B, T, width].
-
-Numerics follow transformers' Llama: RMSNorm in fp32 then cast, weight multiplied in the model
-dtype; rotary cos/sin computed in fp32, cast to the model dtype, applied in the model dtype;
-attention scores, softmax and P@V in fp32, output cast once.
+"""The reference backend's op kernels: adapters from the model-graph ops to the reference
+numerics in specir.kernel_reference. Each kernel is `fn(params, state, *inputs) -> tensor` over
+activations [B, T, width]: it unpacks the op's params, the forward's state (positions, KV cache,
+visibility) and the batched shapes, and leaves every formula (RMSNorm, linear, rotary, SwiGLU,
+attention's scores/softmax/P@V) to kernel_reference, the code the Triton and TVM kernels are
+tested against. Those numerics follow transformers' Llama (see docs/KERNEL_CONTRACTS.md).
 """
 from __future__ import annotations
 
@@ -12,29 +12,25 @@ import math
 import torch
 import torch.nn.functional as F
 
+from specir.kernel_reference import (attend_reference, linear_reference, rms_norm_reference, rope_cos_sin_reference,
+                                     rope_rotate_reference, silu_mul_reference)
+
 
 def embed(params, state, ids):
     return F.embedding(ids, params["weight"])
 
 
 def rms_norm(params, state, x):
-    group = params.get("group") or 0
-    shape = x.shape
-    if group:
-        x = x.reshape(*shape[:-1], shape[-1] // group, group)
-    h = x.float()
-    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + params["eps"])
-    out = params["weight"] * h.to(x.dtype)
-    return out.reshape(shape)
+    return rms_norm_reference(x, params["weight"], params["eps"], params.get("group") or 0)
 
 
 def linear(params, state, x):
-    return F.linear(x, params["weight"], params.get("bias"))
+    return linear_reference(x, params["weight"], params.get("bias"))
 
 
 def packed_linear(params, state, x):
     """`specir.bf12.linear_reference(x, W, bias)` for a BF12Matrix W, i.e. the bits of `linear`
-    over the unpacked weight: F.linear(x, unpack(W).to(x.dtype), bias). The matrix is decoded on
+    over the unpacked weight: linear_reference(x, unpack(W).to(x.dtype), bias). The matrix is decoded on
     the first call and kept in `params` (which live as long as the ModelRunner), since a CPU
     decode costs more than the GEMV it feeds."""
     decoded = params.get("decoded")
@@ -43,41 +39,31 @@ def packed_linear(params, state, x):
         packed = params["weight"]
         decoded = unpack(packed if packed.device == x.device else packed.to(x.device)).to(x.dtype)
         params["decoded"] = decoded
-    return F.linear(x, decoded, params.get("bias"))
+    return linear_reference(x, decoded, params.get("bias"))
 
 
 def rope_cos_sin(params, state, dtype):
-    """cos/sin [B, T, rotary_dim] for this forward, shared by every rope op with the same table."""
+    """cos/sin [B, T, 1, rotary_dim/2] for this forward, shared by every rope op with the same table."""
     key = ("rope", id(params["table"]))
     cached = state.scratch.get(key)
     if cached is None:
-        inv_freq = params["table"].frequencies(state.max_position + 1)
-        freqs = state.positions.float()[..., None] * inv_freq.to(state.positions.device)[None, None, :]
-        emb = torch.cat((freqs, freqs), dim=-1)
-        factor = params["table"].attention_factor
-        cached = ((emb.cos() * factor).to(dtype), (emb.sin() * factor).to(dtype))
+        table, pos = params["table"], state.positions
+        inv_freq = table.frequencies(state.max_position + 1).to(pos.device)
+        cos, sin = rope_cos_sin_reference(pos, inv_freq, dtype, table.attention_factor)
+        cached = (cos.reshape(*pos.shape, 1, -1), sin.reshape(*pos.shape, 1, -1))
         state.scratch[key] = cached
     return cached
 
 
-def _rotate_half(x):
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
 def rope(params, state, x, positions):
-    hd, rd = params["head_dim"], params["rotary_dim"]
+    hd = params["head_dim"]
     B, T, W = x.shape
-    x = x.view(B, T, W // hd, hd)
     cos, sin = rope_cos_sin(params, state, x.dtype)
-    cos, sin = cos[:, :, None, :], sin[:, :, None, :]
-    rot, rest = x[..., :rd], x[..., rd:]
-    rot = (rot * cos) + (_rotate_half(rot) * sin)
-    return torch.cat((rot, rest), dim=-1).reshape(B, T, W) if rd < hd else rot.reshape(B, T, W)
+    return rope_rotate_reference(x.view(B, T, W // hd, hd), cos, sin).reshape(B, T, W)
 
 
 def swiglu(params, state, gate, up):
-    return F.silu(gate) * up
+    return silu_mul_reference(gate, up)
 
 
 def add(params, state, a, b):
@@ -95,20 +81,11 @@ def attention(params, state, q, k, v, mask):
     cache_k[sl, :, index] = k.view(B, T, KVH, D).to(cache_k.dtype)
     cache_v[sl, :, index] = v.view(B, T, KVH, D).to(cache_v.dtype)
     S = state.attend_len
-    keys = cache_k[slots, :, :S].float()  # [B, KVH, S, D]
-    vals = cache_v[slots, :, :S].float()
-    qf = q.view(B, T, H, D).transpose(1, 2).float()  # [B, H, T, D]
-    group = H // KVH
-    keys = keys.repeat_interleave(group, dim=1)
-    vals = vals.repeat_interleave(group, dim=1)
-    scale = params["scale"] or 1.0 / math.sqrt(D)
-    scores = torch.matmul(qf, keys.transpose(-1, -2)) * scale  # [B, H, T, S]
     visible = state.visible
     if params.get("window"):
         visible = visible & state.window_ok(params["window"])
-    scores = scores.masked_fill(~visible[:, None, :, :], float("-inf"))
-    probs = torch.softmax(scores, dim=-1)
-    out = torch.matmul(probs, vals)  # [B, H, T, D]
+    out = attend_reference(q.view(B, T, H, D).transpose(1, 2), cache_k[slots, :, :S], cache_v[slots, :, :S],
+                           visible, params["scale"] or 1.0 / math.sqrt(D))  # [B, H, T, D]
     return out.transpose(1, 2).reshape(B, T, H * D).to(q.dtype)
 
 

@@ -13,8 +13,7 @@ from ..importers.tokenizer_match import check_same_tokenizer
 from ..ir.opdefs import MAX_DRAFT_TOKENS, MAX_TREE_BUDGET
 from ..ir.printer import print_pipeline
 from ..load import load_pipeline
-from ..pass_manager import PassManager
-from ..pass_pipeline import build_passes
+from ..pass_infra import PassManager, build_passes
 
 
 def register(sub) -> None:

@@ -88,7 +88,7 @@ class GenerationFailed(SpecirError):
 
 def run_guard(request: GuardRequest) -> Verdict:
     """Judge `request` here when this process is clean, else in a fresh process (module docstring)."""
-    from ..pass_registry import foreign_code_loaded
+    from ..pass_infra import foreign_code_loaded
     if foreign_code_loaded():
         result = run_stage("specir.guard.judge", asdict(request))
     else:

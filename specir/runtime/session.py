@@ -62,7 +62,7 @@ def open_session(source: str | None, target: str | None = None, passes: str = ""
             raise SpecirError(f"{source} is a folder but not a specir build (no manifest.json / pipeline.spec)",
                               path=source, hint="give a .spec file or a folder written by specir compile")
         manifest = read_manifest(path)
-        from ..pass_registry import load_plugin
+        from ..pass_infra import load_plugin
         for plugin in manifest.get("plugins") or []:
             load_plugin(plugin)  # the build's IR may use the step ops its plugins define
         if target and target != manifest["target"]:

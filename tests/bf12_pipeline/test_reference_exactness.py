@@ -10,8 +10,7 @@ import pytest
 import torch
 
 from specir.load import load_pipeline
-from specir.pass_manager import PassManager
-from specir.pass_pipeline import build_passes
+from specir.pass_infra import PassManager, build_passes
 from specir.runtime.session import make_engine
 from specir.runtime.model_runner import ModelRunner
 from specir.runtime.weights import load_weights

@@ -50,8 +50,7 @@ def test_a_group_with_a_plain_member_runs_as_one_packed_launch_with_the_same_bit
     """k_proj left bf16 by `skip`: q|k|v still run as one launch (k packed when loaded), as in the
     unpacked plan, and the logits keep their bits."""
     from specir.backends.triton.program import plan_program
-    from specir.pass_manager import PassManager
-    from specir.pass_pipeline import build_passes
+    from specir.pass_infra import PassManager, build_passes
     device = "cuda" if torch.cuda.is_available() else "cpu"
     plain, _ = plain_and_packed(one_layer)
     mixed = PassManager(build_passes("pack-weights{skip=*k_proj*}")).run(plain).model("target")

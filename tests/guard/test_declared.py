@@ -12,9 +12,7 @@ from specir.importers.digest import checkpoint_digest
 from specir.ir.parser import parse
 from specir.ir.printer import print_pipeline
 from specir.load import load_pipeline
-from specir.pass_base import Pass
-from specir.pass_manager import PassManager
-from specir.pass_pipeline import build_passes
+from specir.pass_infra import Pass, PassManager, build_passes
 from tests.helpers.specs import write_spec
 
 

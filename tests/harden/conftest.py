@@ -41,9 +41,9 @@ def ngram_spec(tmp_path, pair) -> Path:
 def _restore_pass_registry():
     """Plugins these tests load register passes process-wide: drop them afterwards, so that other
     tests in this worker (e.g. the golden-case coverage of built-in passes) see the built-in set."""
-    from specir import pass_registry
-    pass_registry.load_builtin()
-    saved = dict(pass_registry._REGISTRY)
+    from specir.pass_infra import registry
+    registry.load_builtin()
+    saved = dict(registry._REGISTRY)
     yield
-    pass_registry._REGISTRY.clear()
-    pass_registry._REGISTRY.update(saved)
+    registry._REGISTRY.clear()
+    registry._REGISTRY.update(saved)

@@ -8,7 +8,7 @@ import pytest
 
 from tests.harden.conftest import assert_error
 
-LOOPING_PASS = """from specir.pass_base import Pass
+LOOPING_PASS = """from specir.pass_infra import Pass
 
 
 class Loop(Pass):
@@ -20,7 +20,7 @@ class Loop(Pass):
 """
 
 EXITING_PASS = """import sys
-from specir.pass_base import Pass
+from specir.pass_infra import Pass
 
 
 class Leave(Pass):
@@ -30,7 +30,7 @@ class Leave(Pass):
         sys.exit(0)
 """
 
-CLASHING_PASS = """from specir.pass_base import Pass
+CLASHING_PASS = """from specir.pass_infra import Pass
 
 
 class Mine(Pass):
@@ -88,8 +88,8 @@ def test_plugin_pass_named_like_a_built_in(tmp_path, specir_cli, ngram_spec):
                        f"pass name 'tree-verify' ({plugin}) is a built-in pass", f"{plugin}:4:1", "class Mine",
                        hint="another name")
     assert "passes/tree_verify.py" in err
-    from specir import pass_registry
-    assert pass_registry.get("tree-verify").__module__ == "specir.passes.tree_verify"
+    from specir.pass_infra import registry
+    assert registry.get("tree-verify").__module__ == "specir.passes.tree_verify"
 
 
 def test_plugin_argument_that_is_a_folder(tmp_path, specir_cli, ngram_spec):

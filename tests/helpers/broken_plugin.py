@@ -12,7 +12,7 @@ import dataclasses
 import torch
 
 from specir.ir.opdefs import OPS, OpDef, register_op
-from specir.pass_base import Option, Pass
+from specir.pass_infra import Option, Pass
 from specir.step.ops.accept_greedy import accept_path
 from specir.step.ops.commit import lower as commit_lower
 from specir.step.values import Accepted

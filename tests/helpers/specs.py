@@ -8,8 +8,7 @@ from pathlib import Path
 from specir.pipeline_template import pipeline_text
 from specir.ir.printer import print_pipeline
 from specir.load import load_pipeline
-from specir.pass_manager import PassManager
-from specir.pass_pipeline import build_passes
+from specir.pass_infra import PassManager, build_passes
 
 
 def write_spec(folder: Path, name: str, target, drafter="ngram", k: int = 4, passes: str = "",

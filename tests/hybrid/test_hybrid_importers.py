@@ -15,8 +15,7 @@ from specir.ir.ops_recurrent import state_specs
 from specir.ir.parser import parse
 from specir.ir.printer import print_pipeline
 from specir.load import load_pipeline
-from specir.pass_manager import PassManager
-from specir.pass_pipeline import build_passes
+from specir.pass_infra import PassManager, build_passes
 from tests.hybrid.checkpoints import HYBRID_FAMILIES, make_hybrid_checkpoint
 from tests.hybrid.helpers import ar_pipeline
 

@@ -11,8 +11,7 @@ from specir.errors import SpecirError
 from specir.ir.parser import parse
 from specir.ir.printer import print_pipeline
 from specir.ir.verifier import infer_types
-from specir.pass_manager import PassManager
-from specir.pass_pipeline import build_passes
+from specir.pass_infra import PassManager, build_passes
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 MARK = "// ----- expected -----"
@@ -47,9 +46,9 @@ def test_golden(case: Path):
 
 
 def test_there_are_golden_cases_for_every_builtin_pass():
-    from specir import pass_registry
+    from specir.pass_infra import registry
     covered = {c.parent.name for c in CASES}
-    missing = set(pass_registry.all_passes()) - covered
+    missing = set(registry.all_passes()) - covered
     assert not missing, f"passes without golden tests: {sorted(missing)}"
 
 

@@ -14,8 +14,7 @@ import torch
 from specir.cli.cmd_init import pipeline_text
 from specir.ir.printer import print_pipeline
 from specir.load import load_pipeline
-from specir.pass_manager import PassManager
-from specir.pass_pipeline import build_passes
+from specir.pass_infra import PassManager, build_passes
 from specir.runtime.baseline import ar_pipeline
 from specir.runtime.session import make_engine
 from specir.step.interfaces import StepInfo

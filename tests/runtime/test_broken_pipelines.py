@@ -37,7 +37,7 @@ def test_pass_that_changes_the_target_graph_changes_execution_and_is_caught(tmp_
     plugin.write_text('''
 import re
 from dataclasses import replace
-from specir.pass_base import Pass
+from specir.pass_infra import Pass
 
 class SkipLastLayer(Pass):
     name = "skip-last-layer"

@@ -7,7 +7,7 @@ import pytest
 
 from specir.acceptance_model import Profile, Sequence, rank_tree
 from specir.ir.nodes import Attrs, Op
-from specir.pass_registry import all_passes
+from specir.pass_infra import all_passes
 from specir.search.proposer import Proposer
 from specir.search.report import spearman
 from specir.search.space import Space

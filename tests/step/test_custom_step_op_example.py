@@ -30,7 +30,7 @@ def test_the_plugin_op_prints_compiles_for_the_gpu_and_passes_check(tmp_path, sp
     manifest = json.loads((build / "manifest.json").read_text())
     assert manifest["backend"] == "triton" and any(Path(p).name == EXAMPLE.name for p in manifest["plugins"])
 
-    from specir.pass_registry import load_plugin
+    from specir.pass_infra import load_plugin
     from specir.runtime.session import open_session
     load_plugin(str(EXAMPLE))
     session = open_session(str(build))

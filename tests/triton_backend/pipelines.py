@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from specir.pipeline_template import pipeline_text
 from specir.load import load_pipeline
-from specir.pass_manager import PassManager
-from specir.pass_pipeline import build_passes
+from specir.pass_infra import PassManager, build_passes
 from specir.runtime.baseline import ar_pipeline
 
 KINDS = {

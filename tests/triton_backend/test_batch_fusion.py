@@ -3,8 +3,7 @@ one-token rows, per-row slot, lens, offset and mask row) gives plain decoding's 
 verify runs on the host between device segments (its size is data)."""
 from __future__ import annotations
 
-from specir.pass_manager import PassManager
-from specir.pass_pipeline import build_passes
+from specir.pass_infra import PassManager, build_passes
 from specir.runtime.session import make_engine
 from tests.triton_backend.pipelines import PROMPTS, forced, pipeline
 

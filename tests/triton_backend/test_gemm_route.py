@@ -67,8 +67,7 @@ def test_launch_configs_and_manifest_name_cublas(tiny_pair, tmp_path, specir_cli
     target, drafter = tiny_pair
     spec = tmp_path / "tree.spec"
     p = pipeline("chain", target, drafter, dtype="bf16")
-    from specir.pass_manager import PassManager
-    from specir.pass_pipeline import build_passes
+    from specir.pass_infra import PassManager, build_passes
     p = PassManager(build_passes("tree-verify{budget=12,topk=3,depth=4}")).run(p)
     spec.write_text(print_pipeline(p))
     code, _, err = specir_cli("compile", spec, "--target", "h200", "-o", tmp_path / "build")

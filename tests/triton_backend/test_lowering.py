@@ -62,8 +62,7 @@ def test_sampling_runs_the_same_device_step_and_is_seeded(tiny_pair, device):
 
 
 def test_dynamic_trees_run_on_the_device_and_are_lossless(tiny_pair, device):
-    from specir.pass_manager import PassManager
-    from specir.pass_pipeline import build_passes
+    from specir.pass_infra import PassManager, build_passes
     from specir.runtime.session import make_engine
     from tests.triton_backend.pipelines import PROMPTS, forced
     target, drafter = tiny_pair

@@ -1,7 +1,7 @@
 """Cheat: the pipeline's process ends with status 0 before writing any result."""
 import os
 
-from specir.pass_base import Pass
+from specir.pass_infra import Pass
 
 
 class ExitSilently(Pass):

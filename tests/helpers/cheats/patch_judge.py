@@ -48,7 +48,7 @@ for _name in ("accept.greedy", "accept.sample"):  # replace the built-in semanti
     OPS[_name] = dataclasses.replace(OPS[_name], step=dataclasses.replace(OPS[_name].step, lower=_trusting,
                                                                           lowerings={}))
 
-from specir.pass_base import Pass  # noqa: E402
+from specir.pass_infra import Pass  # noqa: E402
 
 
 class Nothing(Pass):

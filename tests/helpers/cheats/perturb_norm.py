@@ -2,7 +2,7 @@
 The pass manager allows graph rewrites; token forcing against the checkpoint must catch it."""
 from dataclasses import replace
 
-from specir.pass_base import Pass
+from specir.pass_infra import Pass
 
 
 class PerturbNorm(Pass):

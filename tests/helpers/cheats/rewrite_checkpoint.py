@@ -4,7 +4,7 @@ import os
 import shutil
 from pathlib import Path
 
-from specir.pass_base import Pass
+from specir.pass_infra import Pass
 
 
 class RewriteCheckpoint(Pass):

@@ -10,7 +10,7 @@ from dataclasses import replace
 from specir.declared_target import ATTR, DeclaredTarget
 from specir.importers.digest import checkpoint_digest
 from specir.ir.nodes import Attrs
-from specir.pass_base import Option, Pass
+from specir.pass_infra import Option, Pass
 
 
 class VerifyWithShadow(Pass):

@@ -1,7 +1,7 @@
 """Cheat: stop every request after its first step (fewer tokens than asked, no end-of-sequence),
 or return no tokens at all (`stop-early{none=true}`): the pipeline's process is told so by a
 patched engine loop."""
-from specir.pass_base import Option, Pass
+from specir.pass_infra import Option, Pass
 from specir.step import engine
 
 _generate = engine.StepEngine.generate

@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from . import pass_registry
-from .errors import SourceLocation, SpecirError
-from .pass_base import Pass
+from ..errors import SourceLocation, SpecirError
+from . import registry
+from .base import Pass
 
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -87,7 +87,7 @@ def build_passes(text: str) -> list[Pass]:
     passes = []
     for spec in parse_pipeline_string(text):
         try:
-            cls = pass_registry.get(spec.name)
+            cls = registry.get(spec.name)
         except SpecirError as exc:
             raise SpecirError(exc.message, location=SourceLocation("-p", 1, spec.column, text),
                               hint=exc.hint) from None

@@ -11,9 +11,9 @@ import sys
 import traceback
 from pathlib import Path
 
-from .errors import SourceLocation, SpecirError
-from .pass_base import Pass
-from .time_limit import TimeLimitExceeded, pass_timeout, time_limit
+from ..errors import SourceLocation, SpecirError
+from ..time_limit import TimeLimitExceeded, pass_timeout, time_limit
+from .base import Pass
 
 _REGISTRY: dict[str, type[Pass]] = {}
 _LOADED = False

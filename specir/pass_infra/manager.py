@@ -10,13 +10,14 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import declared_target, pass_registry
-from .errors import SpecirError
-from .ir.nodes import Pipeline
-from .ir.printer import print_pipeline
-from .ir.verifier import require_step, verify
-from .pass_base import Pass
-from .time_limit import TimeLimitExceeded, pass_timeout, time_limit
+from .. import declared_target
+from ..errors import SpecirError
+from ..ir.nodes import Pipeline
+from ..ir.printer import print_pipeline
+from ..ir.verifier import require_step, verify
+from ..time_limit import TimeLimitExceeded, pass_timeout, time_limit
+from . import registry
+from .base import Pass
 
 
 def facts_of(pipeline: Pipeline) -> tuple[str, ...]:
@@ -59,7 +60,7 @@ class PassManager:
             before = ", ".join(done) or "none"
             missing = [f for f in sorted(p.requires) if f not in facts_of(pipeline)]
             if missing:
-                provider = pass_registry.provider_of(missing[0])
+                provider = registry.provider_of(missing[0])
                 hint = f"run {provider} before it" if provider else "no registered pass provides it"
                 raise SpecirError(f"pass {p.name} requires fact {missing[0]!r}, which the pipeline lacks "
                                   f"(passes run before it: {before})", hint=hint,
