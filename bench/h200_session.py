@@ -1,7 +1,7 @@
 """One GPU session of the README's GPU flow, through the CLI a user runs (no script-only figures).
 
-    python bench/h200_session.py --out $OUT [--stages tests,inflate,compile,bench,gpu_bench]
-                                 [--builds chain,tree,tree-bf12] [--batch-sizes 1,8,32,64] [--budget-s 560]
+    python bench/h200_session.py --out $OUT [--stages inflate,compile,bench,agree,gpu_bench,tests]
+                                 [--builds chain,tree,tree-bf12,chain-bf,tree-bf] [--batch-sizes 1,8,32,64] [--budget-s 560]
 
 Stages (each skipped when the remaining budget cannot fit it; each writes under OUT as it goes):
   tests      (run last, in the time left) the kernel and backend tests on the GPU (pytest
@@ -77,6 +77,20 @@ class Session:
             json.dump(self.data, f, indent=1)
 
 
+def _head() -> str:
+    proc = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, cwd=ROOT).stdout
+    return proc.stdout.strip() + ("+dirty" if dirty.strip() else "")
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
 def specir(*args) -> list[str]:
     return [sys.executable, "-m", "specir.cli.main", *args]
 
@@ -85,7 +99,7 @@ def main(argv=None) -> int:
     global ZOO
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--stages", default="tests,inflate,compile,bench,gpu_bench")
+    ap.add_argument("--stages", default="inflate,compile,bench,agree,gpu_bench,tests")
     ap.add_argument("--builds", default="chain,tree,tree-bf12")
     ap.add_argument("--batch-sizes", default="1,8,32,64")
     ap.add_argument("--workload", default="code-completion")
@@ -117,14 +131,18 @@ def main(argv=None) -> int:
         s.data["stages"]["init"] = {"exit": proc.returncode, "stderr": proc.stderr[-2000:]}
         for b in builds:
             build = f"{ZOO}/build-{b}"
-            if os.path.isfile(f"{build}/pipeline.spec"):  # a warm machine keeps the last call's builds
-                s.data["stages"][f"compile-{b}"] = "kept"
+            stamp = json.dumps({"commit": _head(), "passes": BUILDS[b]})
+            if os.path.isfile(f"{build}/pipeline.spec") and _read(f"{build}.stamp") == stamp:
+                s.data["stages"][f"compile-{b}"] = "kept"  # a warm machine keeps the last call's builds
             else:
                 cmd = specir("compile", f"{ZOO}/p.spec", "--target", "h200", "-o", build)
                 if BUILDS[b]:
                     cmd += ["-p", BUILDS[b]]
                 code, _ = s.sh(cmd, "compile", 240)
                 s.data["stages"][f"compile-{b}"] = code
+                if code == 0:
+                    with open(f"{build}.stamp", "w") as f:
+                        f.write(stamp)
             if os.path.isfile(f"{build}/pipeline.spec"):
                 s.data.setdefault("specs", {})[b] = open(f"{build}/pipeline.spec").read()
     if "bench" in stages:
@@ -172,11 +190,15 @@ def main(argv=None) -> int:
         s.data["agreement"] = agreement
         s.data["gpu_bench_e2e"] = e2e
         s.write()
+    if "gpu_bench" in stages and s.left() <= 120:
+        s.data["stages"]["gpu_bench"] = {"skipped": f"{s.left():.0f} s of the budget left (needs 120)"}
     if "gpu_bench" in stages and s.left() > 120 and args.device == "cuda":
         code, text = s.sh([sys.executable, "bench/gpu_bench.py", "--out", os.path.join(args.out, "gpu_bench"),
                            "--quick", "--budget-s", str(max(60, s.left() - 30)), "--skip", "peers"],
                           "gpu_bench.log", s.left() - 10)
         s.data["stages"]["gpu_bench"] = {"exit": code, "summary": text.strip().splitlines()[-25:]}
+    if "tests" in stages and s.left() <= 40:
+        s.data["stages"]["tests"] = {"skipped": f"{s.left():.0f} s of the budget left (needs 40)"}
     if "tests" in stages and s.left() > 40:  # last: it takes whatever time is left
         code, text = s.sh([sys.executable, "-m", "pytest", "tests/triton_backend", "tests/step", "tests/triton",
                            "tests/bf12_pipeline", "-p", "no:cacheprovider"], "gpu-tests", s.left() - 10)
@@ -194,7 +216,7 @@ def main(argv=None) -> int:
         print(f"agree {a['build']:6s} vs {a['gpu_bench']:8s} b{a['batch_size']}: CLI {a['cli_tokens_per_s']:.1f} "
               f"gpu_bench {a['gpu_bench_tokens_per_s']:.1f} tok/s (ratio {a['ratio']:.3f})")
     if "tests" in s.data["stages"]:
-        print("tests:", s.data["stages"]["tests"]["summary"])
+        print("tests:", s.data["stages"]["tests"].get("summary") or s.data["stages"]["tests"])
     return 0
 
 

@@ -11,7 +11,8 @@
   from `load()`;
 - `prefill_quantum`: prefills are padded to a multiple of this many tokens (shapes a backend
   compiles per length);
-- `captures`: whether device segments are captured (CUDA graphs) and replayed; `warm(fn)` runs a
+- `captures`: whether device segments (and forwards a host op launches, StepContext.launch) are
+  captured (CUDA graphs) and replayed; `warm(fn)` runs a
   segment eagerly the first time (where it will be captured), `capture(fn, pool) -> (replay,
   outputs)` records it (it must read and write only tensors; `outputs` is what fn returned while
   recording, the tensors every replay writes);

@@ -87,17 +87,24 @@ class StepContext:
         a host op: eagerly where the backend does not capture; where it does, eagerly the first time
         (on the capture stream: kernels compile, lazy buffers appear), captured the second time (in its
         own graph pool) and replayed from then on. The output is the same tensor on every replay."""
-        if not self.backend.captures:
-            return run()
+        if not self.backend.captures or not getattr(state.executor, "static", True):
+            return run()  # (an executor whose forward reads the host, e.g. a length-dependent rope, runs eagerly)
         entry = state.graphs.get(key)
         if entry is None:
+            output = self.backend.warm(run)
             state.graphs[key] = "warmed"
-            return self.backend.warm(run)
+            return output
         if entry == "warmed":
             entry = state.graphs[key] = self.backend.capture(run, self.backend.graph_pool())
         replay, output = entry
         replay()
         return output
+
+    def release(self) -> None:
+        """Drop every model's forwards and captured graphs (their buffers and graph pools)."""
+        for state in self.models.values():
+            state.forwards.clear()
+            state.graphs.clear()
 
     def live_requests(self) -> int:
         """Requests decoding this step, from the host's view (no device read)."""

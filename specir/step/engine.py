@@ -176,6 +176,7 @@ class Session:
         self.captures.clear()
         self.static.clear()
         self.prefills.clear()
+        self.ctx.release()
 
     def prefill(self, entries: list[tuple[int, list[int]]]) -> None:
         """Commit every prompt token but the last into every model's cache, in the given slots (caches

@@ -18,7 +18,7 @@ Contract (the layout vLLM's spec-decode metadata uses):
   call wrote there (the rest are zero already), so the result is the same as a fresh one's, and is
   valid until the next call with the same `buffers`.
 - `bucket(T)` / `padded(ragged, size)`: the forward runs over `bucket(T)` rows (T rounded up to a
-  power of two from 8 on), so a long-lived engine builds a bounded set of forward shapes (each
+  power of two from 8 on; `buckets(most)` lists every such size up to `bucket(most)`), so a long-lived engine builds a bounded set of forward shapes (each
   holds buffers of its size) instead of one per packed size; a pad row repeats row 0 (the same
   slot, node, token, position and mask row: it rewrites row 0's KV row with the same values, and
   its logits are dropped).
@@ -59,6 +59,21 @@ def pack(nodes: Nodes, live: torch.Tensor) -> Ragged:
 
 def bucket(total: int) -> int:
     return total if total <= 8 else 1 << (total - 1).bit_length()
+
+
+def buckets(most: int) -> list[int]:
+    """Every forward size `bucket` gives for packed totals 1 .. most."""
+    sizes = list(range(1, min(most, 8) + 1))
+    size = 16
+    while most > 8 and size // 2 < most:
+        sizes.append(size)
+        size *= 2
+    return sizes
+
+
+def first_row(ragged: Ragged) -> Ragged:
+    """The packing of its first token alone (padded to any size it is a forward of pad rows only)."""
+    return Ragged(ragged.offsets, ragged.request[:1], ragged.node[:1])
 
 
 def padded(ragged: Ragged, size: int) -> Ragged:

@@ -252,9 +252,15 @@ def test_fused_steps_replayed_from_captures_equal_eager(pair, tmp_path, temperat
     graphs = EmulatedGraphs(TableStepBackend("cpu"))
     want = run(StepEngine(pipeline, TableStepBackend("cpu")))
     captured = StepEngine(pipeline, graphs)
-    assert run(captured) == want and run(captured) == want
+    assert run(captured) == want
+    first = graphs.captured
+    assert run(captured) == want
+    assert graphs.captured == first, "the same batch run again captured again"
     assert graphs.captured >= 2 and graphs.replays > graphs.captured
     packed_graphs = [k for s in captured.sessions.values() for m in s.ctx.models.values() for k, v in m.graphs.items()
                      if k[0] == "packed" and v != "warmed"]
-    assert packed_graphs, "the packed forward was never captured"
+    widths = {k[2] for k in packed_graphs}
+    assert len(widths) == 1, widths
+    # every bucket up to B x N rows captured at the first packed step (primed), not mid-decode
+    assert sorted(k[1] for k in packed_graphs) == ragged.buckets(3 * widths.pop())
     assert want[0][1][0] == 1, "three live requests: drafting should be off"

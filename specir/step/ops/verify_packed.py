@@ -10,7 +10,8 @@ bounded set of forward shapes). The result is logits [B, N, V], zero at the node
 (never read by acceptance), in one buffer per (B, N, V, dtype) that the op keeps and reuses each
 step (ragged.unpack zeroes only the rows the last step wrote).
 The packed size is data (a host read), so the op runs between captured segments (needs_host); its
-forward is captured per bucket on a capturing backend (StepContext.launch).
+forward is captured per bucket on a capturing backend (StepContext.launch), every bucket up to
+B x N rows at the batch's first packed step (_prime).
 Width: 1 + the draft's width per request at most; depth 1 + the draft's depth. One forward.
 Recurrent targets are refused by the type rule (their state is per request, not per row).
 """
@@ -43,6 +44,35 @@ def _forwards(op, info):
     return [ModelForward(model_of(op), N, 1, "verify", N, mask_width=N)]
 
 
+def _forward(ctx, state, size: int, N: int):
+    """(key, inputs, forward) of the packed forward over `size` rows, built once."""
+    key = ("packed", size, N)
+    entry = state.forwards.get(key)
+    if entry is None:
+        inputs = ragged.allocate(size, N, ctx.device)
+        entry = state.forwards[key] = (inputs, state.executor.forward_on(state.cache, inputs))
+    return (key, *entry)
+
+
+def _prime(ctx, state, nodes, packed, most: int) -> None:
+    """On a capturing backend, at the first packed step of a batch: every bucket up to `most` rows
+    built, warmed and captured now (where the engine's warm-up runs), not when the live total first
+    falls into it mid-decode (its kernels would compile and its graph be captured inside the timed
+    decode). Each primed forward is pad rows only (the packing's first token repeated: it rewrites
+    that token's KV row with the values the step's own forward writes next)."""
+    if (not ctx.backend.captures or not getattr(state.executor, "static", True)
+            or state.graphs.get(("primed", nodes.width))):
+        return
+    state.graphs[("primed", nodes.width)] = True
+    first = ragged.first_row(packed)
+    for size in ragged.buckets(most):
+        key, inputs, forward = _forward(ctx, state, size, nodes.width)
+        ragged.forward_inputs(ragged.padded(first, size), nodes, state.lens, inputs)
+        for _ in range(2):  # warm, then capture (and replay)
+            if not isinstance(state.graphs.get(key), tuple):
+                ctx.launch(state, key, forward.run)
+
+
 def lower(ctx, op, args):
     state = ctx.state(model_of(op), "verify")
     draft = args[1]
@@ -52,13 +82,9 @@ def lower(ctx, op, args):
     T = packed.total
     if T == 0:  # nothing live: the step commits nothing
         return Verified(nodes.tokens.new_zeros(B, N, 1).float(), nodes, state.name)
+    _prime(ctx, state, nodes, packed, B * N)
     size = ragged.bucket(T)
-    key = ("packed", size, N)
-    entry = state.forwards.get(key)
-    if entry is None:
-        inputs = ragged.allocate(size, N, ctx.device)
-        entry = state.forwards[key] = (inputs, state.executor.forward_on(state.cache, inputs))
-    inputs, forward = entry
+    key, inputs, forward = _forward(ctx, state, size, N)
     ragged.forward_inputs(ragged.padded(packed, size), nodes, state.lens, inputs)
     ctx.op_state[("ragged", id(op))] = packed  # the last step's packing, for tests and metrics
     logits = ctx.launch(state, key, forward.run)
