@@ -145,12 +145,16 @@ def attend_reference(q, keys, values, visible, scale):
     return torch.matmul(torch.softmax(scores, dim=-1), values)
 
 
-def attention_reference(q, k_cache, v_cache, lens, tree_mask=None, scale=None, slots=None, offsets=None):
+def attention_reference(q, k_cache, v_cache, lens, tree_mask=None, scale=None, slots=None, offsets=None,
+                        pos=None, window=0):
     """q [B, T, H, D]; cache [slots, KH, S, D] already holding the T new tokens at rows
     lens[b] + offsets[b] + t of slot slots[b] (offsets default 0, slots default b). Query t sees
     rows < lens[b] and row lens[b] + u (u < offsets[b] + T) where tree_mask[b, t, u] (u <=
-    offsets[b] + t without a mask; u == offsets[b] + t always). fp32 scores, softmax and P@V;
-    output in q.dtype."""
+    offsets[b] + t without a mask; u == offsets[b] + t always). With a sliding window (window > 0,
+    pos [B, T] the queries' positions) a row r that holds position r (every committed row; without
+    a tree mask every row) is seen only where pos[b, t] - r < window; a tree's new and scratch
+    rows are taken to lie within the window (window > T). fp32 scores, softmax and P@V; output in
+    q.dtype."""
     B, T, H, D = q.shape
     scale = D ** -0.5 if scale is None else scale
     out = torch.empty_like(q)
@@ -165,7 +169,11 @@ def attention_reference(q, k_cache, v_cache, lens, tree_mask=None, scale=None, s
             new_ok = torch.arange(U)[None, :] <= (off + torch.arange(T))[:, None]
         else:
             new_ok = tree_mask[b, :, :U].cpu().bool() | own
-        allowed = torch.cat([torch.ones(T, L, dtype=torch.bool), new_ok], dim=1).to(q.device)   # [T, L+U]
+        allowed = torch.cat([torch.ones(T, L, dtype=torch.bool), new_ok], dim=1)   # [T, L+U]
+        if window:
+            in_window = (pos[b].cpu()[:, None] - torch.arange(L + U)[None, :]) < window
+            allowed &= in_window if tree_mask is None else torch.cat([in_window[:, :L], torch.ones(T, U, dtype=torch.bool)], 1)
+        allowed = allowed.to(q.device)
         o = attend_reference(q[b].transpose(0, 1)[None], k_cache[slot, :, : L + U][None],
                              v_cache[slot, :, : L + U][None], allowed[None], scale)  # [1, H, T, D]
         out[b] = o[0].transpose(0, 1).to(q.dtype)

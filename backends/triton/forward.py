@@ -224,10 +224,7 @@ class StaticForward:
             H, KH, D, layer = a["heads"], a["kv_heads"], a["head_dim"], a["layer"]
             k_cache, v_cache = self.cache.layer(layer)
             max_seq = k_cache.shape[2]
-            if a["window"] and a["window"] < max_seq:
-                raise SpecirError(f"layer {layer} has a sliding window of {a['window']} rows, shorter than the "
-                                  f"{max_seq}-row cache; the Triton attention kernel has no window",
-                                  hint="generate fewer tokens, or use the reference backend")
+            window = a["window"] if a["window"] and a["window"] < max_seq else 0  # (a longer window hides nothing)
             q = view(launch.ins[0]).unflatten(-1, (H, D))
             out = view(launch.outs[0]).unflatten(-1, (H, D))
             cfg = attention_config(B, T, H, KH, D, max_seq, self.device)
@@ -244,8 +241,12 @@ class StaticForward:
                                  "config": dict(cfg), "tree_mask": mask is not None})
             over = {key: cfg[key] for key in ("num_splits", "block_m", "block_n", "min_chunk", "num_warps",
                                               "num_stages", "merge_rows", "merge_splits")}
+            if window and mask is not None and window <= T:
+                raise SpecirError(f"layer {layer} has a sliding window of {window} rows, no longer than the {T}-node "
+                                  "tree this forward verifies", hint="verify a smaller tree (tree-verify{budget=...})")
+            pos = inp.pos if window else None
             return lambda: attention(q, k_cache, v_cache, lens, mask, scale, out=out, workspace=workspace, slots=slots,
-                                     offsets=offsets, **over)
+                                     offsets=offsets, pos=pos, window=window, **over)
         if kind == "swiglu":
             gate, up, out = view(launch.ins[0]), view(launch.ins[1]), view(launch.outs[0])
             self.configs.append({"launch": index, "kernel": launch.kernel, "rows": B * T})

@@ -134,12 +134,16 @@ def test_check_passes_with_no_mismatch(trio, kind, specir_cli, tmp_path):
     assert report["ok"] and report["mismatches"] == 0 and report["tokens_checked"] == report["tokens_asked"] == 24
 
 
-def test_triton_step_backend_lowers_the_cascade(trio):
+@pytest.mark.parametrize("kind,passes", [("layers", "two-level-verify{layers=1}"),
+                                         ("window", "two-level-verify{kind=window,window=6}")])
+def test_triton_step_backend_lowers_the_cascade(trio, kind, passes):
+    """Each mid level on the Triton backend (the window kind through the attention kernel's sliding
+    window: prompts and generations longer than the 6-row window) equals plain decoding."""
     pytest.importorskip("triton")
     if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
         pytest.skip("needs the Triton interpreter or a GPU")
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    pipeline = two_level(trio, "layers", passes="two-level-verify{layers=1}")
+    pipeline = two_level(trio, kind, passes=passes)
     got = make_engine(pipeline, "triton", device, None).generate(PROMPTS, 8)
     want = make_engine(ar_pipeline(pipeline, stock=False), "reference", "cpu", None).generate(PROMPTS, 8)
     assert [r.tokens for r in got] == [r.tokens for r in want]

@@ -119,3 +119,43 @@ def test_single_pass_when_one_chunk_covers_the_context(seed, device, kt):
     out = kt.poisoned(q.shape, torch.float32, device)
     attention(q, k_cache, v_cache, lens, out=out, num_splits=8, block_n=64, min_chunk=64)
     kt.close(out, ref.attention_reference(q, k_cache, v_cache, lens))
+
+
+@pytest.mark.parametrize("use_tree", [False, True])
+@pytest.mark.parametrize("num_splits", [1, 4])
+@pytest.mark.parametrize("window", [12, 33])
+def test_sliding_window(seed, device, kt, use_tree, num_splits, window):
+    """A sliding window (Mistral, Qwen2, the two-level window mid level): committed row r is seen
+    by a query at position p only where p - r < window; skipped and masked blocks, splits, trees."""
+    B, T, H, KH, D, S = 3, 5, 4, 2, 16, 96
+    lens = [0, 30, 70]
+    q, k_cache, v_cache, lens_t = _inputs(B, T, H, KH, D, S, lens, torch.float32, device)
+    tree = random_tree_mask(B, T).to(device) if use_tree else None
+    depth = tree.sum(-1) - 1 if use_tree else torch.arange(T)[None].expand(B, T)
+    pos = (lens_t.long().cpu()[:, None] + depth.cpu()).to(device).contiguous()
+    out = kt.poisoned(q.shape, torch.float32, device)
+    attention(q, k_cache, v_cache, lens_t, tree, out=out, num_splits=num_splits, block_n=16, min_chunk=16,
+              pos=pos, window=window)
+    want = ref.attention_reference(q, k_cache, v_cache, lens_t, tree, pos=pos, window=window)
+    kt.close(out, want)
+    unwindowed = ref.attention_reference(q, k_cache, v_cache, lens_t, tree)
+    assert not torch.allclose(want[2], unwindowed[2]), "the window must hide rows at context 70"
+
+
+def test_window_shorter_than_the_new_tokens_of_a_prefill(seed, device, kt):
+    """A prefill (causal, no tree) longer than the window: the new rows are windowed too."""
+    B, T, H, KH, D, S = 2, 20, 4, 1, 16, 64
+    q, k_cache, v_cache, lens = _inputs(B, T, H, KH, D, S, [0, 9], torch.float32, device)
+    pos = (lens.long()[:, None] + torch.arange(T, device=device)[None]).contiguous()
+    out = kt.poisoned(q.shape, torch.float32, device)
+    attention(q, k_cache, v_cache, lens, out=out, num_splits=2, block_n=16, min_chunk=16, pos=pos, window=6)
+    kt.close(out, ref.attention_reference(q, k_cache, v_cache, lens, pos=pos, window=6))
+
+
+def test_window_needs_positions_and_a_tree_within_it(seed, device):
+    q, k_cache, v_cache, lens = _inputs(1, 4, 4, 2, 16, 32, [8], torch.float32, device)
+    with pytest.raises(ValueError, match="window"):
+        attention(q, k_cache, v_cache, lens, window=16)
+    pos = torch.arange(8, 12, device=device)[None]
+    with pytest.raises(ValueError, match="exceed"):
+        attention(q, k_cache, v_cache, lens, random_tree_mask(1, 4).to(device), pos=pos, window=4)

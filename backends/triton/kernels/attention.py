@@ -107,15 +107,16 @@ def _merge_splits(o_part_ptr, lse_part_ptr, out_ptr, b, kh, row0, rows_end, T, n
 @triton.jit
 def _attention_kernel(
     q_ptr, k_cache_ptr, v_cache_ptr, lens_ptr, mask_ptr, out_ptr, o_part_ptr, lse_part_ptr, cnt_ptr,
-    slots_ptr, offsets_ptr,
+    slots_ptr, offsets_ptr, pos_ptr,
     stride_qb, stride_qt, stride_qh,
     stride_cb, stride_ch, stride_cs,
     stride_mb, stride_mt, stride_mu,
     stride_ob, stride_ot, stride_oh,
-    T, U, max_seq, qk_scale_log2, num_splits, min_chunk,
+    stride_pb, T, U, max_seq, qk_scale_log2, num_splits, min_chunk, window,
     KH: tl.constexpr, G: tl.constexpr, D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
     SPLIT: tl.constexpr, HAS_TREE_MASK: tl.constexpr, HAS_SLOTS: tl.constexpr, HAS_OFFSETS: tl.constexpr,
+    HAS_WINDOW: tl.constexpr,
     MR: tl.constexpr, SB: tl.constexpr, S_P2: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
@@ -148,17 +149,39 @@ def _attention_kernel(
     # 1) blocks wholly inside the committed prefix: every key visible to every query, no masks.
     #    K and V of a block are requested together (a one-block chunk waits for memory once).
     prefix_end = tl.minimum(end, (prefix // BLOCK_N) * BLOCK_N)
-    for n0 in range(start, prefix_end, BLOCK_N):
-        kpos = n0 + cols
-        k_t = tl.load(k_base + kpos[None, :] * stride_cs + d[:, None], mask=d_ok[:, None], other=0.0)
-        v = tl.load(v_base + kpos[:, None] * stride_cs + d[None, :], mask=d_ok[None, :], other=0.0)
-        s = dot_f32acc(q, k_t) * qk_scale_log2
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + dot_f32acc(p.to(v.dtype), v)
-        m_i = m_new
+    qpos = tl.zeros([BLOCK_M], tl.int32)
+    if HAS_WINDOW:
+        qpos = tl.load(pos_ptr + b.to(tl.int64) * stride_pb + t, mask=row_ok, other=0).to(tl.int32)
+    if HAS_WINDOW:
+        # committed row r holds position r; query t sees it where pos - r < window. Blocks below
+        # every query's window are skipped, the others masked.
+        lowest = tl.min(tl.where(row_ok, qpos, 2147483647), 0) - window + 1
+        first = tl.maximum(start, (tl.maximum(lowest, 0) // BLOCK_N) * BLOCK_N)
+        for n0 in range(first, prefix_end, BLOCK_N):
+            kpos = n0 + cols
+            k_t = tl.load(k_base + kpos[None, :] * stride_cs + d[:, None], mask=d_ok[:, None], other=0.0)
+            v = tl.load(v_base + kpos[:, None] * stride_cs + d[None, :], mask=d_ok[None, :], other=0.0)
+            seen = (qpos[:, None] - kpos[None, :]) < window
+            s = tl.where(seen, dot_f32acc(q, k_t) * qk_scale_log2, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+            alpha = tl.exp2(m_i - m_safe)
+            p = tl.exp2(s - m_safe[:, None])
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None] + dot_f32acc(p.to(v.dtype), v)
+            m_i = m_new
+    else:
+        for n0 in range(start, prefix_end, BLOCK_N):
+            kpos = n0 + cols
+            k_t = tl.load(k_base + kpos[None, :] * stride_cs + d[:, None], mask=d_ok[:, None], other=0.0)
+            v = tl.load(v_base + kpos[:, None] * stride_cs + d[None, :], mask=d_ok[None, :], other=0.0)
+            s = dot_f32acc(q, k_t) * qk_scale_log2
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            alpha = tl.exp2(m_i - m_new)
+            p = tl.exp2(s - m_new[:, None])
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None] + dot_f32acc(p.to(v.dtype), v)
+            m_i = m_new
 
     # 2) the rest of the chunk: prefix tail, the new tokens (tree / causal mask), the chunk end
     for n0 in range(tl.maximum(start, prefix_end), end, BLOCK_N):
@@ -173,8 +196,14 @@ def _attention_kernel(
                              mask=row_ok[:, None] & ((u >= 0) & (u < U))[None, :], other=0) != 0
             new_ok = new_ok | (u[None, :] == diagonal[:, None])
         else:
-            new_ok = u[None, :] <= diagonal[:, None]
+            new_ok = (u >= 0)[None, :] & (u[None, :] <= diagonal[:, None])
         visible = key_ok[None, :] & ((u < 0)[None, :] | new_ok)
+        if HAS_WINDOW:
+            in_window = (qpos[:, None] - kpos[None, :]) < window
+            if HAS_TREE_MASK:  # a tree's rows are not its positions: its new rows are within (window > T)
+                visible = visible & ((u >= 0)[None, :] | in_window)
+            else:  # causal: row r holds position r, new rows too
+                visible = visible & in_window
         s = tl.where(visible, dot_f32acc(q, k_t) * qk_scale_log2, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
@@ -252,14 +281,17 @@ def attention_workspace(B, T, H, D, num_splits, device) -> torch.Tensor:
 
 
 def attention(q, k_cache, v_cache, lens, tree_mask=None, scale=None, *, out=None, workspace=None,
-              slots=None, offsets=None, **config):
+              slots=None, offsets=None, pos=None, window: int = 0, **config):
     """q [B, T, H, D]; k_cache, v_cache [slots, KH, max_seq, D]; lens [B] int; tree_mask
     [B, T, U >= T] bool or None (causal). Returns out [B, T, H, D] in q.dtype.
 
     Query t of request b (cache slot slots[b], default b) sees rows < lens[b] and row
     lens[b] + u for u < offsets[b] + T (offsets default 0) where tree_mask[b, t, u], or
     u <= offsets[b] + t without a mask; its own row u = offsets[b] + t always. Rows
-    lens[b] .. lens[b] + offsets[b] - 1 are scratch rows written by earlier forwards.
+    lens[b] .. lens[b] + offsets[b] - 1 are scratch rows written by earlier forwards. A sliding
+    window (window > 0, with pos [B, T] the queries' positions): committed row r (position r) is
+    seen only where pos[b, t] - r < window; without a tree mask the new rows too (row = position:
+    prefills and chains); with one, window must exceed T (a tree's new rows lie within it).
 
     `config` overrides launch parameters (num_splits, block_m, block_n, num_warps, num_stages,
     min_chunk, merge_rows, merge_splits: powers of two);
@@ -282,6 +314,10 @@ def attention(q, k_cache, v_cache, lens, tree_mask=None, scale=None, *, out=None
         raise ValueError("out's head_dim must be contiguous")
     if B * T == 0:
         return out
+    if window and (pos is None or tuple(pos.shape) != (B, T) or pos.stride(1) != 1):
+        raise ValueError(f"a window of {window} needs pos [{B}, {T}] (rows contiguous)")
+    if window and tree_mask is not None and window <= T:
+        raise ValueError(f"a window of {window} over a tree must exceed its T = {T} nodes")
     cfg = attention_config(B, T, H, KH, D, max_seq, q.device, **config)
     splits = cfg["num_splits"]
     if tree_mask is not None:
@@ -304,16 +340,17 @@ def attention(q, k_cache, v_cache, lens, tree_mask=None, scale=None, *, out=None
     grid = (cfg["m_blocks"], B * KH, splits)
     _attention_kernel[grid](
         q, k_cache, v_cache, lens, mask, out, o_part, lse_part, counters,
-        lens if slots is None else slots, lens if offsets is None else offsets,
+        lens if slots is None else slots, lens if offsets is None else offsets, lens if not window else pos,
         q.stride(0), q.stride(1), q.stride(2),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         *mask_strides,
         out.stride(0), out.stride(1), out.stride(2),
-        T, T if tree_mask is None else tree_mask.shape[2], max_seq, scale * LOG2E, splits, cfg["min_chunk"],
+        pos.stride(0) if window else 0,
+        T, T if tree_mask is None else tree_mask.shape[2], max_seq, scale * LOG2E, splits, cfg["min_chunk"], window,
         KH=KH, G=H // KH, D=D,
         BLOCK_M=cfg["block_m"], BLOCK_N=cfg["block_n"], BLOCK_D=triton.next_power_of_2(D),
         SPLIT=splits > 1, HAS_TREE_MASK=tree_mask is not None,
-        HAS_SLOTS=slots is not None, HAS_OFFSETS=offsets is not None,
+        HAS_SLOTS=slots is not None, HAS_OFFSETS=offsets is not None, HAS_WINDOW=bool(window),
         MR=cfg["merge_rows"], SB=cfg["merge_splits"], S_P2=triton.next_power_of_2(splits),
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
     )
