@@ -40,7 +40,7 @@ def _accepted(op, profile):
     """Cost model (specir/acceptance_model.py): at position i of a profiled path, the target accepts
     the leading copies of the pending token (the path's last token) that continue the path."""
     k = op.attrs["k"]
-    return lambda s, i: matched([(s.prompt + s.continuation[:i])[-1]] * k, s, i)
+    return lambda s, i: matched([s.continuation[i - 1] if i else s.prompt[-1]] * k, s, i)
 
 
 register_op(OpDef(

@@ -33,7 +33,7 @@ from dataclasses import replace
 
 from specir.declared_target import read as read_declared
 from specir.errors import SpecirError
-from specir.ir.nodes import Attrs, Graph, Model, Op, Pipeline
+from specir.ir.nodes import Attrs, Model, Op, Pipeline
 from specir.ir.opdefs import MAX_DRAFT_TOKENS, role_of, without_defaults
 from specir.ir.types import TOKENS
 from specir.pass_infra import Option, Pass
