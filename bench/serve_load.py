@@ -30,6 +30,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import signal
 import statistics
 import subprocess
@@ -193,7 +194,7 @@ def main() -> int:
     results["meta"] = {
         "date": datetime.date.today().isoformat(), "machine": f"{platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} cores", "load_average_before": load_before, "load_average_after": os.getloadavg(),
-        "command": "python bench/serve_load.py " + " ".join(sys.argv[1:]), "max_tokens": args.max_tokens,
+        "command": "python bench/serve_load.py " + shlex.join(sys.argv[1:]), "max_tokens": args.max_tokens,
         "prompts": len(pool), "repeats": args.repeats,
         "spec_passes": args.spec_passes}
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
