@@ -7,7 +7,9 @@ same build at the same batch size.
 What it does (every step through the CLI, as a user would):
 1. `specir init > spec.spec` (the shipped pair, chain k=4); the AR pipeline (runtime/baseline.py:
    `ar_pipeline`, verify.chain + accept.greedy on the stock target) printed to `ar.spec`;
-   `specir compile ... --target cpu -o build-{spec,ar}/`.
+   `specir compile ... --target cpu -o build-{spec,ar}/`; with `--spec-passes PIPELINE` the speculative
+   build is `specir compile spec.spec --target cpu -p PIPELINE` (e.g. "ngram-draft{k=4},batch-fusion{
+   shrink=true,target=cpu}"; default: no passes, the shipped chain k=4 pipeline as `specir init` writes it).
 2. For each concurrency C: `specir serve build-X --max-batch-size C` for both builds (two server
    processes on loopback), an untimed warm-up round, then `--repeats` timed rounds alternating AR
    and spec (so that load on this shared machine hits both alike). A round: C client threads send
@@ -28,6 +30,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import signal
 import statistics
 import subprocess
@@ -45,7 +48,7 @@ def sh(argv, **kwargs) -> str:
     return subprocess.run([str(a) for a in argv], check=True, capture_output=True, text=True, **kwargs).stdout
 
 
-def build(out: Path) -> dict[str, Path]:
+def build(out: Path, spec_passes: str = "") -> dict[str, Path]:
     from specir.ir.printer import print_pipeline
     from specir.load import load_pipeline
     from specir.runtime.baseline import ar_pipeline
@@ -55,7 +58,8 @@ def build(out: Path) -> dict[str, Path]:
     builds = {}
     for name in ("ar", "spec"):
         builds[name] = out / f"build-{name}"
-        sh(SPECIR + ["compile", out / f"{name}.spec", "--target", "cpu", "-o", builds[name]])
+        passes = ["-p", spec_passes] if name == "spec" and spec_passes else []
+        sh(SPECIR + ["compile", out / f"{name}.spec", "--target", "cpu", "-o", builds[name]] + passes)
     return builds
 
 
@@ -161,12 +165,14 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--requests-per-client", type=int, default=0, help="default: 8 at concurrency 1, 4 at 8, 2 at 32")
     ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--spec-passes", default="", help="passes for the speculative build (specir compile -p); "
+                    "default: none (the shipped chain k=4 pipeline)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     sizes = [int(c) for c in args.concurrency.split(",")]
     load_before = os.getloadavg()
-    builds = build(out)
+    builds = build(out, args.spec_passes)
     pool = prompts()
     results = {"serve": {}, "bench": {}}
     for c in sizes:
@@ -188,12 +194,19 @@ def main() -> int:
     results["meta"] = {
         "date": datetime.date.today().isoformat(), "machine": f"{platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} cores", "load_average_before": load_before, "load_average_after": os.getloadavg(),
-        "command": "python bench/serve_load.py " + " ".join(sys.argv[1:]), "max_tokens": args.max_tokens,
-        "prompts": len(pool), "repeats": args.repeats}
+        "command": "python bench/serve_load.py " + shlex.join(sys.argv[1:]), "max_tokens": args.max_tokens,
+        "prompts": len(pool), "repeats": args.repeats,
+        "spec_passes": args.spec_passes}
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (out / "README.md").write_text(report(results))
     print(report(results))
     return 0
+
+
+def spec_desc(meta: dict) -> str:
+    """The speculative build, as the report names it."""
+    passes = meta.get("spec_passes")
+    return f"`specir init` compiled with -p \"{passes}\"" if passes else "chain k=4"
 
 
 def report(res: dict) -> str:
@@ -203,7 +216,7 @@ def report(res: dict) -> str:
              f"{', '.join(f'{x:.1f}' for x in m['load_average_before'])}, after "
              f"{', '.join(f'{x:.1f}' for x in m['load_average_after'])} (a shared machine: other jobs ran during the "
              f"measurement, so wall-clock figures are noisy; tokens per CPU-second of the server process are less so). "
-             f"Medians of {m['repeats']} rounds; the shipped pair (chain k=4) and its AR pipeline, greedy, "
+             f"Medians of {m['repeats']} rounds; the shipped pair ({spec_desc(m)}) and its AR pipeline, greedy, "
              f"{m['prompts']} shipped workload prompts, max_tokens {m['max_tokens']}.", "",
              "| concurrency | AR tok/s | spec tok/s | spec/AR | AR tok/CPU-s | spec tok/CPU-s | spec/AR (CPU) | "
              "spec p50 / p99 s | bench tok/s (decode) | bench tok/s (e2e) | serve / bench e2e |",

@@ -16,3 +16,11 @@ def test_report_table():
                     "max_tokens": 64, "prompts": 32, "repeats": 1}}
     text = mod.report(res)
     assert "| 1 | 20.0 | 40.0 | 2.00x | 50.0 | 90.0 | 1.80x | 0.50 / 0.90 | 50.0 | 42.0 | 0.95 |" in text
+
+
+def test_report_names_the_spec_passes():
+    mod = load_bench_script("serve_load")
+    meta = {"spec_passes": "ngram-draft{k=4},batch-fusion{shrink=true,target=cpu}"}
+    assert mod.spec_desc({}) == "chain k=4"
+    assert mod.spec_desc({"spec_passes": ""}) == "chain k=4"
+    assert 'compiled with -p "ngram-draft{k=4},batch-fusion{shrink=true,target=cpu}"' in mod.spec_desc(meta)

@@ -264,3 +264,60 @@ def test_fused_steps_replayed_from_captures_equal_eager(pair, tmp_path, temperat
     # every bucket up to B x N rows captured at the first packed step (primed), not mid-decode
     assert sorted(k[1] for k in packed_graphs) == ragged.buckets(3 * widths.pop())
     assert want[0][1][0] == 1, "three live requests: drafting should be off"
+
+
+def test_shrink_table_for_an_ngram_draft(tmp_path):
+    """An n-gram draft (draft.ngram: no drafter, no model forward) under batch-fusion{shrink=true}:
+    the table prices the verify alone, so at every batch size it drafts at least as many tokens per
+    request as a chain drafter would (whose forwards it must also pay), still turns off once the verify
+    is compute-bound, and the draft op carries `off_at` from that batch size."""
+    from specir.batch_schedule import budget_table
+    from specir.targets import get_target
+    from tests.helpers.checkpoints import make_checkpoint, write_tokenizer
+    target = make_checkpoint("llama", tmp_path / "t", vocab_size=259, hidden_size=512, intermediate_size=1408,
+                             num_attention_heads=8, num_key_value_heads=4)
+    drafter = make_checkpoint("llama", tmp_path / "d", vocab_size=259, hidden_size=256, intermediate_size=704,
+                              num_hidden_layers=2)
+    for folder in (target, drafter):
+        write_tokenizer(folder, 259)
+    cpu = get_target("cpu")
+    ngram = budget_table(load_pipeline(write_spec(tmp_path, "n", target, "ngram", k=4, passes="batch-fusion")),
+                         cpu, 64, 0.7)
+    chain = budget_table(load_pipeline(write_spec(tmp_path, "c", target, drafter, k=4, passes="batch-fusion")),
+                         cpu, 64, 0.7)
+    at = lambda table, b: table[min(b, len(table)) - 1]  # noqa: E731
+    assert all(at(ngram, b) >= at(chain, b) for b in range(1, 65)), (ngram, chain)
+    assert at(ngram, 1) == 4 and ngram[-1] == 0, ngram
+    fused = load_pipeline(write_spec(tmp_path, "f", target, "ngram", k=4,
+                                     passes="batch-fusion{shrink=true,target=cpu}"))
+    assert list(next(op for op in fused.step.ops if op.name == "batch.budget").attrs["tokens"]) == ngram
+    off_at = next(op for op in fused.step.ops if op.name == "draft.ngram").attrs["off_at"]
+    assert ngram[off_at - 2] > 0 and all(t == 0 for t in ngram[off_at - 1:]), (off_at, ngram)
+
+
+def test_ngram_off_at_runs_no_lookup_and_keeps_tokens(engines, pair, tmp_path, monkeypatch):
+    """draft.ngram {off_at = 2} behind a packed verify: with two or more live requests no lookup runs
+    and every step emits one token; alone, the request drafts again; every token equals AR."""
+    from specir.step.ops import draft_ngram
+    target, _ = pair
+    path = write_spec(tmp_path, "ngoff", target, "ngram", k=3, passes="batch-fusion")
+    path.write_text(path.read_text().replace("{k = 3}", "{k = 3, off_at = 2}"))
+    assert "off_at = 2" in path.read_text()
+    engine = make_engine(load_pipeline(path), "reference", "cpu", None)
+    motif = [5, 17, 33, 2, 9]
+    prompts = [motif * 3, (motif[::-1] * 3)[:13]]  # repetitive: the lookup proposes when it runs
+    want = [r.tokens for r in engines["ar"].generate(prompts, 12)]
+    calls = []
+    real = draft_ngram.lookup
+    monkeypatch.setattr(draft_ngram, "lookup", lambda *a: calls.append(1) or real(*a))
+    decode = engine.open(2, engine.rows_needed(16, 12), sampling=False)
+    short = decode.add(prompts[0], 4)
+    late = decode.add(prompts[1], 12)
+    while not short.done:
+        decode.step()
+    assert not calls, "the n-gram lookup ran while drafting was off"
+    assert short.accept_lengths == [1, 1, 1, 1]
+    while decode.active():
+        decode.step()
+    assert calls, "drafting did not resume with one live request"
+    assert [short.generated, late.generated] == [want[0][:4], want[1]]

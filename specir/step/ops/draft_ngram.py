@@ -4,7 +4,10 @@ Semantics per request: for n from min(max_ngram, len - 1) down to min_ngram, fin
 earlier occurrence of the last n tokens and propose the (at most k) tokens that followed it; the
 first n that matches wins; no match proposes nothing. The result's width is k when any active
 request has a proposal, else 0 (the verify then runs over the pending token alone); `count` is
-each request's number of proposed tokens. Width k, depth k; no model forwards.
+each request's number of proposed tokens. With `off_at = N` > 0 and N or more live requests
+(host-known), no lookup runs and the draft is empty (width 0): the verify is a plain autoregressive
+step (batch-fusion{shrink=true} sets it where its table drafts nothing; the lookup keeps no state, so
+nothing catches up when drafting resumes). Width k, depth k; no model forwards.
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from specir.ir.types import TOKENS
 from specir.step.interfaces import StepInterfaces
 from specir.step.values import Draft
 
-from .common import DRAFT_K, check_k, no_forwards
+from .common import DRAFT_K, OFF_AT, check_k, drafting_off, no_forwards
 
 
 def _infer(op, ctx):
@@ -52,6 +55,9 @@ def accepted(op, profile):
 def lower(ctx, op, args):
     a = op.attrs
     k = a["k"]
+    if drafting_off(ctx, op):
+        return Draft(torch.zeros(ctx.B, 0, dtype=torch.long, device=ctx.device),
+                     torch.zeros(ctx.B, dtype=torch.int32, device=ctx.device))
     proposals = [lookup(r.tokens, k, a.get("max_ngram", 3), a.get("min_ngram", 1)) if r is not None and not r.done
                  else [] for r in ctx.requests]
     proposals += [[]] * (ctx.B - len(proposals))
@@ -66,7 +72,7 @@ def lower(ctx, op, args):
 
 register_op(OpDef(
     "draft.ngram", "step", (value("ctx", "context"),),
-    {"k": DRAFT_K, "max_ngram": AttrSpec("int", 3), "min_ngram": AttrSpec("int", 1)}, _infer,
+    {"k": DRAFT_K, "max_ngram": AttrSpec("int", 3), "min_ngram": AttrSpec("int", 1), "off_at": OFF_AT}, _infer,
     doc="Prompt lookup: continue the longest earlier match of the last n tokens.", role="draft",
     step=StepInterfaces(width=lambda op, info: op.attrs["k"], depth=lambda op, info: op.attrs["k"],
                         forwards=no_forwards, lower=lower, effects=("draft", "host"), needs_host=True,
