@@ -142,19 +142,24 @@ def test_unpack_reuses_one_buffer_and_matches_a_fresh_one():
     assert wide.shape == (2, 4, 7) and len(buffers) == 2
 
 
+def _wide_target_pair(tmp_path, **drafter):
+    """A 512-wide target (the shrink table's subject) and a drafter of the given shape, one tokenizer."""
+    from tests.helpers.checkpoints import make_checkpoint, write_tokenizer
+    target = make_checkpoint("llama", tmp_path / "t", vocab_size=259, hidden_size=512, intermediate_size=1408,
+                             num_attention_heads=8, num_key_value_heads=4)
+    drafter = make_checkpoint("llama", tmp_path / "d", vocab_size=259, **drafter)
+    for folder in (target, drafter):
+        write_tokenizer(folder, 259)
+    return target, drafter
+
+
 def test_shrink_table_shrinks_and_turns_off(tmp_path):
     """The cost model's table for a target priced on the CPU's figures with a drafter a tenth its size:
     per-request drafted tokens never grow with the batch; at batch 1 the draft pays, and once the
     verify is compute-bound the step is plain autoregressive (no drafted token)."""
     from specir.batch_schedule import budget_table
     from specir.targets import get_target
-    from tests.helpers.checkpoints import make_checkpoint, write_tokenizer
-    target = make_checkpoint("llama", tmp_path / "t", vocab_size=259, hidden_size=512, intermediate_size=1408,
-                             num_attention_heads=8, num_key_value_heads=4)
-    drafter = make_checkpoint("llama", tmp_path / "d", vocab_size=259, hidden_size=64, intermediate_size=112,
-                              num_hidden_layers=1)
-    for folder in (target, drafter):
-        write_tokenizer(folder, 259)
+    target, drafter = _wide_target_pair(tmp_path, hidden_size=64, intermediate_size=112, num_hidden_layers=1)
     pipeline = load_pipeline(write_spec(tmp_path, "s", target, drafter, k=4,
                                         passes="tree-verify{budget=16,topk=2},batch-fusion"))
     table = budget_table(pipeline, get_target("cpu"), 64, 0.8)
@@ -273,13 +278,7 @@ def test_shrink_table_for_an_ngram_draft(tmp_path):
     is compute-bound, and the draft op carries `off_at` from that batch size."""
     from specir.batch_schedule import budget_table
     from specir.targets import get_target
-    from tests.helpers.checkpoints import make_checkpoint, write_tokenizer
-    target = make_checkpoint("llama", tmp_path / "t", vocab_size=259, hidden_size=512, intermediate_size=1408,
-                             num_attention_heads=8, num_key_value_heads=4)
-    drafter = make_checkpoint("llama", tmp_path / "d", vocab_size=259, hidden_size=256, intermediate_size=704,
-                              num_hidden_layers=2)
-    for folder in (target, drafter):
-        write_tokenizer(folder, 259)
+    target, drafter = _wide_target_pair(tmp_path, hidden_size=256, intermediate_size=704, num_hidden_layers=2)
     cpu = get_target("cpu")
     ngram = budget_table(load_pipeline(write_spec(tmp_path, "n", target, "ngram", k=4, passes="batch-fusion")),
                          cpu, 64, 0.7)

@@ -105,6 +105,21 @@ def _merge_splits(o_part_ptr, lse_part_ptr, out_ptr, b, kh, row0, rows_end, T, n
 
 
 @triton.jit
+def _online_softmax_step(m_i, l_i, acc, s, v, MASKED: tl.constexpr):
+    """One key block of the online softmax: scores s [M, N] (log2 units), values v [N, D] ->
+    (m, l, acc). MASKED: a row of s may be all -inf (no NaN then: its reference max is 0)."""
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    m_ref = m_new
+    if MASKED:
+        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp2(m_i - m_ref)
+    p = tl.exp2(s - m_ref[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + dot_f32acc(p.to(v.dtype), v)
+    return m_new, l_i, acc
+
+
+@triton.jit
 def _attention_kernel(
     q_ptr, k_cache_ptr, v_cache_ptr, lens_ptr, mask_ptr, out_ptr, o_part_ptr, lse_part_ptr, cnt_ptr,
     slots_ptr, offsets_ptr, pos_ptr,
@@ -146,42 +161,25 @@ def _attention_kernel(
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
     cols = tl.arange(0, BLOCK_N)
 
-    # 1) blocks wholly inside the committed prefix: every key visible to every query, no masks.
-    #    K and V of a block are requested together (a one-block chunk waits for memory once).
+    # 1) blocks wholly inside the committed prefix: every key visible to every query, no masks
+    #    (with a window: committed row r holds position r, seen where pos - r < window; blocks
+    #    below every query's window are skipped, the others masked). K and V of a block are
+    #    requested together (a one-block chunk waits for memory once).
     prefix_end = tl.minimum(end, (prefix // BLOCK_N) * BLOCK_N)
     qpos = tl.zeros([BLOCK_M], tl.int32)
+    first = start
     if HAS_WINDOW:
         qpos = tl.load(pos_ptr + b.to(tl.int64) * stride_pb + t, mask=row_ok, other=0).to(tl.int32)
-    if HAS_WINDOW:
-        # committed row r holds position r; query t sees it where pos - r < window. Blocks below
-        # every query's window are skipped, the others masked.
         lowest = tl.min(tl.where(row_ok, qpos, 2147483647), 0) - window + 1
         first = tl.maximum(start, (tl.maximum(lowest, 0) // BLOCK_N) * BLOCK_N)
-        for n0 in range(first, prefix_end, BLOCK_N):
-            kpos = n0 + cols
-            k_t = tl.load(k_base + kpos[None, :] * stride_cs + d[:, None], mask=d_ok[:, None], other=0.0)
-            v = tl.load(v_base + kpos[:, None] * stride_cs + d[None, :], mask=d_ok[None, :], other=0.0)
-            seen = (qpos[:, None] - kpos[None, :]) < window
-            s = tl.where(seen, dot_f32acc(q, k_t) * qk_scale_log2, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-            alpha = tl.exp2(m_i - m_safe)
-            p = tl.exp2(s - m_safe[:, None])
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None] + dot_f32acc(p.to(v.dtype), v)
-            m_i = m_new
-    else:
-        for n0 in range(start, prefix_end, BLOCK_N):
-            kpos = n0 + cols
-            k_t = tl.load(k_base + kpos[None, :] * stride_cs + d[:, None], mask=d_ok[:, None], other=0.0)
-            v = tl.load(v_base + kpos[:, None] * stride_cs + d[None, :], mask=d_ok[None, :], other=0.0)
-            s = dot_f32acc(q, k_t) * qk_scale_log2
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            alpha = tl.exp2(m_i - m_new)
-            p = tl.exp2(s - m_new[:, None])
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None] + dot_f32acc(p.to(v.dtype), v)
-            m_i = m_new
+    for n0 in range(first, prefix_end, BLOCK_N):
+        kpos = n0 + cols
+        k_t = tl.load(k_base + kpos[None, :] * stride_cs + d[:, None], mask=d_ok[:, None], other=0.0)
+        v = tl.load(v_base + kpos[:, None] * stride_cs + d[None, :], mask=d_ok[None, :], other=0.0)
+        s = dot_f32acc(q, k_t) * qk_scale_log2
+        if HAS_WINDOW:
+            s = tl.where((qpos[:, None] - kpos[None, :]) < window, s, float("-inf"))
+        m_i, l_i, acc = _online_softmax_step(m_i, l_i, acc, s, v, HAS_WINDOW)
 
     # 2) the rest of the chunk: prefix tail, the new tokens (tree / causal mask), the chunk end
     for n0 in range(tl.maximum(start, prefix_end), end, BLOCK_N):
@@ -205,13 +203,7 @@ def _attention_kernel(
             else:  # causal: row r holds position r, new rows too
                 visible = visible & in_window
         s = tl.where(visible, dot_f32acc(q, k_t) * qk_scale_log2, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.exp2(m_i - m_safe)
-        p = tl.exp2(s - m_safe[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + dot_f32acc(p.to(v.dtype), v)
-        m_i = m_new
+        m_i, l_i, acc = _online_softmax_step(m_i, l_i, acc, s, v, True)
 
     has_keys = l_i > 0.0
     result = acc / tl.where(has_keys, l_i, 1.0)[:, None]
