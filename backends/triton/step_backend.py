@@ -1,7 +1,7 @@
 """The decode step on the Triton backend: model regions as CompiledModels (Triton launches, and
 cuBLAS where the IR's gemm policy says), the step's device segments captured as CUDA graphs on a
-GPU (run eagerly under TRITON_INTERPRET=1, on a CPU or a GPU: the interpreter copies through the host), argmax / greedy acceptance / KV compaction
-as Triton kernels. Importing this module registers the Triton lowerings of step ops
+GPU (run eagerly under TRITON_INTERPRET=1, on a CPU or a GPU: the interpreter copies through the
+host), argmax / greedy acceptance / KV compaction as Triton kernels. Importing this module registers the Triton lowerings of step ops
 (step_kernels.py)."""
 from __future__ import annotations
 

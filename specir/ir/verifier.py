@@ -18,7 +18,7 @@ from dataclasses import replace
 from ..declared_target import check_declared
 from ..errors import SpecirError
 from .nodes import Attrs, Graph, Model, Op, Pipeline, Step, Symbol
-from .opdefs import MODEL_ATTRS, OPS, OpDef, TypeRuleError
+from .opdefs import MODEL_ATTRS, OPS, OpDef, TypeRuleError, role_of
 from .types import WEIGHT_DTYPES, TensorType, Type
 
 _KIND_NAMES = {"int": "an integer", "float": "a number", "str": "a string", "symbol": "a model (@name)", "bool": "true or false",
@@ -299,7 +299,7 @@ def _check_step(pipeline: Pipeline, step: Step, fill: bool) -> Step:
     if len(commits) != 1 or ops[-1] is not commits[0]:
         raise _error("the step must end with exactly one commit", ops[-1] if ops else step, pipeline,
                      "commit %ctx, %accepted")
-    tree_verified = any(OPS[op.name].role == "verify" and len(op.values) > 1
+    tree_verified = any(role_of(op) == "verify" and len(op.values) > 1
                         and getattr(scope.types.get(op.values[1]), "name", None) == "tree" for op in ops)
     if tree_verified and commits[0].attrs.get("kv", "prefix") not in ("compact", "in-place"):
         raise _error("a tree-verified step must commit with kv = \"compact\" or \"in-place\" (the accepted "

@@ -87,8 +87,8 @@ class StepContext:
         a host op: eagerly where the backend does not capture; where it does, eagerly the first time
         (on the capture stream: kernels compile, lazy buffers appear), captured the second time (in its
         own graph pool) and replayed from then on. The output is the same tensor on every replay."""
-        if not self.backend.captures or not getattr(state.executor, "static", True):
-            return run()  # (an executor whose forward reads the host, e.g. a length-dependent rope, runs eagerly)
+        if not self.captures_forwards(state):
+            return run()
         entry = state.graphs.get(key)
         if entry is None:
             output = self.backend.warm(run)
@@ -99,6 +99,18 @@ class StepContext:
         replay, output = entry
         replay()
         return output
+
+    def captures_forwards(self, state: ModelState) -> bool:
+        """Whether `launch` captures `state`'s forwards: a capturing backend, and an executor whose
+        forward reads nothing on the host (a length-dependent rope does; it runs eagerly)."""
+        return self.backend.captures and getattr(state.executor, "static", True)
+
+    def prepare(self, state: ModelState, key, run) -> None:
+        """Warm and capture `key`'s forward now (as `launch` would over its next two calls), so a
+        later `launch` only replays; nothing where forwards are not captured."""
+        if self.captures_forwards(state):
+            while not isinstance(state.graphs.get(key), tuple):
+                self.launch(state, key, run)
 
     def release(self) -> None:
         """Drop every model's forwards and captured graphs (their buffers and graph pools)."""

@@ -4,7 +4,8 @@ Contract: `StepProgram(pipeline, backend)` takes each step op's lowering from it
 (`OpDef.step.lowering_for(backend.name)`) and groups consecutive ops into segments: a device
 segment (ops that read and write only tensors) or a host segment (one op whose interfaces say
 `needs_host`). `run(ctx)` executes one step:
-- host ops run eagerly (a forward one launches may itself be a replayed graph: StepContext.launch); the tensors of their results are copied into static buffers (one set per
+- host ops run eagerly (a forward one launches may itself be a replayed graph:
+  StepContext.launch); the tensors of their results are copied into static buffers (one set per
   result shape), so the device segment after them reads fixed addresses;
 - device segments run eagerly where the backend does not capture (CPU). For a capturing backend a
   segment whose inputs are all stable (the context's persistent tensors, host results' static

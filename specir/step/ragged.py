@@ -18,8 +18,9 @@ Contract (the layout vLLM's spec-decode metadata uses):
   call wrote there (the rest are zero already), so the result is the same as a fresh one's, and is
   valid until the next call with the same `buffers`.
 - `bucket(T)` / `padded(ragged, size)`: the forward runs over `bucket(T)` rows (T rounded up to a
-  power of two from 8 on; `buckets(most)` lists every such size up to `bucket(most)`), so a long-lived engine builds a bounded set of forward shapes (each
-  holds buffers of its size) instead of one per packed size; a pad row repeats row 0 (the same
+  power of two from 8 on; `buckets(most)` lists every such size up to `bucket(most)`), so a
+  long-lived engine builds a bounded set of forward shapes (each holds buffers of its size)
+  instead of one per packed size; a pad row repeats row 0 (the same
   slot, node, token, position and mask row: it rewrites row 0's KV row with the same values, and
   its logits are dropped).
 """

@@ -60,17 +60,14 @@ def _prime(ctx, state, nodes, packed, most: int) -> None:
     falls into it mid-decode (its kernels would compile and its graph be captured inside the timed
     decode). Each primed forward is pad rows only (the packing's first token repeated: it rewrites
     that token's KV row with the values the step's own forward writes next)."""
-    if (not ctx.backend.captures or not getattr(state.executor, "static", True)
-            or state.graphs.get(("primed", nodes.width))):
+    if not ctx.captures_forwards(state) or state.graphs.get(("primed", nodes.width)):
         return
     state.graphs[("primed", nodes.width)] = True
     first = ragged.first_row(packed)
     for size in ragged.buckets(most):
         key, inputs, forward = _forward(ctx, state, size, nodes.width)
         ragged.forward_inputs(ragged.padded(first, size), nodes, state.lens, inputs)
-        for _ in range(2):  # warm, then capture (and replay)
-            if not isinstance(state.graphs.get(key), tuple):
-                ctx.launch(state, key, forward.run)
+        ctx.prepare(state, key, forward.run)
 
 
 def lower(ctx, op, args):
