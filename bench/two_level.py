@@ -36,7 +36,7 @@ BUILDS = {
     "tl-layers-tree": TREE + ",two-level-verify{layers=LAYERS}",
     "tl-ngram-drafter": "two-level-verify{kind=model,model=drafter,extend=4},ngram-draft{k=8}",  # ngram -> drafter -> target
     "tl-ngram-drafter-12": "two-level-verify{kind=model,model=drafter,extend=6},ngram-draft{k=12}",  # the cost model's best
-    "tl-window": "two-level-verify{kind=window,window=256}",          # TriForce-style (reference/TVM only)
+    "tl-window": "two-level-verify{kind=window,window=256}",          # TriForce-style: the target with a short KV window
 }
 
 
@@ -99,6 +99,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=560)
     ap.add_argument("--no-check", action="store_true")
     ap.add_argument("--no-predict", action="store_true")
+    ap.add_argument("--predict-reserve-s", type=float, default=90, help="budget kept for the predictions")
     a = ap.parse_args(argv)
     from pathlib import Path
 
@@ -126,12 +127,16 @@ def main(argv=None) -> int:
         if code == 0:
             builds[name] = work / name
     rows = []
+    reserve = 0 if a.no_predict else a.predict_reserve_s  # the predictions need their time after the benches
     for name, build in builds.items():
         for w in workloads:
+            if s.left() < reserve + 30:
+                s.data["stages"][f"bench-{name}-{w}"] = {"skipped": f"{s.left():.0f} s left (predictions keep {reserve:.0f})"}
+                continue
             src = ["--prompts", long_file] if w == "long" else ["--workload", w]
             cmd = specir("bench", str(build), *src, "--batch-size", a.batch_sizes, "--limit", str(a.limit),
                          "--max-new-tokens", str(a.max_new_tokens), "--json", "--out", str(Path(a.out) / f"bench-{name}-{w}"))
-            code, text = s.sh(cmd + ([] if a.no_check else ["--check"]), f"bench-{name}.log", 600)
+            code, text = s.sh(cmd + ([] if a.no_check else ["--check"]), f"bench-{name}.log", s.left() - reserve)
             result = _rows(text)
             for r in (result or {}).get("rows", []):
                 rows.append({"build": name, "passes": s.data["stages"][f"compile-{name}"]["passes"], **r,

@@ -54,7 +54,7 @@ def register(subparsers) -> None:
     t.add_argument("--max-epochs", type=float, default=16.0,
                    help="cap on passes over the train split (default 16)")
     t.add_argument("--no-distill", action="store_true",
-                   help="train the drafter on tokens only (default: distil from the target)")
+                   help="train the drafter and the hybrid on tokens only (default: distil from the Llama target)")
     t.add_argument("--eval-windows", type=int, default=64,
                    help="held-out windows per evaluation (default 64)")
     t.add_argument("--seed", type=int, default=0)
@@ -140,6 +140,22 @@ def _corpus(args) -> int:
     return 0
 
 
+def _teacher(role: str, out: Path) -> str | None:
+    """The distillation teacher of a role: the Llama target trained in `out` (the drafter), or that
+    target else the shipped one (the hybrid target, so the shipped drafter drafts for it); None
+    for the target."""
+    if role not in ("drafter", "hybrid"):
+        return None
+    from specir.zoo.paths import MODELS
+
+    candidates = [out / "code-target"] + ([MODELS / "code-target"] if role == "hybrid" else [])
+    for teacher in candidates:
+        if (teacher / "config.json").exists():
+            return str(teacher)
+    raise SpecirError(f"the {role} is distilled from the target, which is not trained yet",
+                      path=str(candidates[0]), hint="train the target first, or pass --no-distill")
+
+
 def _train(args) -> int:
     from specir.zoo.train import TrainSettings, command_line, train
 
@@ -155,13 +171,7 @@ def _train(args) -> int:
             minutes = args.drafter_minutes or minutes
         if role == "drafter" and steps is not None:
             steps = args.drafter_steps or steps
-        teacher = None
-        if role == "drafter" and not args.no_distill:
-            teacher = args.out / "code-target"
-            if not (teacher / "config.json").exists():
-                raise SpecirError("the drafter is distilled from the target, which is not trained yet",
-                                  path=str(teacher), hint="train the target first, or pass --no-distill")
-            teacher = str(teacher)
+        teacher = None if args.no_distill else _teacher(role, args.out)
         lr = args.lr or DEFAULT_LR.get(role, 3e-3)
         settings = TrainSettings(role=role, minutes=minutes, steps=steps, teacher=teacher, lr=lr,
                                  **common)

@@ -1,9 +1,9 @@
 """`specir zoo install`: make trained model folders (or their tars) the shipped default pair.
 
-Each source is a `code-target` / `code-drafter` folder written by `specir zoo train`, or the
+Each source is a `code-target` / `code-drafter` / `code-hybrid-target` folder written by `specir zoo train`, or the
 `.tar` of one. A folder must hold config.json, model.safetensors, tokenizer.json,
 tokenizer_config.json and train_log.json; it replaces `specir/zoo/models/<name>` atomically.
-Both shipped models must share one tokenizer.
+All shipped models must share one tokenizer.
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from specir.zoo.paths import MODELS
 
 REQUIRED = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
             "train_log.json")
-NAMES = ("code-target", "code-drafter")
+NAMES = ("code-target", "code-drafter", "code-hybrid-target")
+PAIR = NAMES[:2]  # the shipped default pair: one tokenizer, one size budget
 SIZE_LIMIT_BYTES = 20_000_000
 
 
@@ -63,10 +64,10 @@ def install_models(sources: list[Path], models_dir: Path = MODELS, log=print) ->
             installed.append(target)
             log(f"install: {folder.name} <- {source}")
     present = [models_dir / n for n in NAMES if (models_dir / n / "tokenizer.json").exists()]
-    if len(present) == 2 and (present[0] / "tokenizer.json").read_bytes() != (present[1] / "tokenizer.json").read_bytes():
-        raise SpecirError("the shipped target and drafter have different tokenizers",
-                          path=str(models_dir), hint="install a pair trained from the same corpus")
-    total = sum(f.stat().st_size for n in NAMES for f in (models_dir / n).glob("*") if f.is_file())
+    if len({(folder / "tokenizer.json").read_bytes() for folder in present}) > 1:
+        raise SpecirError("the shipped models have different tokenizers", path=str(models_dir),
+                          hint="install models trained from the same corpus")
+    total = sum(f.stat().st_size for n in PAIR for f in (models_dir / n).glob("*") if f.is_file())
     if total > SIZE_LIMIT_BYTES:
         log(f"install: warning: the shipped pair takes {total / 1e6:.1f} MB (> 20 MB)")
     return installed
