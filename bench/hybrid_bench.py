@@ -17,7 +17,7 @@ after each, so a stage that fails or runs out of time loses nothing before it):
             context, plus recurrent state bytes (the committed state read and a node state
             written, per recurrent layer), over the measured copy bandwidth; then the verify-cost
             curve: one forward + argmax over a random tree of n nodes (n = 1 .. 128), relative to n = 1
-  bench     `specir bench BUILD --workload code-completion --batch-size B --check` for chain and
+  bench     (run before roofline) `specir bench BUILD --workload code-completion --batch-size B --check` for chain and
             tree: tokens/s, speedup over AR in the same run, tau, token forcing of every output
   projection  per build and batch: step cost = tau / tokens-per-s (from bench), and the speedup it
             would give at --tau-chain / --tau-tree (default: the Llama zoo pair's H200 taus,
@@ -316,11 +316,11 @@ def main(argv=None) -> int:
         report.stage("models", lambda: make_models(args, work), 30)
     if "compile" in stages:
         report.stage("compile", lambda: compile_builds(args, report, work), 40)
-    if "roofline" in stages:
-        report.stage("roofline", lambda: roofline(args, builds["chain"]), 30)
-    if "bench" in stages:
+    if "bench" in stages:  # before roofline: this process then holds no GPU memory the benches need
         chosen = {name: builds[name] for name in args.builds.split(",")}
         report.stage("bench", lambda: bench(args, report, chosen), 60)
+    if "roofline" in stages:
+        report.stage("roofline", lambda: roofline(args, builds["chain"]), 30)
     if "projection" in stages:
         report.stage("projection", lambda: projection(args, report.data["stages"].get("bench", {}).get("result") or {}), 0)
     text = table(report.data)

@@ -207,7 +207,7 @@ def region_ranks(model, prof: Profile, device: str = "cpu") -> list[list[int]]:
                 out.append([])
                 continue
             ids = list(s.prompt) + list(s.continuation[:-1])
-            runner = ModelRunner(model, weights, slots=1, max_seq=len(ids) + 1, device=device)
+            runner = ModelRunner(model, weights, slots=1, max_seq=len(ids) + 1, state_nodes=1, device=device)
             x = torch.tensor([ids], device=device)
             logits = runner.forward([0], x, torch.arange(len(ids), device=device)[None])[0].float()
             out.append(ranks_of(logits[len(s.prompt) - 1:], s.continuation))

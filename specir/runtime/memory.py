@@ -5,7 +5,8 @@ The estimate counts, for every model the step runs: the KV caches and position t
 runners preallocate (`slots = batch`, `max_seq` as the engine sizes it), and the largest
 forward's transient tensors (the prefill over the longest prompt, or a verify over the draft
 width): logits in the model dtype and in fp32, fp32 activations of the widest layer, and the
-fp32 keys, values and scores of attention. It grows linearly with the batch and is of the order
+fp32 keys, values and scores of attention; and a recurrent model's committed state and state
+ring (specir.runtime.recurrent_state.ring_nodes). It grows linearly with the batch and is of the order
 of the measured peak (the shipped pair, 8 workload prompts x 8 = batch 64, 16 new tokens on the
 TVM backend: 2.1 GiB estimated, 1.8 GiB measured), so a batch it refuses could not have run.
 """
@@ -16,6 +17,9 @@ import os
 
 from ..errors import SpecirError
 from ..ir.nodes import Model, Pipeline
+from ..ir.ops_recurrent import state_specs
+from .dtypes import dtype_bytes
+from .recurrent_state import node_bytes, ring_nodes
 
 _DTYPE_BYTES = {"bf16": 2, "f16": 2, "f32": 4}
 
@@ -55,6 +59,10 @@ def generate_bytes(pipeline: Pipeline, batch: int, prompt_len: int, max_new: int
             continue
         rows = prompt_len + max_new + scratch.get(m.name, 0) + info.emit_width + 8
         total += _model_bytes(m, batch, tokens, -(-rows // ROW_QUANTUM) * ROW_QUANTUM)
+        specs = [spec for op in m.graph.ops for spec in state_specs(op)]
+        if specs:  # recurrent state: committed plus the scratch ring, per slot
+            nodes = ring_nodes(specs, scratch.get(m.name, 0) + info.emit_width + 1, dtype_bytes(m))
+            total += batch * (nodes + 1) * node_bytes(specs, dtype_bytes(m))
     return total
 
 

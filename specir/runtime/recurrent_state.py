@@ -47,6 +47,29 @@ def tree_parents(mask: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
     return best.to(torch.long)
 
 
+RING_BYTES_PER_SLOT = 1 << 30  # a state ring's budget per request slot (beyond what a step's nodes need)
+RING_NODES_MAX = 64  # nodes a ring holds at most beyond a step's needs (the longest prefill chunk)
+
+
+def node_bytes(specs, act_bytes: int) -> int:
+    """Bytes of one node's recurrent states (every layer's), for one request."""
+    total = 0
+    for spec in specs:
+        numel = 1
+        for d in spec.shape:
+            numel *= int(d)
+        total += numel * (4 if spec.dtype == "f32" else act_bytes)
+    return total
+
+
+def ring_nodes(specs, step_nodes: int, act_bytes: int = 2) -> int:
+    """Scratch nodes per slot of a model whose steps forward `step_nodes` nodes: those, or more
+    (up to RING_NODES_MAX, so a prefill runs in chunks that long) while the ring stays within
+    RING_BYTES_PER_SLOT. At a 9B hybrid shape (51 MB of state a node) that is 21 nodes, not 64."""
+    per_node = max(1, node_bytes(specs, act_bytes))
+    return max(int(step_nodes), min(RING_NODES_MAX, RING_BYTES_PER_SLOT // per_node), 1)
+
+
 class RecurrentStates:
     """Committed and scratch recurrent state of one model (see the module docstring)."""
 

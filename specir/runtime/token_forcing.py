@@ -119,8 +119,9 @@ class Reference:
         if self.kind == "transformers":
             return self.model(x).logits[0].float()
         from .model_runner import ModelRunner
-        runner = ModelRunner(self.fresh, self.weights, slots=1, max_seq=len(ids) + 1, device=self.device,
-                             kernels=self.kernels)
+        # one chain forward, nothing committed: a recurrent state ring of one node suffices
+        runner = ModelRunner(self.fresh, self.weights, slots=1, max_seq=len(ids) + 1, state_nodes=1,
+                             device=self.device, kernels=self.kernels)
         return runner.forward([0], x, torch.arange(len(ids), device=self.device)[None])[0].float()
 
 

@@ -22,7 +22,10 @@ import torch
 
 from ..declared_target import read as read_declared
 from ..errors import SpecirError
+from ..ir.ops_recurrent import state_specs
+from ..runtime.dtypes import dtype_bytes
 from ..runtime.recurrent_commit import commit_recurrent, reset_recurrent
+from ..runtime.recurrent_state import RING_NODES_MAX, ring_nodes
 from ..runtime.weights import load_weights
 from .context import StepContext
 from .forward_inputs import ForwardInputs
@@ -74,7 +77,10 @@ class StepEngine:
         scratch = self.info.scratch_rows()
         for name, executor in self.executors.items():
             if getattr(executor, "state_nodes", 1) is None:  # recurrent state ring: a step's nodes, or a prefill chunk
-                executor.state_nodes = max(scratch.get(name, 0) + self.info.emit_width + 1, RECURRENT_PREFILL_CHUNK)
+                model = pipeline.model(name)
+                executor.state_nodes = ring_nodes(
+                    [spec for op in model.graph.ops for spec in state_specs(op)],
+                    scratch.get(name, 0) + self.info.emit_width + 1, dtype_bytes(model))
         self.sessions: dict[tuple[int, bool], Session] = {}
         self.setup_s = time.perf_counter() - start
         self.timings: dict[str, float] = {}
@@ -146,7 +152,7 @@ def request_seed(seed: int, index: int) -> int:
     return (int(seed) * 0x9E3779B1 + index * 0x85EBCA77 + 1) & 0x7FFFFFFF
 
 
-RECURRENT_PREFILL_CHUNK = 64  # tokens per prefill forward of a model with recurrent state
+RECURRENT_PREFILL_CHUNK = RING_NODES_MAX  # tokens per prefill forward of a model with recurrent state, at most
 
 
 class Session:
@@ -181,8 +187,8 @@ class Session:
     def prefill(self, entries: list[tuple[int, list[int]]]) -> None:
         """Commit every prompt token but the last into every model's cache, in the given slots (caches
         only: a prefill computes no logits). A model with recurrent state prefills in chunks of
-        RECURRENT_PREFILL_CHUNK tokens, each committed before the next (its state ring then holds
-        a step's nodes, not a prompt's)."""
+        RECURRENT_PREFILL_CHUNK tokens at most (and no more than its state ring holds), each
+        committed before the next (the ring then holds a step's nodes, not a prompt's)."""
         ctx, dev = self.ctx, self.engine.device
         feeds = [p[:-1] for _, p in entries]
         longest = max(len(f) for f in feeds)
@@ -198,7 +204,9 @@ class Session:
             fed = torch.tensor([len(f) for f in feeds], dtype=torch.long, device=dev)
             for state in ctx.models.values():
                 recurrent = getattr(state.cache, "recurrent", None) is not None
-                chunk = min(T, RECURRENT_PREFILL_CHUNK) if recurrent else T
+                # a chunk's every node must stay in the ring until its commit: ragged prompts end mid-chunk
+                chunk = min(T, RECURRENT_PREFILL_CHUNK, getattr(state.executor, "state_nodes", None)
+                            or RECURRENT_PREFILL_CHUNK) if recurrent else T
                 for begin in range(0, T, chunk):
                     size = min(chunk, T - begin)  # the last chunk may be shorter (one more forward shape)
                     key = (state.name, state.role, len(entries), size)

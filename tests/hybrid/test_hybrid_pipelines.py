@@ -104,3 +104,33 @@ def test_long_prompts_prefill_in_chunks(family, noisy_pairs, tmp_path):
     assert [r.tokens for r in engine.generate(prompts, 8)] == expected
     nodes = engine.executors["target"].state_nodes
     assert nodes < len(prompts[0]), nodes
+
+
+@pytest.mark.parametrize("family", ["qwen3_5", "bamba"])
+def test_ring_sized_by_memory_prefills_in_ring_sized_chunks(family, noisy_pairs, tmp_path, monkeypatch):
+    """A state ring held to the step's own nodes by its byte budget (as at a 9B shape, where a
+    node's state is 51 MB): the prefill runs in chunks no longer than the ring, ragged prompts
+    still commit the state after their last token, and the tokens equal greedy decoding."""
+    from specir.runtime import recurrent_state
+    monkeypatch.setattr(recurrent_state, "RING_BYTES_PER_SLOT", 1)
+    target, drafter = noisy_pairs[family]
+    prompts = [[(5 * i + 1) % 96 for i in range(23)], [5, 6], [(3 * i + 2) % 96 for i in range(11)]]
+    expected = _greedy(target, prompts, 6)
+    spec = write_spec(tmp_path, "chain", target, drafter, dtype="f32", k=2)
+    engine = make_engine(load_pipeline(spec), "reference", "cpu", None)
+    assert [r.tokens for r in engine.generate(prompts, 6)] == expected
+    step_nodes = engine.info.scratch_rows()["target"] + engine.info.emit_width + 1
+    assert engine.executors["target"].state_nodes == step_nodes < len(prompts[0])  # the step's, no more
+
+
+def test_ring_nodes_budget():
+    """ring_nodes: a step's nodes always; beyond them up to 64 (the longest prefill chunk) within
+    the per-slot byte budget."""
+    from specir.ir.ops_recurrent import StateSpec
+    from specir.runtime.recurrent_state import node_bytes, ring_nodes
+    small = [StateSpec(0, "ssm", (2, 16, 8), "f32")]
+    assert node_bytes(small, 2) == 2 * 16 * 8 * 4
+    assert ring_nodes(small, 6) == 64
+    q35_9b = [StateSpec(i, "delta", (32, 128, 128), "f32") for i in range(24)]  # 50 MB a node
+    assert ring_nodes(q35_9b, 6) == (1 << 30) // node_bytes(q35_9b, 2) == 21
+    assert ring_nodes(q35_9b, 71) == 71  # a 64-node tree's step needs more than the budget: it gets them
