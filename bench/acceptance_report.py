@@ -2,6 +2,10 @@
 (k = 4), tree (budget 32 and 64) and n-gram drafting, each measured with `specir bench`.
 
     python bench/acceptance_report.py [--limit 8] [--max-new-tokens 64] [--out bench/results/acceptance]
+                                      [--target-model DIR] [--pipelines chain-k4,tree-b64]
+
+--target-model: another target for the shipped drafter (e.g. the zoo's hybrid,
+specir/zoo/models/code-hybrid-target).
 
 Writes one bench folder per pipeline and a markdown summary (acceptance.md) beside them.
 """
@@ -33,11 +37,18 @@ def main() -> int:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--target", default="cpu")
     ap.add_argument("--out", default="bench/results/acceptance")
+    ap.add_argument("--target-model", default="", help="target checkpoint (default: the shipped zoo target)")
+    ap.add_argument("--drafter", default="", help="drafter checkpoint (default: the shipped zoo drafter)")
+    ap.add_argument("--pipelines", default=",".join(PIPELINES))
     args = ap.parse_args()
+    target = ["--target-model", args.target_model] if args.target_model else []
+    drafter = ["--drafter", args.drafter] if args.drafter else []
+    models = target + drafter
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = {}
-    for name, init_args in PIPELINES.items():
+    for name in args.pipelines.split(","):
+        init_args = target + ([] if "--drafter" in PIPELINES[name] else drafter) + PIPELINES[name]
         spec = out / f"{name}.spec"
         spec.write_text(specir("init", *init_args))
         specir("bench", str(spec), "--target", args.target, "--limit", str(args.limit), "--max-new-tokens",
@@ -45,9 +56,8 @@ def main() -> int:
         rows[name] = json.loads((out / name / "bench.json").read_text())["rows"]
         print(f"{name}: done", file=sys.stderr)
     workloads = list(dict.fromkeys(r["workload"] for r in next(iter(rows.values()))))
-    lines = [f"# Acceptance of the shipped pair ({datetime.date.today()})", "",
-             f"Command: `python bench/acceptance_report.py --limit {args.limit} --max-new-tokens "
-             f"{args.max_new_tokens} --target {args.target}` (each pipeline through `specir bench`, batch 1, "
+    lines = [f"# Acceptance of {'the shipped pair' if not models else ' '.join(models)} ({datetime.date.today()})", "",
+             f"Command: `python bench/acceptance_report.py {' '.join(sys.argv[1:])}` (each pipeline through `specir bench`, batch 1, "
              "greedy). tau = tokens emitted per target forward; `= AR` = outputs identical to autoregressive "
              "decoding. Speedups here are CPU reference-backend figures for a 7.6M-parameter target and say little "
              "about GPU serving; tau is the number that carries over.", "",

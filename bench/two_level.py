@@ -12,7 +12,7 @@ on the pair in --zoo (default: the shipped pair; on the GPU first `python bench/
 against the declared target) per workload; `long` is `--prompts` of bench/long_context.py
 (8k+ token prompts cut from the shipped corpus). Then the cost model's prediction for every build
 and workload (speedup, tau, step seconds; acceptance profiled on the AR continuations of the
-same prompts, the mid level's ranks included) goes beside the measurement. Writes OUT/two_level.json
+same prompts, the mid level's ranks included) goes beside the measurement. Writes OUT/session.json
 and OUT/README.md (a table: build, workload, batch, AR tok/s, tok/s, speedup, tau, predicted
 speedup and tau, mismatches), and prints the table.
 """

@@ -31,6 +31,11 @@ def backend_module(name: str):
     return module
 
 
+def attention_scores(name: str) -> bool:
+    """Whether backend `name`'s attention materialises its scores (its lowering's ATTENTION_SCORES)."""
+    return bool(getattr(backend_module(name), "ATTENTION_SCORES", True))
+
+
 def kernel_table(name: str = "reference") -> dict:
     """The model-graph kernel table {op name: fn(params, state, *inputs)} of backend `name`
     (specir.backends.<name>.ops.KERNELS). Core code reaches backend kernels only through here."""

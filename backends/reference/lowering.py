@@ -30,6 +30,9 @@ def lower(pipeline: Pipeline, target: Target, folder: Path) -> Lowering:
     return Lowering("reference", pipeline, kernels)
 
 
+ATTENTION_SCORES = True  # its attention materialises fp32 scores per forward (specir.runtime.memory counts them)
+
+
 def step_backend(pipeline: Pipeline, device, build=None):
     """The decode step's backend: torch kernels everywhere."""
     from .step_backend import TableStepBackend

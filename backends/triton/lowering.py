@@ -146,6 +146,9 @@ def lower(pipeline: Pipeline, target: Target, folder: Path, *, emit_ptx: bool = 
     return Lowering("triton", pipeline, rows, notes)
 
 
+ATTENTION_SCORES = False  # flash attention: no scores tensor (specir.runtime.memory counts them)
+
+
 def step_backend(pipeline: Pipeline, device, build=None):
     """The decode step's backend: Triton kernels, CUDA graphs on a GPU (TRITON_INTERPRET=1 on a CPU)."""
     from .step_backend import TritonStepBackend

@@ -168,6 +168,9 @@ def kernels_for(pipeline: Pipeline, build: Path | None) -> dict:
     return kernel_table(cpu)
 
 
+ATTENTION_SCORES = True  # its attention materialises fp32 scores per forward (specir.runtime.memory counts them)
+
+
 def step_backend(pipeline: Pipeline, device, build: Path | None = None):
     """The decode step's backend: the model regions on this op table (TVM kernels), step ops in torch."""
     from specir.backends.reference.step_backend import TableStepBackend

@@ -4,8 +4,8 @@ fit is refused with a message before any work (instead of the OOM killer ending 
 The estimate counts, for every model the step runs: the KV caches and position table the
 runners preallocate (`slots = batch`, `max_seq` as the engine sizes it), and the largest
 forward's transient tensors (the prefill over the longest prompt, or a verify over the draft
-width): logits in the model dtype and in fp32, fp32 activations of the widest layer, and the
-fp32 keys, values and scores of attention; and a recurrent model's committed state and state
+width): logits of a step's forward (a prefill computes none) in the model dtype and in fp32, fp32 activations of the widest layer, and the
+fp32 keys, values and (where the backend materialises them) scores of attention; and a recurrent model's committed state and state
 ring (specir.runtime.recurrent_state.ring_nodes). It grows linearly with the batch and is of the order
 of the measured peak (the shipped pair, 8 workload prompts x 8 = batch 64, 16 new tokens on the
 TVM backend: 2.1 GiB estimated, 1.8 GiB measured), so a batch it refuses could not have run.
@@ -24,7 +24,7 @@ from .recurrent_state import node_bytes, ring_nodes
 _DTYPE_BYTES = {"bf16": 2, "f16": 2, "f32": 4}
 
 
-def _model_bytes(model: Model, batch: int, tokens: int, max_seq: int) -> int:
+def _model_bytes(model: Model, batch: int, tokens: int, max_seq: int, logit_rows: int, scores: bool) -> int:
     dtype = _DTYPE_BYTES.get(str(model.attrs.get("dtype", "bf16")), 4)
     attention = [op for op in model.graph.ops if op.name == "attention"]
     cache = sum(2 * op.attrs["kv_heads"] * op.attrs["head_dim"] for op in attention) * max_seq * batch * dtype
@@ -33,21 +33,22 @@ def _model_bytes(model: Model, batch: int, tokens: int, max_seq: int) -> int:
     widest = max((op.type.width for op in model.graph.ops if op.type is not None and op.type.name == "act"),
                  default=0)
     heads = max((op.attrs["heads"] * op.attrs["head_dim"] for op in attention), default=0)
-    scores = max((op.attrs["heads"] for op in attention), default=0) * tokens * max_seq
-    per_forward = batch * (tokens * vocab * (dtype + 4)  # logits, and their fp32 copy
+    score_elems = max((op.attrs["heads"] for op in attention), default=0) * tokens * max_seq if scores else 0
+    per_forward = batch * (logit_rows * vocab * (dtype + 4)  # logits (steps only: a prefill has none), fp32 copy
                            + 4 * tokens * widest * 3  # a few live fp32 activations of the widest layer
                            + 4 * 2 * heads * max_seq  # fp32 keys and values gathered for attention
-                           + 4 * 2 * scores  # fp32 scores and probabilities
-                           + tokens * max_seq)  # the visibility mask
+                           + 4 * 2 * score_elems  # fp32 scores and probabilities (not with flash attention)
+                           + (tokens if scores else logit_rows) * max_seq)  # visibility (a step's tree mask)
     return cache + per_forward
 
 
 ROW_QUANTUM = 256  # the engine rounds cache rows up to this (specir.step.engine.ROW_QUANTUM)
 
 
-def generate_bytes(pipeline: Pipeline, batch: int, prompt_len: int, max_new: int) -> int:
+def generate_bytes(pipeline: Pipeline, batch: int, prompt_len: int, max_new: int, *, scores: bool = True) -> int:
     """Bytes one generate call of `batch` prompts (the longest `prompt_len` tokens) needs at least.
-    Cache rows and forward widths come from the step ops' interfaces, as the engine sizes them."""
+    Cache rows and forward widths come from the step ops' interfaces, as the engine sizes them;
+    `scores`: the backend's attention materialises its scores (backends_api.attention_scores)."""
     from ..step.interfaces import StepInfo
     info = StepInfo(pipeline)
     scratch = info.scratch_rows()
@@ -58,7 +59,8 @@ def generate_bytes(pipeline: Pipeline, batch: int, prompt_len: int, max_new: int
         if m.graph is None or not any(m.name == s.lstrip("@") for op in pipeline.step.ops for s in op.symbols):
             continue
         rows = prompt_len + max_new + scratch.get(m.name, 0) + info.emit_width + 8
-        total += _model_bytes(m, batch, tokens, -(-rows // ROW_QUANTUM) * ROW_QUANTUM)
+        total += _model_bytes(m, batch, tokens, -(-rows // ROW_QUANTUM) * ROW_QUANTUM,
+                              max(widest, info.emit_width), scores)
         specs = [spec for op in m.graph.ops for spec in state_specs(op)]
         if specs:  # recurrent state: committed plus the scratch ring, per slot
             nodes = ring_nodes(specs, scratch.get(m.name, 0) + info.emit_width + 1, dtype_bytes(m))
@@ -88,19 +90,20 @@ def available_bytes(device: str) -> int | None:
 
 
 def check_batch_fits(pipeline: Pipeline, batch: int, prompt_len: int, max_new: int, device: str,
-                     option: str = "--batch-size") -> None:
-    """SpecirError when a batch of `batch` prompts cannot fit in the memory `device` has free."""
+                     option: str = "--batch-size", *, scores: bool = True) -> None:
+    """SpecirError when a batch of `batch` prompts cannot fit in the memory `device` has free
+    (`scores`: as generate_bytes)."""
     free = available_bytes(device)
     if free is None:
         return
-    need = generate_bytes(pipeline, batch, prompt_len, max_new)
+    need = generate_bytes(pipeline, batch, prompt_len, max_new, scores=scores)
     if need <= free:
         return
     where = "GPU" if str(device).startswith("cuda") else "this machine"
     if option == "--max-new-tokens":
         raise SpecirError(f"--max-new-tokens {max_new} needs at least {_gb(need)} for caches and activations, but "
                           f"{where} has {_gb(free)} free", hint="use fewer --max-new-tokens")
-    one = max(generate_bytes(pipeline, 1, prompt_len, max_new), 1)
+    one = max(generate_bytes(pipeline, 1, prompt_len, max_new, scores=scores), 1)
     fits = max(1, int(free // one))
     raise SpecirError(f"{option} {batch} needs at least {_gb(need)} for caches and activations (prompts of up to "
                       f"{prompt_len} tokens, {max_new} new tokens), but {where} has {_gb(free)} free",

@@ -67,6 +67,20 @@ def test_memory_estimate_grows_with_the_batch_and_refuses_the_issue_case(monkeyp
     memory.check_batch_fits(pipeline, 8, 64, 64, "cpu")
 
 
+def test_memory_estimate_of_long_prompts_follows_the_backends_attention():
+    """A long prompt's prefill computes no logits on any backend; its attention scores count only
+    where the backend materialises them (reference, TVM), not under the Triton flash kernel: the
+    Triton estimate grows about linearly with the prompt, the reference one quadratically."""
+    from specir.backends_api import attention_scores
+    from specir.pipeline_template import default_spec_text
+    pipeline = load_pipeline("<default>", text=default_spec_text())
+    assert attention_scores("reference") and attention_scores("tvm") and not attention_scores("triton")
+    short, long = (memory.generate_bytes(pipeline, 8, n, 64, scores=False) for n in (1024, 8192))
+    assert long < 9 * short  # 8x the tokens: caches and activations 8x, no T x S term
+    short_s, long_s = (memory.generate_bytes(pipeline, 8, n, 64, scores=True) for n in (1024, 8192))
+    assert long_s > 20 * short_s and long_s > long
+
+
 def test_run_with_more_new_tokens_than_memory_holds(tmp_path, specir_cli, ngram_spec):
     """A context raised by hand (max_position) lets --max-new-tokens pass the context check; the
     caches it would need cannot be allocated: refused up front, not a torch allocation error."""
