@@ -853,8 +853,8 @@ def main(argv=None) -> int:
                         help="sections to leave out (ar_step breakdown verify draft e2e peers)")
     parser.add_argument("--e2e", default="", metavar="W:PROMPTS:TOKENS:BATCHES:PIPELINES",
                         help="the e2e section on `specir bench`'s settings, for the agreement check: e.g. "
-                             "code-completion:8:96:1,8:tree-3l,chain-3l (workload, --limit, --max-new-tokens, "
-                             "--batch-size, pipelines)")
+                             "code-completion:8:96:1,8:tree-3l,chain-3l (workload: one, several joined by '+', or "
+                             "all; --limit per workload, --max-new-tokens, --batch-size, pipelines)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("error: no CUDA GPU (the CPU smoke test runs this script at tiny shapes)", file=sys.stderr)
@@ -862,7 +862,8 @@ def main(argv=None) -> int:
     z = Sizes(**(QUICK if args.quick else {}))
     if args.e2e:
         workload, prompts, tokens, batches, names = args.e2e.split(":")
-        z = dataclasses.replace(z, workloads=(workload,), prompts_per_workload=int(prompts), max_new=int(tokens),
+        workloads = z.workloads if workload == "all" else tuple(workload.split("+"))
+        z = dataclasses.replace(z, workloads=workloads, prompts_per_workload=int(prompts), max_new=int(tokens),
                                 batch_sizes=tuple(int(b) for b in batches.split(",")),
                                 e2e_pipelines=tuple(names.split(",")))
     data = run(z, args, args.out, args.budget_s, ["bench/gpu_bench.py"] + argv)

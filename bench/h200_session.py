@@ -102,7 +102,7 @@ def main(argv=None) -> int:
     ap.add_argument("--stages", default="inflate,compile,bench,agree,gpu_bench,tests")
     ap.add_argument("--builds", default="chain,tree,tree-bf12")
     ap.add_argument("--batch-sizes", default="1,8,32,64")
-    ap.add_argument("--workload", default="code-completion")
+    ap.add_argument("--workload", default="code-completion", help="a shipped workload, or all (every one)")
     ap.add_argument("--limit", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--budget-s", type=float, default=560)
@@ -149,7 +149,8 @@ def main(argv=None) -> int:
         rows = []
         for b in builds:
             out = os.path.join("/tmp/specir-bench", b)
-            code, text = s.sh(specir("bench", f"{ZOO}/build-{b}", "--workload", args.workload, "--batch-size",
+            source = [] if args.workload == "all" else ["--workload", args.workload]  # all: every shipped workload
+            code, text = s.sh(specir("bench", f"{ZOO}/build-{b}", *source, "--batch-size",
                                      args.batch_sizes, "--limit", str(args.limit), "--max-new-tokens",
                                      str(args.max_new_tokens), "--check", "--json", "--out", out),
                               f"bench-{b}", args.bench_limit_s)
@@ -179,10 +180,11 @@ def main(argv=None) -> int:
             s.data["stages"]["agree"] = {"exit": code, "error": str(exc), "tail": text.strip().splitlines()[-5:]}
         agreement = []
         for r in s.data.get("bench_rows", []):
-            g = next((x for x in e2e if x.get("pipeline") == AGREE.get(r["build"])
+            g = next((x for x in e2e if x.get("pipeline") == AGREE.get(r["build"]) and x.get("workload") == r.get("workload")
                       and x.get("batch_size") == r["batch_size"] and "tokens_per_s" in x), None)
             if g:
-                agreement.append({"build": r["build"], "gpu_bench": g["pipeline"], "batch_size": r["batch_size"],
+                agreement.append({"build": r["build"], "gpu_bench": g["pipeline"], "workload": r.get("workload"),
+                                  "batch_size": r["batch_size"],
                                   "cli_tokens_per_s": r["tokens_per_s"], "gpu_bench_tokens_per_s": g["tokens_per_s"],
                                   "cli_speedup": r["speedup"], "gpu_bench_speedup": g["speedup"],
                                   "ratio": round(g["tokens_per_s"] / r["tokens_per_s"], 3),
@@ -206,14 +208,14 @@ def main(argv=None) -> int:
                                                                if "passed" in ln or "failed" in ln or "FAILED" in ln][-12:]}
     s.data["total_s"] = round(time.time() - s.start, 1)
     s.write()
-    print("\nbuild      batch  AR tok/s   tok/s  speedup  tau   mismatches")
+    print("\nbuild      workload         batch  AR tok/s   tok/s  speedup  tau   mismatches")
     for r in s.data.get("bench_rows", []):
-        print(f"{r['build']:10s} {r['batch_size']:5d} {r['ar_tokens_per_s']:9.1f} {r['tokens_per_s']:7.1f} "
+        print(f"{r['build']:10s} {r.get('workload', ''):16s} {r['batch_size']:5d} {r['ar_tokens_per_s']:9.1f} {r['tokens_per_s']:7.1f} "
               f"{r['speedup']:7.2f}x {r['tau']:5.2f} {r.get('mismatches')}")
     for k, v in s.data["stages"].items():
         print(f"{k}: {v if not isinstance(v, dict) else {kk: vv for kk, vv in v.items() if kk != 'summary'}}")
     for a in s.data.get("agreement", []):
-        print(f"agree {a['build']:6s} vs {a['gpu_bench']:8s} b{a['batch_size']}: CLI {a['cli_tokens_per_s']:.1f} "
+        print(f"agree {a['build']:6s} vs {a['gpu_bench']:8s} {a.get('workload')} b{a['batch_size']}: CLI {a['cli_tokens_per_s']:.1f} "
               f"gpu_bench {a['gpu_bench_tokens_per_s']:.1f} tok/s (ratio {a['ratio']:.3f})")
     if "tests" in s.data["stages"]:
         print("tests:", s.data["stages"]["tests"].get("summary") or s.data["stages"]["tests"])
