@@ -26,7 +26,7 @@ overwritten is a SpecirError, never a silent wrong state.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -175,6 +175,31 @@ class RecurrentForward:
     nodes: torch.Tensor  # [B, T] node index of each token
     parents: torch.Tensor  # [B, T] parent node, -1 for the committed state
     chain: bool = False  # every token's parent is the token before it (t > 0)
+    _paths: tuple | None = field(default=None, repr=False, compare=False)  # paths(), once per forward
+
+    def paths(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(path [B, T, T] int32, depth [B, T] int32, start [B, T] int64), computed once per forward
+        with device tensor ops (no host sync: capturable): token t's ancestors inside this forward
+        and t itself in token order, `path[b, t, :depth[b, t]]`, and the node its first token
+        starts from (a scratch node before this forward, or -1: the committed state). Kernels
+        that give every node its own program replay a node's path instead of waiting for its parent."""
+        if self._paths is None:
+            B, T = self.parents.shape
+            dev = self.parents.device
+            token = torch.arange(T, device=dev)
+            inside = self.parents >= self.nodes[:, :1]
+            jump = torch.where(inside, self.parents - self.nodes[:, :1], token[None, :])  # a root points at itself
+            anc = (token[None, :, None] == token[None, None, :]).expand(B, T, T).clone()
+            for _ in range(max(1, (T - 1).bit_length())):  # pointer doubling: 2^i ancestors after i rounds
+                anc |= anc.gather(1, jump[:, :, None].expand(B, T, T))
+                jump = jump.gather(1, jump)
+            depth = anc.sum(-1)
+            where = torch.where(anc, anc.cumsum(-1) - 1, torch.full_like(depth[..., None], T))
+            path = torch.full((B, T, T + 1), -1, dtype=torch.int32, device=dev)
+            path.scatter_(2, where, token.to(torch.int32)[None, None, :].expand(B, T, T).contiguous())
+            start = self.parents.gather(1, path[:, :, 0].long())
+            self._paths = (path[:, :, :T].contiguous(), depth.to(torch.int32), start.contiguous())
+        return self._paths
 
     def initial(self, key: Key, t: int) -> torch.Tensor:
         parent = self.parents[:, t]

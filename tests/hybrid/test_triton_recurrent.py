@@ -163,3 +163,70 @@ def test_mamba2_scan(mode, dtype, dt_limit, seed, device="cpu"):
     out_tri = mamba2_scan_tree(xbc, dt, a_log, d, dt_bias, stores[1][1], (0, "s"), heads=H, head_dim=P, groups=G,
                                state_size=N, dt_min=dt_limit[0], dt_max=dt_limit[1])
     _check(stores, out_ref, out_tri, None)
+
+
+def _delta_case(gen, B, T, dtype):
+    from specir.backends.triton.kernels import gated_delta
+    hk, hv, dk, dv = 2, 4, 16, 12
+    qkv = torch.randn(B, T, 2 * hk * dk + hv * dv, generator=gen).to(dtype)
+    b_in, a_in = (torch.randn(B, T, hv, generator=gen).to(dtype) for _ in range(2))
+    a_log = torch.log(torch.rand(hv, generator=gen) * 4 + 0.5).to(dtype)
+    dt_bias = torch.randn(hv, generator=gen).to(dtype)
+    return gated_delta, (hv, dk, dv), lambda rf: gated_delta.gated_delta_rule_tree(
+        qkv, b_in, a_in, a_log, dt_bias, rf, (0, "s"), k_heads=hk, v_heads=hv, k_dim=dk, v_dim=dv)
+
+
+def _ssm_case(gen, B, T, dtype):
+    from specir.backends.triton.kernels import mamba2_scan
+    H, P, G, N = 4, 12, 2, 16
+    xbc = torch.randn(B, T, H * P + 2 * G * N, generator=gen).to(dtype)
+    dt = torch.randn(B, T, H, generator=gen).to(dtype)
+    a_log = torch.log(torch.arange(1, H + 1).float()).to(dtype)
+    d, dt_bias = (torch.randn(H, generator=gen).to(dtype) for _ in range(2))
+    return mamba2_scan, (H, P, N), lambda rf: mamba2_scan.mamba2_scan_tree(
+        xbc, dt, a_log, d, dt_bias, rf, (0, "s"), heads=H, head_dim=P, groups=G, state_size=N,
+        dt_min=0.05, dt_max=0.5)
+
+
+@pytest.mark.parametrize("case", [_delta_case, _ssm_case], ids=["gated_delta", "mamba2_scan"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_tree_path_replay_is_bit_identical_to_the_walk(case, dtype, seed, monkeypatch, device="cpu"):
+    """A tree forward runs one program per node replaying its path (the `*_path_kernel`s); its
+    outputs and node states equal, bit for bit, the one-program walk over the tokens that the
+    kernel runs for chains, on trees whose roots start from the committed state, from a node of an
+    earlier forward, or (padding) restart mid-forward."""
+    gen = torch.Generator().manual_seed(seed)
+    B, T = len(REQUEST_SLOTS), 6
+    offsets = torch.tensor([2, 0, 1])
+    parents = torch.full((B, T), -1, dtype=torch.long)
+    for b in range(B):
+        for t in range(T):
+            parents[b, t] = int(torch.randint(-1, int(offsets[b]) + t, (1,), generator=gen))
+    module, shape, run = case(gen, B, T, dtype)
+    spec = StateSpec(0, "s", shape, "f32")
+    base = torch.randint(0, NODES, (SLOTS,), generator=gen)
+    committed = torch.randn(SLOTS, *shape, generator=gen)
+    scratch = torch.randn(SLOTS, NODES, *shape, generator=gen)
+    results = []
+    for replay in (True, False):
+        store = RecurrentStates([spec], SLOTS, NODES, dtype, device)
+        store.committed[(0, "s")].copy_(committed)
+        store.scratch[(0, "s")].copy_(scratch)
+        store.base.copy_(base)
+        for b, slot in enumerate(REQUEST_SLOTS):
+            for n in range(int(offsets[b])):
+                store.owner[slot, (int(base[slot]) + n) % NODES] = int(base[slot]) + n
+        rf = store.begin(torch.tensor(REQUEST_SLOTS), offsets, parents, chain=False)
+        monkeypatch.setattr(module, "replays_paths", lambda rf, T, replay=replay: replay)
+        out = run(rf)
+        pos = store.ring(rf.slots, rf.nodes)
+        results.append((out, store.scratch[(0, "s")][rf.slots[:, None].expand_as(pos), pos]))
+    assert torch.equal(results[0][0], results[1][0])
+    assert torch.equal(results[0][1], results[1][1])
+
+
+def test_replays_paths_only_for_trees_that_fit_the_ring():
+    from specir.backends.triton.kernels.tree_paths import replays_paths
+    rf = types.SimpleNamespace(chain=False, store=types.SimpleNamespace(nodes=8))
+    assert replays_paths(rf, 8) and not replays_paths(rf, 9) and not replays_paths(rf, 1)
+    assert not replays_paths(types.SimpleNamespace(chain=True, store=rf.store), 4)

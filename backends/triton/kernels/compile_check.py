@@ -90,6 +90,9 @@ def _recurrent_cases(bf, f32):
                  scratch_ptr=f32, **ix)
     ssm = dict(xbc_ptr=bf, dt_ptr=bf, a_log_ptr=bf, d_ptr=bf, dt_bias_ptr=bf, out_ptr=bf, committed_ptr=f32,
                scratch_ptr=f32, **ix)
+    paths = dict(slots_ptr="i64", base_ptr="i64", nodes_ptr="i64", path_ptr="i32", depth_ptr="i32", start_ptr="i64")
+    delta_path = {**{k: v for k, v in delta.items() if k != "parents_ptr"}, **paths}
+    ssm_path = {**{k: v for k, v in ssm.items() if k != "parents_ptr"}, **paths}
     delta_const = dict(HK=16, HV=32, DK=128, DV=128, DKP=128, BLOCK_V=32)
     ssm_const = dict(H=128, P=64, G=8, N=128, NP=128, BLOCK_P=16)
     return [
@@ -99,6 +102,10 @@ def _recurrent_cases(bf, f32):
          dict(num_warps=4)),
         ("gated_delta tree", "gated_delta", "_gated_delta_kernel", delta, [], dict(delta_const, CHAIN=False),
          dict(num_warps=4)),
+        ("gated_delta tree (path replay)", "gated_delta", "_gated_delta_path_kernel", delta_path, [], delta_const,
+         dict(num_warps=4)),
+        ("mamba2_scan tree (path replay)", "mamba2_scan", "_mamba2_scan_path_kernel", ssm_path, ["dt_min", "dt_max"],
+         ssm_const, dict(num_warps=4)),
         ("mamba2_scan chain", "mamba2_scan", "_mamba2_scan_kernel", ssm, ["dt_min", "dt_max"],
          dict(ssm_const, CHAIN=True), dict(num_warps=4)),
         ("mamba2_scan tree", "mamba2_scan", "_mamba2_scan_kernel", ssm, ["dt_min", "dt_max"],
