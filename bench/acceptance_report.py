@@ -38,11 +38,13 @@ def main() -> int:
     ap.add_argument("--target", default="cpu")
     ap.add_argument("--out", default="bench/results/acceptance")
     ap.add_argument("--target-model", default="", help="target checkpoint (default: the shipped zoo target)")
-    ap.add_argument("--drafter", default="", help="drafter checkpoint (default: the shipped zoo drafter)")
+    ap.add_argument("--drafter", default="", help="drafter checkpoint (default: the shipped zoo drafter, also with --target-model)")
     ap.add_argument("--pipelines", default=",".join(PIPELINES))
     args = ap.parse_args()
+    from specir.zoo.paths import zoo_model_dir
     target = ["--target-model", args.target_model] if args.target_model else []
-    drafter = ["--drafter", args.drafter] if args.drafter else []
+    # with another target, init's default drafter is n-gram lookup: name the shipped drafter
+    drafter = ["--drafter", args.drafter or str(zoo_model_dir("code-drafter"))] if args.drafter or target else []
     models = target + drafter
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
