@@ -28,13 +28,14 @@ SPACE = (["", "draft-shape{k=1}", "draft-shape{k=2}", "draft-shape{k=3}", "draft
 
 
 def curve(search: dict, sweep_by_pipeline: dict, best: float) -> list[dict]:
-    """Per evaluation: the search's best so far by its own measurement, and that same pipeline as
-    the sweep measured it (the noise-robust reading), each as a fraction of the sweep's best."""
+    """Per evaluation: the search's best so far by its own measurement, and that same pipeline (by
+    final-IR digest: spellings differ) as the sweep measured it (the noise-robust reading), each as
+    a fraction of the sweep's best."""
     rows, chosen = [], None
     for i, c in enumerate(search["candidates"]):
         if c.get("measured_speedup") is not None and (chosen is None or c["measured_speedup"] > chosen["measured_speedup"]):
             chosen = c
-        swept = sweep_by_pipeline.get(chosen["pipeline"], {}).get("measured_speedup") if chosen else None
+        swept = sweep_by_pipeline.get(chosen["ir_digest"], {}).get("measured_speedup") if chosen else None
         rows.append({"evaluation": i + 1, "pipeline": chosen and chosen["pipeline"],
                      "own": chosen and round(chosen["measured_speedup"] / best, 3),
                      "by_sweep": None if swept is None else round(swept / best, 3)})
@@ -85,7 +86,7 @@ def main(argv=None) -> int:
         run("seed-" + args.seed_workload, "seeded-memory.sqlite", workload=args.seed_workload, budget=args.seed_budget)
         searches[f"memory seeded on {args.seed_workload}"] = (
             run("seeded", "seeded-memory.sqlite", budget=args.seeded_budget), args.seeded_budget)
-    by_pipeline = {c["pipeline"]: c for c in sweep["candidates"]}
+    by_pipeline = {c["ir_digest"]: c for c in sweep["candidates"] if c.get("ir_digest")}
     best = sweep["best"]
     lines = [f"# CPU sweep of {len(SPACE)} pipelines vs searches on the same space", "",
              f"- command: `python bench/search_sweep.py {' '.join(sys.argv[1:] if argv is None else argv)}`",
