@@ -19,7 +19,7 @@ def _row(log: dict) -> str:
             f"{a['num_hidden_layers']} layers, {a['num_attention_heads']}/{a['num_key_value_heads']} "
             f"heads x {a['head_dim']}, MLP {a['intermediate_size']}, vocab {a['vocab_size']}, "
             f"{'tied' if a['tie_word_embeddings'] else 'untied'} | {log['tokens_seen'] / 1e6:.1f}M "
-            f"({log['epochs']:.1f} epochs) | {log['train_loss_last20']:.3f} | "
+            f"({log['epochs']:.{1 if log['epochs'] >= 0.1 else 2}f} epochs) | {log['train_loss_last20']:.3f} | "
             f"{held:.3f} ({log['heldout_bits_per_byte']:.3f} bits/byte) | {log['wall_s'] / 60:.1f} min on "
             f"{log['device']} |")
 
@@ -71,7 +71,10 @@ def render(models_dir: Path = MODELS) -> str:
            + f", on {mid['settings']['batch_size']} x {mid['settings']['seq_len']}-token windows a "
              f"step (its held-out loss above is on {mid['settings']['seq_len']}-token windows"
            + (f"; on the pair's 512-token windows: {mid['heldout_loss_512']:.3f}"
-              if mid.get("heldout_loss_512") is not None else "") + ")."] if mid else []),
+              if mid.get("heldout_loss_512") is not None else "") + ")."
+           + (f" It saw {mid['tokens_seen'] / logs[0]['tokens_seen']:.1%} of the target's tokens, so it "
+              "is undertrained: retrain it on a GPU (docs/ZOO.md) before reading its acceptance."
+              if mid["tokens_seen"] < 0.1 * logs[0]["tokens_seen"] else "")] if mid else []),
         "",
         "Exact commands:",
         "",

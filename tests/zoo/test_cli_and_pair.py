@@ -157,3 +157,13 @@ def test_shipped_pair_loads_in_transformers_and_writes_python():
             loss = model(input_ids=ids, labels=ids).loss.item()
         limit = 3.0 if folder.name == "code-target" else 3.5
         assert loss < limit, f"{folder.name}: loss {loss:.2f}"
+
+
+@pytest.mark.skipif(not (MODELS / "code-mid" / "train_log.json").exists(), reason="code-mid is not installed")
+def test_shipped_mid_model_sits_between_the_pair_and_shares_its_tokenizer():
+    mid = MODELS / "code-mid"
+    assert sum(f.stat().st_size for f in mid.iterdir() if f.is_file()) <= 8_000_000
+    assert (mid / "tokenizer.json").read_bytes() == (MODELS / "code-target" / "tokenizer.json").read_bytes()
+    logs = {n: json.loads((MODELS / n / "train_log.json").read_text()) for n in ("code-drafter", "code-mid", "code-target")}
+    assert logs["code-drafter"]["parameters"] < logs["code-mid"]["parameters"] < logs["code-target"]["parameters"]
+    assert logs["code-mid"]["role"] == "mid" and logs["code-mid"]["settings"]["teacher"]
