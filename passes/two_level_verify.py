@@ -13,7 +13,10 @@ Mid-level kinds (`kind`):
 - `window`: @mid is the target with every attention layer limited to the last `window` rows
   (TriForce-style, pays at long context);
 - `model`: the pipeline's model `@<model>` (a mid-size model the user adds with
-  `model @mid = import("...")`), which must share the target's vocabulary.
+  `model @mid = import("...")`, or `specir init --mid DIR|zoo:NAME`), which must share the
+  target's vocabulary; the zoo ships `zoo:code-mid` (between code-drafter and code-target, distilled
+  from the target): `specir init --mid zoo:code-mid > p.spec`, then
+  `-p "two-level-verify{kind=model,model=mid}"`.
 A tree draft gives @mid mask<tree>.
 
 Before:

@@ -2,20 +2,24 @@
 
 Contract: `pipeline_text(name, target, drafter, k)` is a parseable .spec: @target imported from
 `target`, a `draft.chain` of k tokens from @drafter (or `draft.ngram` when drafter == "ngram"),
-`verify.chain` on @target, `accept.sample`, `commit`. `default_spec_text()` is that text for the zoo pair.
+`verify.chain` on @target, `accept.sample`, `commit`; with `mid`, also `model @mid` imported from
+it (unused until `two-level-verify{kind=model,model=mid}` puts it between draft and verify).
+`default_spec_text()` is that text for the zoo pair.
 """
 from __future__ import annotations
 
 import json
 
 
-def pipeline_text(name: str, target: str, drafter: str, k: int) -> str:
+def pipeline_text(name: str, target: str, drafter: str, k: int, mid: str | None = None) -> str:
     if drafter == "ngram":
         models = f'  model @target = import({_quote(target)})\n'
         draft = f"    %draft = draft.ngram %ctx {{k = {k}}}\n"
     else:
         models = f'  model @target = import({_quote(target)})\n  model @drafter = import({_quote(drafter)})\n'
         draft = f"    %draft = draft.chain @drafter, %ctx {{k = {k}}}\n"
+    if mid is not None:
+        models += f'  model @mid = import({_quote(mid)})\n'
     return (f"pipeline {name} {{\n{models}  step(%ctx: context) {{\n{draft}"
             "    %logits = verify.chain @target, %ctx, %draft\n"
             "    %accepted = accept.sample %draft, %logits\n"

@@ -24,6 +24,9 @@ def register(sub) -> None:
     p.add_argument("--drafter", metavar="DIR|ngram",
                    help="draft checkpoint folder, or 'ngram' for prompt lookup (default: the zoo drafter with "
                         "the zoo target, else ngram)")
+    p.add_argument("--mid", metavar="DIR",
+                   help="also import a mid-size model as @mid (e.g. zoo:code-mid), the verifier that "
+                        'two-level-verify{kind=model,model=mid} puts between the drafter and the target')
     p.add_argument("--draft", choices=("chain", "tree"), default="chain", help="draft shape (default chain)")
     p.add_argument("--k", type=int, default=4, help="drafted tokens per step for chains, depth for trees")
     p.add_argument("--budget", type=int, default=32, help="tree: drafted nodes per step")
@@ -55,10 +58,12 @@ def run(args) -> int:
         if value > most:
             shown = value if value < 10**24 else f"{str(value)[:12]}... ({len(str(value))} digits)"
             raise SpecirError(f"{flag} must be at most {most}, got {shown}", hint=f"e.g. {flag} {example}")
-    for flag, value in (("--target-model", args.target_model), ("--drafter", args.drafter)):
+    for flag, value in (("--target-model", args.target_model), ("--drafter", args.drafter), ("--mid", args.mid)):
         if value is not None and not value.strip():
             raise SpecirError(f"{flag} is empty", hint=f"give {flag} a checkpoint folder"
-                              + (" or 'ngram'" if flag == "--drafter" else "") + " (leave the flag out for the zoo pair)")
+                              + (" or 'ngram'" if flag == "--drafter" else "")
+                              + (" (leave the flag out for no mid model)" if flag == "--mid" else
+                                 " (leave the flag out for the zoo pair)"))
     if args.name is not None and not _NAME.fullmatch(args.name):
         raise SpecirError(f"--name {args.name!r} is not a pipeline name", location=_flag_location("--name", args.name),
                           hint="a name starts with a letter or _ and holds only A-Z, a-z, 0-9 and _ (ASCII)")
@@ -78,7 +83,10 @@ def run(args) -> int:
         name = "p_" + name
     if drafter != "ngram":
         check_same_tokenizer(resolve_source(target), resolve_source(drafter))
-    pipeline = load_pipeline("<init>", text=pipeline_text(name, target, drafter, args.k))
+    mid = _source(args.mid) if args.mid is not None else None
+    if mid is not None:
+        check_same_tokenizer(resolve_source(target), resolve_source(mid))
+    pipeline = load_pipeline("<init>", text=pipeline_text(name, target, drafter, args.k, mid))
     if args.draft == "tree":
         passes = build_passes(f"tree-verify{{budget={args.budget},topk={args.topk}}}")
         pipeline = PassManager(passes).run(pipeline)

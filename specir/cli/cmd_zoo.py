@@ -37,7 +37,7 @@ def register(subparsers) -> None:
     t = sub.add_parser("train", help="train the target and/or drafter from a corpus")
     t.add_argument("--corpus", required=True, type=Path, help="folder from `specir zoo corpus`")
     t.add_argument("--out", required=True, type=Path, help="output folder (models, checkpoints, tars)")
-    t.add_argument("--model", choices=("target", "drafter", "both", "tiny", "hybrid"), default="both",
+    t.add_argument("--model", choices=("target", "drafter", "both", "tiny", "mid", "hybrid"), default="both",
                    help="what to train (default both: the target, then the drafter)")
     t.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
     length = t.add_mutually_exclusive_group(required=True)
@@ -54,7 +54,7 @@ def register(subparsers) -> None:
     t.add_argument("--max-epochs", type=float, default=16.0,
                    help="cap on passes over the train split (default 16)")
     t.add_argument("--no-distill", action="store_true",
-                   help="train the drafter and the hybrid on tokens only (default: distil from the Llama target)")
+                   help="train the drafter, the mid model and the hybrid on tokens only (default: distil from the Llama target)")
     t.add_argument("--eval-windows", type=int, default=64,
                    help="held-out windows per evaluation (default 64)")
     t.add_argument("--seed", type=int, default=0)
@@ -142,13 +142,13 @@ def _corpus(args) -> int:
 
 def _teacher(role: str, out: Path) -> str | None:
     """The distillation teacher of a role: the Llama target trained in `out` (the drafter), or that
-    target else the shipped one (the hybrid target, so the shipped drafter drafts for it); None
-    for the target."""
-    if role not in ("drafter", "hybrid"):
+    target else the shipped one (the mid model and the hybrid target, which join the shipped
+    pair); None for the target."""
+    if role not in ("drafter", "mid", "hybrid"):
         return None
     from specir.zoo.paths import MODELS
 
-    candidates = [out / "code-target"] + ([MODELS / "code-target"] if role == "hybrid" else [])
+    candidates = [out / "code-target"] + ([MODELS / "code-target"] if role in ("mid", "hybrid") else [])
     for teacher in candidates:
         if (teacher / "config.json").exists():
             return str(teacher)

@@ -5,8 +5,12 @@ are inflated into (see shapes.py), so that attention heads embed one to one:
 - target  -> Llama-3.1-8B: head_dim 128, 4 query heads per kv head, rope theta 500000 with
              llama3 scaling factor 8; untied embeddings;
 - drafter -> Llama-3.2-1B: head_dim 64, 4 query heads per kv head, llama3 scaling factor 32;
-             tied embeddings (as Llama-3.2-1B).
-Both keep their shape's max_position_embeddings (131072, as the rope scaling expects), though they
+             tied embeddings (as Llama-3.2-1B);
+- mid     -> Llama-3.2-3B: the target's head_dim 128 with 3 query heads per kv head, the
+             drafter's rope (llama3 factor 32) and tied embeddings, as Llama-3.2-3B has (hidden
+             3072 = 16 x 192). The mid-level verifier of two-level-verify{kind=model}: hidden 192,
+             4 layers, about 2.4x the drafter's and 0.45x the target's matmul work a token.
+All keep their shape's max_position_embeddings (131072, as the rope scaling expects), though they
 are trained on 512-token windows: longer contexts run but are extrapolation.
 """
 from __future__ import annotations
@@ -25,6 +29,9 @@ ARCHITECTURES = {
     "drafter": dict(hidden_size=128, num_hidden_layers=3, num_attention_heads=4,
                     num_key_value_heads=1, head_dim=64, intermediate_size=384,
                     tie_word_embeddings=True, rope_parameters=ROPE_LLAMA32),
+    "mid": dict(hidden_size=192, num_hidden_layers=4, num_attention_heads=3,
+                num_key_value_heads=1, head_dim=128, intermediate_size=576,
+                tie_word_embeddings=True, rope_parameters=ROPE_LLAMA32),
     # A model small enough for tests and smoke runs on a laptop CPU.
     "tiny": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=1, head_dim=16, intermediate_size=64,
@@ -34,7 +41,7 @@ ARCHITECTURES = {
 
 def llama_config(role: str, vocab_size: int, *, max_position_embeddings: int = 131072,
                  **overrides):
-    """The `LlamaConfig` of a zoo role ("target", "drafter", "tiny") for a vocabulary."""
+    """The `LlamaConfig` of a zoo role ("target", "drafter", "mid", "tiny") for a vocabulary."""
     from transformers import LlamaConfig
 
     if role not in ARCHITECTURES:

@@ -1,6 +1,6 @@
 """`specir zoo install`: make trained model folders (or their tars) the shipped default pair.
 
-Each source is a `code-target` / `code-drafter` / `code-hybrid-target` folder written by `specir zoo train`, or the
+Each source is a `code-target` / `code-drafter` / `code-mid` / `code-hybrid-target` folder written by `specir zoo train`, or the
 `.tar` of one. A folder must hold config.json, model.safetensors, tokenizer.json,
 tokenizer_config.json and train_log.json; it replaces `specir/zoo/models/<name>` atomically.
 All shipped models must share one tokenizer.
@@ -17,7 +17,7 @@ from specir.zoo.paths import MODELS
 
 REQUIRED = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
             "train_log.json")
-NAMES = ("code-target", "code-drafter", "code-hybrid-target")
+NAMES = ("code-target", "code-drafter", "code-mid", "code-hybrid-target")
 PAIR = NAMES[:2]  # the shipped default pair: one tokenizer, one size budget
 SIZE_LIMIT_BYTES = 20_000_000
 

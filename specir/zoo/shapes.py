@@ -2,8 +2,10 @@
 
 A shape fixes every dimension, the rope parameters and embedding tying; inflating a small model
 needs the small model's head_dim, GQA ratio, rope parameters and tying to match (the zoo's pair is
-trained so: the target for the head_dim-128 shapes, the drafter for llama-3.2-1b and
-llama-1b-width-3l, the 1B width at the drafter's own depth: no extra layers).
+trained so: the target for llama-3.1-8b and llama-1b-hd128, the drafter for llama-3.2-1b and
+llama-1b-width-3l, the 1B width at the drafter's own depth: no extra layers; the mid model for
+llama-3.2-3b, whose head_dim 128, 3 query heads per kv head, rope factor 32 and tied embeddings
+it carries).
 """
 from __future__ import annotations
 
@@ -53,10 +55,14 @@ SHAPES = {s.name: s for s in [
     Shape("llama-1b-width-3l", 2048, 3, 32, 8, 64, 8192, 128256, True, ROPE_LLAMA32,
           note="Llama-3.2-1B width at the zoo drafter's depth (3 layers map 1:1): a drafter costing "
                "what a trained 3-layer one would"),
+    Shape("llama-3.2-3b", 3072, 28, 24, 8, 128, 8192, 128256, True, ROPE_LLAMA32,
+          note="Llama-3.2-3B; for the zoo mid model (two-level verification)"),
     Shape("test-target", 512, 8, 8, 2, 128, 1536, 8192, False, ROPE_LLAMA31,
           note="small; CPU checks of the zoo target"),
     Shape("test-drafter", 256, 4, 8, 2, 64, 768, 8192, True, ROPE_LLAMA32,
           note="small; CPU checks of the zoo drafter"),
+    Shape("test-mid", 384, 6, 6, 2, 128, 1152, 8192, True, ROPE_LLAMA32,
+          note="small; CPU checks of the zoo mid model"),
 ]}
 
 

@@ -10,7 +10,9 @@ Contract:
   steps, then stored in the checkpoint), capped at `max_epochs` passes over the train split;
 - output in `out/`: `checkpoints/<name>.pt` (written atomically every `checkpoint_every_s` and at
   the end), the Hugging Face folder `<name>/` (bf16 `model.safetensors`, config, tokenizer,
-  `train_log.json`) and `<name>.tar` of that folder;
+  `train_log.json`) and `<name>.tar` of that folder; a run on windows other than 512 tokens also
+  logs `heldout_loss_512`, the held-out loss on the pair's 64 windows of 512 tokens (comparable
+  with the shipped models');
 - distillation: with `teacher`, the loss is `(1-w) * cross-entropy + w * KL(teacher || student)`.
 """
 from __future__ import annotations
@@ -35,8 +37,9 @@ from specir.zoo.hybrid_architecture import count_parameters, model_config
 from specir.zoo.progress import Progress
 from specir.zoo.tokenizer import save_hf_tokenizer
 
-MODEL_NAMES = {"target": "code-target", "drafter": "code-drafter", "hybrid": "code-hybrid-target"}
-DEFAULT_LR = {"target": 2e-3, "drafter": 3e-3, "hybrid": 2e-3}  # peak learning rates; the narrower model takes more
+MODEL_NAMES = {"target": "code-target", "drafter": "code-drafter", "mid": "code-mid",
+               "hybrid": "code-hybrid-target"}
+DEFAULT_LR = {"target": 2e-3, "drafter": 3e-3, "mid": 2.5e-3, "hybrid": 2e-3}  # peak learning rates; the narrower model takes more
 CALIBRATION_STEPS = (3, 20)  # time steps [3, 20) to fix the step count of a timed run
 
 
@@ -124,6 +127,18 @@ def evaluate(model, windows: torch.Tensor, s: TrainSettings, device) -> float:
         count += chunk[:, 1:].numel()
     model.train()
     return total / count
+
+
+def heldout_loss_512(model, corpus: Path, s: TrainSettings, device, windows: int = 64) -> float | None:
+    """Held-out loss (rounded) on the shipped pair's evaluation windows (64 of 512 tokens), whatever
+    `s.seq_len`; None for a held-out split shorter than one window."""
+    from dataclasses import replace
+
+    tokens = corpus_mod.load_tokens(corpus, "heldout")
+    if tokens.size <= 513:
+        return None
+    ref = replace(s, seq_len=512, eval_windows=windows, batch_size=min(s.batch_size, 8))
+    return round(evaluate(model, heldout_windows(tokens, ref), ref, device), 5)
 
 
 def _load_teacher(path: str, vocab_size: int, device):
@@ -310,6 +325,7 @@ def export(model, config, corpus: Path, out: Path, s: TrainSettings, state: dict
         "epochs": state["tokens_seen"] / meta["splits"]["train"]["tokens"],
         "train_loss_last20": sum(train_tail) / max(1, len(train_tail)),
         "heldout_loss": final_held,
+        **({"heldout_loss_512": heldout_loss_512(model, corpus, s, dev)} if s.seq_len != 512 else {}),
         "heldout_bits_per_byte": (final_held * held["tokens"] / held["bytes"] / math.log(2)
                                   if final_held is not None else None),
         "wall_s": state["elapsed_s"], "device": str(dev) if dev.type == "cpu" else

@@ -221,3 +221,24 @@ def test_a_recurrent_mid_level_gets_a_clear_refusal(trio):
     with pytest.raises(SpecirError, match="attention-only .* also has: mamba2_mixer") as info:
         check_attention_only(hybrid, "layers")
     assert info.value.hint
+
+
+def test_init_mid_imports_the_mid_model_for_kind_model(trio, specir_cli, tmp_path):
+    """`specir init --mid DIR` adds `model @mid = import(DIR)`; two-level-verify{kind=model} then
+    verifies with it; a mid model of another tokenizer is refused."""
+    target, mid, drafter = trio
+    code, out, err = specir_cli("init", "--target-model", target, "--drafter", drafter, "--mid", mid)
+    assert code == 0, err
+    pipeline = load_pipeline("<init>", text=out)
+    assert pipeline.model("mid").attrs["source"] == str(mid.resolve())
+    spec = tmp_path / "p.spec"
+    spec.write_text(out)
+    code, out, err = specir_cli("opt", spec, "-p", "two-level-verify{kind=model,model=mid}")
+    assert code == 0, err
+    assert "draft.cascade @mid" in out
+    other = make_checkpoint("llama", tmp_path / "other", seed=8, vocab_size=259, num_hidden_layers=1)
+    write_tokenizer(other, 258)
+    code, out, err = specir_cli("init", "--target-model", target, "--drafter", drafter, "--mid", other)
+    assert code != 0 and "tokenizer differs" in err
+    code, out, err = specir_cli("init", "--target-model", target, "--drafter", drafter, "--mid", " ")
+    assert code != 0 and "--mid is empty" in err

@@ -67,6 +67,56 @@ def test_install_and_card(tiny_corpus, tmp_path):
         install_models([tmp_path / "wrong-name"], models, log=lambda *a: None)
 
 
+def test_mid_role_sits_between_the_drafter_and_the_target():
+    """The mid model (two-level-verify{kind=model}): more parameters and FLOPs than the drafter,
+    fewer than the target; the target's head_dim, the drafter's rope and tying (Llama-3.2-3B's)."""
+    from specir.zoo.architectures import llama_config, parameter_count
+    from specir.zoo.train import MODEL_NAMES
+
+    drafter, mid, target = (llama_config(r, 4096) for r in ("drafter", "mid", "target"))
+    sizes = [parameter_count(c) for c in (drafter, mid, target)]
+    assert sizes == sorted(sizes) and sizes[1] > 2 * sizes[0] and sizes[1] * 2 < sizes[2]
+    assert [c.num_hidden_layers for c in (drafter, mid, target)] == [3, 4, 6]
+    assert mid.head_dim == target.head_dim and mid.rope_parameters == drafter.rope_parameters
+    assert mid.tie_word_embeddings and MODEL_NAMES["mid"] == "code-mid"
+
+
+def test_train_mid_choice_distils_from_the_shipped_target(tiny_corpus, tmp_path, capsys):
+    """`--model mid` is a CLI choice; its teacher is the target in --out, else the shipped one."""
+    assert cmd_zoo._teacher("mid", tmp_path) == str(MODELS / "code-target") or \
+        not (MODELS / "code-target" / "config.json").exists()
+    (tmp_path / "code-target").mkdir()
+    (tmp_path / "code-target" / "config.json").write_text("{}")
+    assert cmd_zoo._teacher("mid", tmp_path) == str(tmp_path / "code-target")
+    rc = cmd_zoo.main(["train", "--corpus", str(tiny_corpus), "--out", str(tmp_path / "o"), "--model", "mid",
+                       "--steps", "1", "--batch-size", "2", "--seq-len", "16", "--eval-windows", "2",
+                       "--no-distill", "--device", "cpu"])
+    assert rc == 0
+    log = json.loads((tmp_path / "o" / "code-mid" / "train_log.json").read_text())
+    assert log["role"] == "mid" and log["architecture"]["hidden_size"] == 192
+    assert log["settings"]["lr"] == 2.5e-3 and (tmp_path / "o" / "code-mid.tar").is_file()
+
+
+def test_install_takes_the_mid_model(tiny_corpus, tmp_path):
+    src = tmp_path / "src"
+    mid = _fake_trained(src, tiny_corpus / "tokenizer.json", "code-mid", 384, True)
+    log = json.loads((mid / "train_log.json").read_text())
+    log["settings"] = {"teacher": "x", "batch_size": 8, "seq_len": 256}
+    log["heldout_loss_512"] = 2.65
+    (mid / "train_log.json").write_text(json.dumps(log))
+    models = tmp_path / "models"
+    assert [p.name for p in install_models([mid], models, log=lambda *a: None)] == ["code-mid"]
+    assert (models / "code-mid" / "train_log.json").is_file()
+    target = _fake_trained(src, tiny_corpus / "tokenizer.json", "code-target", 384, False)
+    drafter = _fake_trained(src, tiny_corpus / "tokenizer.json", "code-drafter", 384, True)
+    install_models([target, drafter], models, log=lambda *a: None)
+    card = render(models)
+    assert "| code-mid |" in card and "llama-3.2-3b" in card and "512-token windows: 2.650" in card
+    (mid / "tokenizer.json").write_text("{}")  # the mid model shares the pair's tokenizer
+    with pytest.raises(SpecirError, match="different tokenizers"):
+        install_models([target, mid], models, log=lambda *a: None)
+
+
 shipped = pytest.mark.skipif(not (MODELS / "code-target" / "train_log.json").exists() or
                              not (MODELS / "code-drafter" / "train_log.json").exists(),
                              reason="the shipped pair is not installed yet")
@@ -107,3 +157,13 @@ def test_shipped_pair_loads_in_transformers_and_writes_python():
             loss = model(input_ids=ids, labels=ids).loss.item()
         limit = 3.0 if folder.name == "code-target" else 3.5
         assert loss < limit, f"{folder.name}: loss {loss:.2f}"
+
+
+@pytest.mark.skipif(not (MODELS / "code-mid" / "train_log.json").exists(), reason="code-mid is not installed")
+def test_shipped_mid_model_sits_between_the_pair_and_shares_its_tokenizer():
+    mid = MODELS / "code-mid"
+    assert sum(f.stat().st_size for f in mid.iterdir() if f.is_file()) <= 8_000_000
+    assert (mid / "tokenizer.json").read_bytes() == (MODELS / "code-target" / "tokenizer.json").read_bytes()
+    logs = {n: json.loads((MODELS / n / "train_log.json").read_text()) for n in ("code-drafter", "code-mid", "code-target")}
+    assert logs["code-drafter"]["parameters"] < logs["code-mid"]["parameters"] < logs["code-target"]["parameters"]
+    assert logs["code-mid"]["role"] == "mid" and logs["code-mid"]["settings"]["teacher"]

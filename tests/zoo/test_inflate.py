@@ -107,6 +107,10 @@ def test_production_shapes_fit_the_zoo_architectures():
     assert check_compatible(drafter, SHAPES["test-drafter"]) == 2
     assert abs(SHAPES["llama-3.1-8b"].parameters() - 8.03e9) < 0.01e9
     assert abs(SHAPES["llama-3.2-1b"].parameters() - 1.236e9) < 0.01e9
+    mid = llama_config("mid", 4096)
+    assert check_compatible(mid, SHAPES["llama-3.2-3b"]) == 16
+    assert check_compatible(mid, SHAPES["test-mid"]) == 2
+    assert abs(SHAPES["llama-3.2-3b"].parameters() - 3.21e9) < 0.01e9
 
 
 def _prompts_file(path, n=4):

@@ -24,6 +24,7 @@ def test_a_few_steps_lower_the_loss(tiny_corpus, tmp_path, monkeypatch):
     log = train(tiny_corpus, tmp_path, settings(steps=24), **QUIET)
     history = json.loads((tmp_path / "tiny" / "train_log.json").read_text())
     assert history["steps"] == 24 and history["tokens_seen"] == 24 * 8 * 32
+    assert history["heldout_loss_512"] > 0  # 32-token windows: also the loss on the pair's 512-token ones
     evals = [e["heldout_loss"] for e in log["evals"]]
     assert evals[0] > 5.5 and log["evals"][0]["step"] == 0  # before training: about ln(384)
     assert evals[-1] < evals[0] - 0.7  # held-out loss falls
