@@ -117,6 +117,20 @@ def test_install_takes_the_mid_model(tiny_corpus, tmp_path):
         install_models([target, mid], models, log=lambda *a: None)
 
 
+def test_install_and_card_take_the_hybrid_target(tiny_corpus, tmp_path):
+    src, models = tmp_path / "src", tmp_path / "models"
+    hybrid = _fake_trained(src, tiny_corpus / "tokenizer.json", "code-hybrid-target", 384, False)
+    log = json.loads((hybrid / "train_log.json").read_text())
+    log["settings"] = {"teacher": "code-target"}
+    (hybrid / "train_log.json").write_text(json.dumps(log))
+    pair = [_fake_trained(src, tiny_corpus / "tokenizer.json", n, 384, t) for n, t in
+            (("code-target", False), ("code-drafter", True))]
+    assert [p.name for p in install_models([hybrid, *pair], models, log=lambda *a: None)][0] == "code-hybrid-target"
+    card = render(models)
+    assert "| code-hybrid-target |" in card and "distilled from the Llama target" in card
+    assert "the hybrid target (code-hybrid-target)" in card.splitlines()[0]
+
+
 shipped = pytest.mark.skipif(not (MODELS / "code-target" / "train_log.json").exists() or
                              not (MODELS / "code-drafter" / "train_log.json").exists(),
                              reason="the shipped pair is not installed yet")
