@@ -83,34 +83,26 @@ def _cases():
 
 
 def _recurrent_cases(bf, f32):
-    """The recurrent ops at Qwen3.5-9B / Nemotron-H-8B shapes, chain and tree variants."""
+    """The recurrent ops at Qwen3.5-9B / Nemotron-H-8B shapes: the walk (chain, tree) and the tree's
+    path replay (PATHS)."""
     ix = dict(slots_ptr="i64", base_ptr="i64", nodes_ptr="i64", parents_ptr="i64")
+    paths = dict(path_ptr="i32", depth_ptr="i32", start_ptr="i64")
     conv = dict(x_ptr=bf, w_ptr=bf, bias_ptr=bf, out_ptr=bf, committed_ptr=bf, scratch_ptr=bf, **ix)
     delta = dict(qkv_ptr=bf, b_ptr=bf, a_ptr=bf, a_log_ptr=bf, dt_bias_ptr=bf, out_ptr=bf, committed_ptr=f32,
-                 scratch_ptr=f32, **ix)
+                 scratch_ptr=f32, **ix, **paths)
     ssm = dict(xbc_ptr=bf, dt_ptr=bf, a_log_ptr=bf, d_ptr=bf, dt_bias_ptr=bf, out_ptr=bf, committed_ptr=f32,
-               scratch_ptr=f32, **ix)
-    paths = dict(slots_ptr="i64", base_ptr="i64", nodes_ptr="i64", path_ptr="i32", depth_ptr="i32", start_ptr="i64")
-    delta_path = {**{k: v for k, v in delta.items() if k != "parents_ptr"}, **paths}
-    ssm_path = {**{k: v for k, v in ssm.items() if k != "parents_ptr"}, **paths}
+               scratch_ptr=f32, **ix, **paths)
     delta_const = dict(HK=16, HV=32, DK=128, DV=128, DKP=128, BLOCK_V=32)
     ssm_const = dict(H=128, P=64, G=8, N=128, NP=128, BLOCK_P=16)
-    return [
-        ("conv1d tree", "conv1d", "_conv1d_tree_kernel", conv, [],
-         dict(K=4, KP=4, BLOCK_C=128, HAS_BIAS=True, SILU=True), dict(num_warps=4)),
-        ("gated_delta chain", "gated_delta", "_gated_delta_kernel", delta, [], dict(delta_const, CHAIN=True),
-         dict(num_warps=4)),
-        ("gated_delta tree", "gated_delta", "_gated_delta_kernel", delta, [], dict(delta_const, CHAIN=False),
-         dict(num_warps=4)),
-        ("gated_delta tree (path replay)", "gated_delta", "_gated_delta_path_kernel", delta_path, [], delta_const,
-         dict(num_warps=4)),
-        ("mamba2_scan tree (path replay)", "mamba2_scan", "_mamba2_scan_path_kernel", ssm_path, ["dt_min", "dt_max"],
-         ssm_const, dict(num_warps=4)),
-        ("mamba2_scan chain", "mamba2_scan", "_mamba2_scan_kernel", ssm, ["dt_min", "dt_max"],
-         dict(ssm_const, CHAIN=True), dict(num_warps=4)),
-        ("mamba2_scan tree", "mamba2_scan", "_mamba2_scan_kernel", ssm, ["dt_min", "dt_max"],
-         dict(ssm_const, CHAIN=False), dict(num_warps=4)),
-    ]
+    variants = {"chain": dict(CHAIN=True, PATHS=False), "tree": dict(CHAIN=False, PATHS=False),
+                "tree (path replay)": dict(CHAIN=False, PATHS=True)}
+    return [("conv1d tree", "conv1d", "_conv1d_tree_kernel", conv, [],
+             dict(K=4, KP=4, BLOCK_C=128, HAS_BIAS=True, SILU=True), dict(num_warps=4))] + [
+        (f"{op} {label}", op, kernel, pointers, floats, dict(const, **flags), dict(num_warps=4))
+        for op, kernel, pointers, floats, const in (
+            ("gated_delta", "_gated_delta_kernel", delta, [], delta_const),
+            ("mamba2_scan", "_mamba2_scan_kernel", ssm, ["dt_min", "dt_max"], ssm_const))
+        for label, flags in variants.items()]
 
 
 def cubin_resources(cubin: bytes) -> dict:

@@ -6,7 +6,7 @@ ring [slots, nodes, Hv, Dk, Dv], fp32. One program per (request, value head, blo
 channels) holds its [Dk, BLOCK_V] slice of the state in registers and walks the tokens in order:
 each token starts from its parent's state (-1: committed), which a chain (CHAIN) keeps in
 registers and a tree reads back from scratch; every node's state is written to scratch.
-A tree forward that fits the ring runs `_gated_delta_path_kernel` instead: one program per node,
+A tree forward that fits the ring runs the kernel's PATHS variant instead: one program per node,
 replaying the node's path from the state before the forward (a tree's depth, not its node count,
 is then the serial length; the arithmetic, `_delta_token`, is the same).
 All arithmetic in fp32 (q, k L2-normalised with eps 1e-6, q scaled by Dk^-0.5, beta =
@@ -21,14 +21,17 @@ import triton
 import triton.language as tl
 
 from ._numerics import round_to, softplus
+from ._state_ring import load_state_at, store_state
 from .tree_paths import replays_paths
 
 
 @triton.jit
-def _delta_token(s, row, bt, at, h, kh, dk, in_k, dv, in_v, a_coef, dt_bias, scale,
+def _delta_token(s, row, b_row, a_row, h, kh, dk, in_k, dv, in_v, a_coef, dt_bias, scale,
                  HK: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr, act_dtype: tl.constexpr):
-    """One token's gated delta update of the [DKP, BLOCK_V] fp32 state slice `s` (row: the token's
-    qkv row; bt, at: its b and a gate inputs); returns (state after the token, its scaled q)."""
+    """One token's gated delta update of the [DKP, BLOCK_V] fp32 state slice `s` (row, b_row, a_row:
+    the token's qkv, b and a rows); returns (state after the token, its scaled q)."""
+    bt = tl.load(b_row + h).to(tl.float32)
+    at = tl.load(a_row + h).to(tl.float32)
     q = tl.load(row + kh * DK + dk, mask=in_k, other=0.0).to(tl.float32)
     k = tl.load(row + HK * DK + kh * DK + dk, mask=in_k, other=0.0).to(tl.float32)
     v = tl.load(row + 2 * HK * DK + h * DV + dv, mask=in_v, other=0.0).to(tl.float32)
@@ -45,13 +48,22 @@ def _delta_token(s, row, bt, at, h, kh, dk, in_k, dv, in_v, a_coef, dt_bias, sca
 @triton.jit
 def _gated_delta_kernel(
     qkv_ptr, b_ptr, a_ptr, a_log_ptr, dt_bias_ptr, out_ptr, committed_ptr, scratch_ptr,
-    slots_ptr, base_ptr, nodes_ptr, parents_ptr,
+    slots_ptr, base_ptr, nodes_ptr, parents_ptr, path_ptr, depth_ptr, start_ptr,
     T, W, stride_qb, stride_qt, stride_bb, stride_bt, stride_ab, stride_at, stride_ob, stride_ot,
     HK: tl.constexpr, HV: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr,
-    DKP: tl.constexpr, BLOCK_V: tl.constexpr, CHAIN: tl.constexpr,
+    DKP: tl.constexpr, BLOCK_V: tl.constexpr, CHAIN: tl.constexpr, PATHS: tl.constexpr,
 ):
-    """One program per (request, value head, value block) walks the tokens in order."""
-    b = tl.program_id(0).to(tl.int64)
+    """Axis 0: the request (walk), or request x node (PATHS); axes 1, 2: value head, value block.
+    Walk: the tokens in order, each from its parent's state (a chain keeps it in registers).
+    PATHS (a tree): the node replays its path (RecurrentForward.paths: its ancestors in this
+    forward, then itself) from the state before the forward, in registers, and writes only its own
+    state and output; no program waits for another, and the serial length is the tree's depth.
+    Both run _delta_token in the same order (bit-identical under the interpreter, tested)."""
+    if PATHS:
+        b = tl.program_id(0).to(tl.int64) // T
+        t = tl.program_id(0).to(tl.int64) % T
+    else:
+        b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1)
     kh = h // (HV // HK)
     dk = tl.arange(0, DKP)
@@ -68,75 +80,31 @@ def _gated_delta_kernel(
     a_coef = -tl.exp(tl.load(a_log_ptr + h).to(tl.float32))
     dt_bias = tl.load(dt_bias_ptr + h).to(tl.float32)
     scale = 1.0 / tl.sqrt(DK * 1.0)
-    parent0 = tl.load(parents_ptr + b * T).to(tl.int64)
-    s = tl.where(parent0 < 0, tl.load(committed + idx, mask=m2 & (parent0 < 0), other=0.0),
-                 tl.load(scratch_ptr + (slot * W + (base + tl.maximum(parent0, 0)) % W) * per_node + idx,
-                         mask=m2 & (parent0 >= 0), other=0.0))
-    for t in range(0, T):
-        node = tl.load(nodes_ptr + b * T + t).to(tl.int64)
-        if not CHAIN:
-            parent = tl.load(parents_ptr + b * T + t).to(tl.int64)
-            s = tl.where(parent < 0, tl.load(committed + idx, mask=m2 & (parent < 0), other=0.0),
-                         tl.load(scratch_ptr + (slot * W + (base + tl.maximum(parent, 0)) % W) * per_node + idx,
-                                 mask=m2 & (parent >= 0), other=0.0))
-        bt = tl.load(b_ptr + b * stride_bb + t * stride_bt + h).to(tl.float32)
-        at = tl.load(a_ptr + b * stride_ab + t * stride_at + h).to(tl.float32)
-        s, q = _delta_token(s, qkv_ptr + b * stride_qb + t * stride_qt, bt, at, h, kh, dk, in_k, dv, in_v,
-                            a_coef, dt_bias, scale, HK, DK, DV, act_dtype)
+    if PATHS:
+        s = load_state_at(start_ptr + b * T + t, committed, scratch_ptr, slot, base, W, per_node, idx, m2)
+        q = tl.zeros([DKP], dtype=tl.float32)
+        for i in range(0, tl.load(depth_ptr + b * T + t)):
+            u = tl.load(path_ptr + (b * T + t) * T + i).to(tl.int64)
+            s, q = _delta_token(s, qkv_ptr + b * stride_qb + u * stride_qt, b_ptr + b * stride_bb + u * stride_bt,
+                                a_ptr + b * stride_ab + u * stride_at, h, kh, dk, in_k, dv, in_v, a_coef, dt_bias,
+                                scale, HK, DK, DV, act_dtype)
         o = tl.sum(s * q[:, None], axis=0)
         tl.store(out_ptr + b * stride_ob + t * stride_ot + h * DV + dv, round_to(o, act_dtype), mask=in_v)
-        tl.store(scratch_ptr + (slot * W + (base + node) % W) * per_node + idx, s, mask=m2)
-        if not CHAIN:
-            tl.debug_barrier()  # the node's state is visible to its children's reads
-
-
-@triton.jit
-def _gated_delta_path_kernel(
-    qkv_ptr, b_ptr, a_ptr, a_log_ptr, dt_bias_ptr, out_ptr, committed_ptr, scratch_ptr,
-    slots_ptr, base_ptr, nodes_ptr, path_ptr, depth_ptr, start_ptr,
-    T, W, stride_qb, stride_qt, stride_bb, stride_bt, stride_ab, stride_at, stride_ob, stride_ot,
-    HK: tl.constexpr, HV: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr,
-    DKP: tl.constexpr, BLOCK_V: tl.constexpr,
-):
-    """Tree verify, one program per (request x node, value head, value block): the node replays its
-    path (RecurrentForward.paths: its ancestors in this forward, then itself) from the state its
-    first token starts from, in registers, and writes only its own state and output. The same
-    per-token arithmetic (_delta_token) in the same order as _gated_delta_kernel (bit-identical
-    under the interpreter, tests/hybrid/test_triton_recurrent.py); no program waits for another (a tree's depth, not its size, is the serial length)."""
-    bt_id = tl.program_id(0).to(tl.int64)
-    b = bt_id // T
-    t = bt_id % T
-    h = tl.program_id(1)
-    kh = h // (HV // HK)
-    dk = tl.arange(0, DKP)
-    in_k = dk < DK
-    dv = tl.program_id(2) * BLOCK_V + tl.arange(0, BLOCK_V)
-    in_v = dv < DV
-    m2 = in_k[:, None] & in_v[None, :]
-    act_dtype = out_ptr.dtype.element_ty
-    slot = tl.load(slots_ptr + b).to(tl.int64)
-    base = tl.load(base_ptr + slot).to(tl.int64)
-    per_node = HV * DK * DV
-    idx = h * DK * DV + dk[:, None] * DV + dv[None, :]
-    a_coef = -tl.exp(tl.load(a_log_ptr + h).to(tl.float32))
-    dt_bias = tl.load(dt_bias_ptr + h).to(tl.float32)
-    scale = 1.0 / tl.sqrt(DK * 1.0)
-    first = tl.load(start_ptr + b * T + t).to(tl.int64)
-    s = tl.where(first < 0, tl.load(committed_ptr + slot * per_node + idx, mask=m2 & (first < 0), other=0.0),
-                 tl.load(scratch_ptr + (slot * W + (base + tl.maximum(first, 0)) % W) * per_node + idx,
-                         mask=m2 & (first >= 0), other=0.0))
-    q = tl.zeros([DKP], dtype=tl.float32)
-    depth = tl.load(depth_ptr + b * T + t)
-    for i in range(0, depth):
-        u = tl.load(path_ptr + (b * T + t) * T + i).to(tl.int64)
-        bt = tl.load(b_ptr + b * stride_bb + u * stride_bt + h).to(tl.float32)
-        at = tl.load(a_ptr + b * stride_ab + u * stride_at + h).to(tl.float32)
-        s, q = _delta_token(s, qkv_ptr + b * stride_qb + u * stride_qt, bt, at, h, kh, dk, in_k, dv, in_v,
-                            a_coef, dt_bias, scale, HK, DK, DV, act_dtype)
-    o = tl.sum(s * q[:, None], axis=0)
-    node = tl.load(nodes_ptr + b * T + t).to(tl.int64)
-    tl.store(out_ptr + b * stride_ob + t * stride_ot + h * DV + dv, round_to(o, act_dtype), mask=in_v)
-    tl.store(scratch_ptr + (slot * W + (base + node) % W) * per_node + idx, s, mask=m2)
+        store_state(s, tl.load(nodes_ptr + b * T + t).to(tl.int64), scratch_ptr, slot, base, W, per_node, idx, m2)
+    else:
+        s = load_state_at(parents_ptr + b * T, committed, scratch_ptr, slot, base, W, per_node, idx, m2)
+        for t in range(0, T):
+            if not CHAIN:
+                s = load_state_at(parents_ptr + b * T + t, committed, scratch_ptr, slot, base, W, per_node, idx, m2)
+            s, q = _delta_token(s, qkv_ptr + b * stride_qb + t * stride_qt, b_ptr + b * stride_bb + t * stride_bt,
+                                a_ptr + b * stride_ab + t * stride_at, h, kh, dk, in_k, dv, in_v, a_coef, dt_bias,
+                                scale, HK, DK, DV, act_dtype)
+            o = tl.sum(s * q[:, None], axis=0)
+            tl.store(out_ptr + b * stride_ob + t * stride_ot + h * DV + dv, round_to(o, act_dtype), mask=in_v)
+            store_state(s, tl.load(nodes_ptr + b * T + t).to(tl.int64), scratch_ptr, slot, base, W, per_node,
+                        idx, m2)
+            if not CHAIN:
+                tl.debug_barrier()  # the node's state is visible to its children's reads
 
 
 def gated_delta_rule_tree(qkv: torch.Tensor, b: torch.Tensor, a: torch.Tensor, a_log: torch.Tensor,
@@ -157,16 +125,12 @@ def gated_delta_rule_tree(qkv: torch.Tensor, b: torch.Tensor, a: torch.Tensor, a
     strides = (qkv.stride(0), qkv.stride(1), b.stride(0), b.stride(1), a.stride(0), a.stride(1),
                out.stride(0), out.stride(1))
     shape = dict(HK=k_heads, HV=v_heads, DK=k_dim, DV=v_dim, DKP=triton.next_power_of_2(k_dim), BLOCK_V=block)
-    if replays_paths(rf, T):
-        path, depth, start = rf.paths()
-        _gated_delta_path_kernel[(B * T, v_heads, triton.cdiv(v_dim, block))](
-            qkv, b, a, a_log, dt_bias, out, committed, scratch,
-            rf.slots.contiguous(), rf.store.base, rf.nodes.contiguous(), path, depth, start,
-            T, rf.store.nodes, *strides, **shape, num_warps=4)
-        return out
-    _gated_delta_kernel[(B, v_heads, triton.cdiv(v_dim, block))](
+    paths = replays_paths(rf, T)
+    path, depth, start = rf.paths() if paths else (rf.parents,) * 3  # unread without PATHS
+    grid = (B * T if paths else B, v_heads, triton.cdiv(v_dim, block))
+    _gated_delta_kernel[grid](
         qkv, b, a, a_log, dt_bias, out, committed, scratch,
-        rf.slots.contiguous(), rf.store.base, rf.nodes.contiguous(), rf.parents.contiguous(),
-        T, rf.store.nodes, *strides, **shape, CHAIN=bool(rf.chain), num_warps=4)
+        rf.slots.contiguous(), rf.store.base, rf.nodes.contiguous(), rf.parents.contiguous(), path, depth, start,
+        T, rf.store.nodes, *strides, **shape, CHAIN=bool(rf.chain), PATHS=paths, num_warps=4)
     return out
 
