@@ -19,7 +19,7 @@ from ..errors import SpecirError
 from ..ir.nodes import Model, Pipeline
 from ..ir.ops_recurrent import state_specs
 from .dtypes import dtype_bytes
-from .recurrent_state import node_bytes, ring_nodes
+from .recurrent_state import RING_NODES_MAX, node_bytes, ring_nodes
 
 _DTYPE_BYTES = {"bf16": 2, "f16": 2, "f32": 4}
 
@@ -53,18 +53,19 @@ def generate_bytes(pipeline: Pipeline, batch: int, prompt_len: int, max_new: int
     info = StepInfo(pipeline)
     scratch = info.scratch_rows()
     widest = max((f.tokens for f in info.forwards()), default=1)
-    tokens = max(prompt_len, widest, info.emit_width)
     total = 0
     for m in pipeline.models:
         if m.graph is None or not any(m.name == s.lstrip("@") for op in pipeline.step.ops for s in op.symbols):
             continue
         rows = prompt_len + max_new + scratch.get(m.name, 0) + info.emit_width + 8
-        total += _model_bytes(m, batch, tokens, -(-rows // ROW_QUANTUM) * ROW_QUANTUM,
-                              max(widest, info.emit_width), scores)
         specs = [spec for op in m.graph.ops for spec in state_specs(op)]
-        if specs:  # recurrent state: committed plus the scratch ring, per slot
+        prefill = prompt_len
+        if specs:  # recurrent state: committed plus the scratch ring, per slot; prefill in ring-sized chunks
             nodes = ring_nodes(specs, scratch.get(m.name, 0) + info.emit_width + 1, dtype_bytes(m))
             total += batch * (nodes + 1) * node_bytes(specs, dtype_bytes(m))
+            prefill = min(prompt_len, RING_NODES_MAX, nodes)
+        total += _model_bytes(m, batch, max(prefill, widest, info.emit_width), -(-rows // ROW_QUANTUM) * ROW_QUANTUM,
+                              max(widest, info.emit_width), scores)
     return total
 
 

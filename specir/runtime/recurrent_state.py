@@ -123,6 +123,10 @@ class RecurrentStates:
         if check and bool(outside.any()) and not bool(self._held(slots, torch.where(outside, parents, -1)).all()):
             raise SpecirError("a forward continues from a scratch node whose recurrent state was overwritten",
                               hint="commit before continuing, or raise the runner's state_nodes")
+        if check and bool((outside & (offsets[:, None] + T - 1 - parents >= self.nodes)).any()):
+            raise SpecirError(f"a forward continues from a scratch node that its own nodes would overwrite (the "
+                              f"recurrent state store keeps {self.nodes} node states)",
+                              hint="raise the runner's state_nodes, or commit before continuing")
         kept = nodes[:, -self.nodes:]  # a longer chain keeps its last `nodes` nodes
         rows = slots[:, None].expand_as(kept)
         self.owner[rows, self.ring(slots, kept)] = self.base[slots][:, None] + kept

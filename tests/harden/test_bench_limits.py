@@ -81,6 +81,17 @@ def test_memory_estimate_of_long_prompts_follows_the_backends_attention():
     assert long_s > 20 * short_s and long_s > long
 
 
+def test_memory_estimate_of_a_recurrent_model_counts_its_prefill_chunks(tmp_path):
+    """A recurrent target prefills in ring-sized chunks: its estimate grows about linearly with the
+    prompt (KV rows), not with a prompt-long forward's T x S scores."""
+    from specir.pipeline_template import pipeline_text
+    from tests.hybrid.checkpoints import make_hybrid_checkpoint
+    target = make_hybrid_checkpoint("qwen3_5", tmp_path / "t", seed=1)
+    pipeline = load_pipeline("<hybrid>", text=pipeline_text("hybrid", str(target), "ngram", 4))
+    short, long = (memory.generate_bytes(pipeline, 8, n, 64, scores=True) for n in (1024, 8192))
+    assert long < 12 * short
+
+
 def test_run_with_more_new_tokens_than_memory_holds(tmp_path, specir_cli, ngram_spec):
     """A context raised by hand (max_position) lets --max-new-tokens pass the context check; the
     caches it would need cannot be allocated: refused up front, not a torch allocation error."""

@@ -197,7 +197,7 @@ def test_tree_path_replay_is_bit_identical_to_the_walk(case, dtype, seed, monkey
     earlier forward, or (padding) restart mid-forward."""
     gen = torch.Generator().manual_seed(seed)
     B, T = len(REQUEST_SLOTS), 6
-    offsets = torch.tensor([2, 0, 1])
+    offsets = torch.tensor([1, 0, 1])  # offsets + T - 1 - (any earlier node) < NODES: no slot aliases
     parents = torch.full((B, T), -1, dtype=torch.long)
     for b in range(B):
         for t in range(T):
@@ -230,3 +230,16 @@ def test_replays_paths_only_for_trees_that_fit_the_ring():
     rf = types.SimpleNamespace(chain=False, store=types.SimpleNamespace(nodes=8))
     assert replays_paths(rf, 8) and not replays_paths(rf, 9) and not replays_paths(rf, 1)
     assert not replays_paths(types.SimpleNamespace(chain=True, store=rf.store), 4)
+
+
+def test_a_forward_whose_nodes_would_overwrite_its_start_node_is_refused():
+    """W = 4, nodes 0 and 1 held: a forward of 4 new nodes (2..5) whose token continues from node 0
+    would write node 4 into node 0's ring slot before (walk) or while (path replay) it is read."""
+    from specir.errors import SpecirError
+    store = RecurrentStates([StateSpec(0, "s", (2, 3), "f32")], 1, 4, torch.float32, "cpu")
+    store.owner[0, :2] = torch.tensor([0, 1])
+    with pytest.raises(SpecirError, match="its own nodes would overwrite"):
+        store.begin(torch.tensor([0]), torch.tensor([2]), torch.tensor([[0, 2, 3, 2]]))
+    with pytest.raises(SpecirError, match="its own nodes would overwrite"):  # node 5 takes node 1's slot
+        store.begin(torch.tensor([0]), torch.tensor([2]), torch.tensor([[1, 2, 3, 2]]))
+    store.begin(torch.tensor([0]), torch.tensor([2]), torch.tensor([[1, 2, 3]]))  # nodes 2..4: node 1's slot kept
