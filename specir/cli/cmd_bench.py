@@ -10,7 +10,6 @@ from ..build_folder import atomic_write_text
 from ..errors import SpecirError
 from ..runtime.baseline import ar_pipeline
 from ..runtime.bench import bench, format_table, plot
-from ..backends_api import attention_scores
 from ..runtime.memory import check_batch_fits
 from ..step.engine import StepEngine
 from .common_run import add_source_options, positive, prompts_from, session_from
@@ -48,7 +47,7 @@ def run(args) -> int:
     for rec, ids in zip(records, prompts):
         workloads.setdefault(rec.get("workload", "prompts"), []).append(ids)
     check_batch_fits(session.pipeline, max(sizes), max(len(p) for p in prompts), args.max_new_tokens, session.device,
-                     scores=attention_scores(session.backend))
+                     backend=session.backend)
     print(f"bench: loading {session.pipeline.name} on {session.backend} ({session.target.name}); kernels and graphs "
           "are built at the first step of each batch size", file=sys.stderr, flush=True)
     engine = session.engine()

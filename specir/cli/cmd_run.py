@@ -7,7 +7,6 @@ import sys
 
 from ..errors import SpecirError
 from ..runtime.baseline import target_name
-from ..backends_api import attention_scores
 from ..runtime.memory import check_batch_fits
 from ..runtime.tokenizer import decode, encode, parse_prompt_ids
 from .common_run import add_source_options, positive, session_from
@@ -46,7 +45,7 @@ def run(args) -> int:
         raise SpecirError(f"token id {bad[0]} is outside the target's vocabulary of {vocab}",
                           hint=f"--prompt-ids takes ids from 0 to {vocab - 1}; or give --prompt TEXT")
     check_batch_fits(session.pipeline, 1, len(prompt), args.max_new_tokens, session.device, "--max-new-tokens",
-                     scores=attention_scores(session.backend))
+                     backend=session.backend)
     engine = session.engine()
     result = engine.generate([prompt], args.max_new_tokens, temperature=args.temperature, seed=args.seed)[0]
     text = decode(folder, result.tokens)

@@ -54,6 +54,11 @@ def state_specs(op) -> tuple[StateSpec, ...]:
     return opdef.states(op.attrs) if isinstance(opdef, RecurrentOpDef) else ()
 
 
+def model_state_specs(model) -> list[StateSpec]:
+    """The states of every recurrent op of a model region, in graph order (empty: not recurrent)."""
+    return [spec for op in model.graph.ops for spec in state_specs(op)]
+
+
 def weight_attrs(op) -> tuple[str, ...]:
     """Attributes of `op` besides weight/bias whose values name weights (resolved by the runner)."""
     return getattr(OPS.get(op.name), "weight_keys", ())

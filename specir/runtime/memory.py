@@ -15,17 +15,16 @@ from __future__ import annotations
 import math
 import os
 
+from ..backends_api import attention_scores
 from ..errors import SpecirError
 from ..ir.nodes import Model, Pipeline
-from ..ir.ops_recurrent import state_specs
+from ..ir.ops_recurrent import model_state_specs
 from .dtypes import dtype_bytes
-from .recurrent_state import RING_NODES_MAX, node_bytes, ring_nodes
-
-_DTYPE_BYTES = {"bf16": 2, "f16": 2, "f32": 4}
+from .recurrent_state import RING_NODES_MAX, node_bytes
 
 
 def _model_bytes(model: Model, batch: int, tokens: int, max_seq: int, logit_rows: int, scores: bool) -> int:
-    dtype = _DTYPE_BYTES.get(str(model.attrs.get("dtype", "bf16")), 4)
+    dtype = dtype_bytes(model)
     attention = [op for op in model.graph.ops if op.name == "attention"]
     cache = sum(2 * op.attrs["kv_heads"] * op.attrs["head_dim"] for op in attention) * max_seq * batch * dtype
     cache += 8 * batch * max_seq  # absolute positions
@@ -58,10 +57,10 @@ def generate_bytes(pipeline: Pipeline, batch: int, prompt_len: int, max_new: int
         if m.graph is None or not any(m.name == s.lstrip("@") for op in pipeline.step.ops for s in op.symbols):
             continue
         rows = prompt_len + max_new + scratch.get(m.name, 0) + info.emit_width + 8
-        specs = [spec for op in m.graph.ops for spec in state_specs(op)]
+        specs = model_state_specs(m)
         prefill = prompt_len
         if specs:  # recurrent state: committed plus the scratch ring, per slot; prefill in ring-sized chunks
-            nodes = ring_nodes(specs, scratch.get(m.name, 0) + info.emit_width + 1, dtype_bytes(m))
+            nodes = info.ring_nodes(m)
             total += batch * (nodes + 1) * node_bytes(specs, dtype_bytes(m))
             prefill = min(prompt_len, RING_NODES_MAX, nodes)
         total += _model_bytes(m, batch, max(prefill, widest, info.emit_width), -(-rows // ROW_QUANTUM) * ROW_QUANTUM,
@@ -91,12 +90,13 @@ def available_bytes(device: str) -> int | None:
 
 
 def check_batch_fits(pipeline: Pipeline, batch: int, prompt_len: int, max_new: int, device: str,
-                     option: str = "--batch-size", *, scores: bool = True) -> None:
-    """SpecirError when a batch of `batch` prompts cannot fit in the memory `device` has free
-    (`scores`: as generate_bytes)."""
+                     option: str = "--batch-size", *, backend: str = "reference") -> None:
+    """SpecirError when a batch of `batch` prompts cannot fit in the memory `device` has free on
+    `backend` (whose attention may or may not materialise its scores)."""
     free = available_bytes(device)
     if free is None:
         return
+    scores = attention_scores(backend)
     need = generate_bytes(pipeline, batch, prompt_len, max_new, scores=scores)
     if need <= free:
         return

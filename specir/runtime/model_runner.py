@@ -21,7 +21,7 @@ import torch
 
 from ..errors import SpecirError
 from ..ir.nodes import Model
-from ..ir.ops_recurrent import state_specs, weight_attrs
+from ..ir.ops_recurrent import model_state_specs, weight_attrs
 from ..rope import depends_on_length, rope_frequencies, rotary_dim
 from .dtypes import torch_dtype
 from .kv_cache import KVCache
@@ -80,7 +80,7 @@ class ModelRunner:
             if op.name == "attention":
                 layers[op.attrs["layer"]] = (op.attrs["kv_heads"], op.attrs["head_dim"])
         self.layers = layers
-        self.state_specs = [spec for op in model.graph.ops for spec in state_specs(op)]
+        self.state_specs = model_state_specs(model)
         self.state_nodes = state_nodes
         self.cache = self.new_cache(slots, max_seq)
         self.weights = {n: (t.to(self.dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t)

@@ -26,6 +26,7 @@ overwritten is a SpecirError, never a silent wrong state.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -53,13 +54,7 @@ RING_NODES_MAX = 64  # nodes a ring holds at most beyond a step's needs (the lon
 
 def node_bytes(specs, act_bytes: int) -> int:
     """Bytes of one node's recurrent states (every layer's), for one request."""
-    total = 0
-    for spec in specs:
-        numel = 1
-        for d in spec.shape:
-            numel *= int(d)
-        total += numel * (4 if spec.dtype == "f32" else act_bytes)
-    return total
+    return sum(math.prod(spec.shape) * (4 if spec.dtype == "f32" else act_bytes) for spec in specs)
 
 
 def ring_nodes(specs, step_nodes: int, act_bytes: int = 2) -> int:

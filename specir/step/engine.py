@@ -22,10 +22,8 @@ import torch
 
 from ..declared_target import read as read_declared
 from ..errors import SpecirError
-from ..ir.ops_recurrent import state_specs
-from ..runtime.dtypes import dtype_bytes
 from ..runtime.recurrent_commit import commit_recurrent, reset_recurrent
-from ..runtime.recurrent_state import RING_NODES_MAX, ring_nodes
+from ..runtime.recurrent_state import RING_NODES_MAX
 from ..runtime.weights import load_weights
 from .context import StepContext
 from .forward_inputs import ForwardInputs
@@ -74,13 +72,9 @@ class StepEngine:
             self.executors[name] = backend.compiled(
                 model, lambda model=model, given=given: given if given is not None
                 else load_weights(model, self.device, base, build=build))
-        scratch = self.info.scratch_rows()
         for name, executor in self.executors.items():
             if getattr(executor, "state_nodes", 1) is None:  # recurrent state ring: a step's nodes, or a prefill chunk
-                model = pipeline.model(name)
-                executor.state_nodes = ring_nodes(
-                    [spec for op in model.graph.ops for spec in state_specs(op)],
-                    scratch.get(name, 0) + self.info.emit_width + 1, dtype_bytes(model))
+                executor.state_nodes = self.info.ring_nodes(pipeline.model(name))
         self.sessions: dict[tuple[int, bool], Session] = {}
         self.setup_s = time.perf_counter() - start
         self.timings: dict[str, float] = {}
@@ -205,8 +199,7 @@ class Session:
             for state in ctx.models.values():
                 recurrent = getattr(state.cache, "recurrent", None) is not None
                 # a chunk's every node must stay in the ring until its commit: ragged prompts end mid-chunk
-                chunk = min(T, RECURRENT_PREFILL_CHUNK, getattr(state.executor, "state_nodes", None)
-                            or RECURRENT_PREFILL_CHUNK) if recurrent else T
+                chunk = min(T, RECURRENT_PREFILL_CHUNK, state.cache.recurrent.nodes) if recurrent else T
                 for begin in range(0, T, chunk):
                     size = min(chunk, T - begin)  # the last chunk may be shorter (one more forward shape)
                     key = (state.name, state.role, len(entries), size)

@@ -116,6 +116,15 @@ class StepInfo:
             out += self.interfaces(op).forwards(op, self)
         return out
 
+    def ring_nodes(self, model) -> int:
+        """Recurrent state-ring nodes per request slot of `model` in this step: its forwards' scratch
+        rows, the emit width and one more, widened within a byte budget (recurrent_state.ring_nodes)."""
+        from ..ir.ops_recurrent import model_state_specs  # local: ir.opdefs imports the step ops, which import this
+        from ..runtime.dtypes import dtype_bytes
+        from ..runtime.recurrent_state import ring_nodes
+        return ring_nodes(model_state_specs(model), self.scratch_rows().get(model.name, 0) + self.emit_width + 1,
+                          dtype_bytes(model))
+
     def scratch_rows(self) -> dict[str, int]:
         """Rows past the committed length each model's cache needs per step."""
         rows: dict[str, int] = {}
