@@ -5,7 +5,8 @@
 
 Stages (each skipped when the remaining budget cannot fit it; each writes under OUT as it goes):
   tests      (run last, in the time left) the kernel and backend tests on the GPU (pytest
-             tests/triton_backend tests/step tests/triton tests/bf12_pipeline): summary in session.json
+             tests/triton_backend tests/step tests/triton tests/bf12_pipeline
+             tests/hybrid/test_triton_recurrent.py): summary in session.json
   inflate    `specir zoo inflate` of the shipped pair: the target to the Llama-3.1-8B shape and the
              drafter to llama-1b-width-3l (1B width, the trained 3 layers), on the GPU, to /tmp/zoo8b
   compile    `specir init` (chain, k = 4) and `specir compile --target h200` for each build:
@@ -102,7 +103,7 @@ def main(argv=None) -> int:
     ap.add_argument("--stages", default="inflate,compile,bench,agree,gpu_bench,tests")
     ap.add_argument("--builds", default="chain,tree,tree-bf12")
     ap.add_argument("--batch-sizes", default="1,8,32,64")
-    ap.add_argument("--workload", default="code-completion", help="a shipped workload, or all (every one)")
+    ap.add_argument("--workload", default="code-completion", help="a shipped workload, several joined by +, or all (every one)")
     ap.add_argument("--limit", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--budget-s", type=float, default=560)
@@ -147,22 +148,25 @@ def main(argv=None) -> int:
                 s.data.setdefault("specs", {})[b] = open(f"{build}/pipeline.spec").read()
     if "bench" in stages:
         rows = []
+        # all: every shipped workload in one bench; W+W: one bench per workload
+        sources = [[]] if args.workload == "all" else [["--workload", w] for w in args.workload.split("+")]
         for b in builds:
-            out = os.path.join("/tmp/specir-bench", b)
-            source = [] if args.workload == "all" else ["--workload", args.workload]  # all: every shipped workload
-            code, text = s.sh(specir("bench", f"{ZOO}/build-{b}", *source, "--batch-size",
-                                     args.batch_sizes, "--limit", str(args.limit), "--max-new-tokens",
-                                     str(args.max_new_tokens), "--check", "--json", "--out", out),
-                              f"bench-{b}", args.bench_limit_s)
-            try:
-                result = json.loads(next(line for line in text.splitlines() if line.startswith("{")))
-                for r in result["rows"]:
-                    rows.append({"build": b, **r})
-                s.data["stages"][f"bench-{b}"] = {"exit": code, "setup_s": result.get("setup_s")}
-            except (StopIteration, ValueError, KeyError):
-                s.data["stages"][f"bench-{b}"] = {"exit": code, "error": text.strip().splitlines()[-3:]}
-            s.data["bench_rows"] = rows
-            s.write()
+            for source in sources:
+                tag = f"{b}-{source[1]}" if source else b
+                out = os.path.join("/tmp/specir-bench", tag)
+                code, text = s.sh(specir("bench", f"{ZOO}/build-{b}", *source, "--batch-size",
+                                         args.batch_sizes, "--limit", str(args.limit), "--max-new-tokens",
+                                         str(args.max_new_tokens), "--check", "--json", "--out", out),
+                                  f"bench-{tag}", args.bench_limit_s)
+                try:
+                    result = json.loads(next(line for line in text.splitlines() if line.startswith("{")))
+                    for r in result["rows"]:
+                        rows.append({"build": b, **r})
+                    s.data["stages"][f"bench-{tag}"] = {"exit": code, "setup_s": result.get("setup_s")}
+                except (StopIteration, ValueError, KeyError):
+                    s.data["stages"][f"bench-{tag}"] = {"exit": code, "error": text.strip().splitlines()[-3:]}
+                s.data["bench_rows"] = rows
+                s.write()
     if "agree" in stages and s.left() <= 90:
         s.data["stages"]["agree"] = {"skipped": f"{s.left():.0f} s of the budget left (needs 90)"}
     if "agree" in stages and s.left() > 90 and args.device == "cuda":
@@ -203,7 +207,7 @@ def main(argv=None) -> int:
         s.data["stages"]["tests"] = {"skipped": f"{s.left():.0f} s of the budget left (needs 40)"}
     if "tests" in stages and s.left() > 40:  # last: it takes whatever time is left
         code, text = s.sh([sys.executable, "-m", "pytest", "tests/triton_backend", "tests/step", "tests/triton",
-                           "tests/bf12_pipeline", "-p", "no:cacheprovider"], "gpu-tests", s.left() - 10)
+                           "tests/bf12_pipeline", "tests/hybrid/test_triton_recurrent.py", "-p", "no:cacheprovider"], "gpu-tests", s.left() - 10)
         s.data["stages"]["tests"] = {"exit": code, "summary": [ln for ln in text.strip().splitlines()
                                                                if "passed" in ln or "failed" in ln or "FAILED" in ln][-12:]}
     s.data["total_s"] = round(time.time() - s.start, 1)

@@ -21,6 +21,7 @@ import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # compiled kernels need device tensors
 
 from specir.ir.ops_recurrent import StateSpec  # noqa: E402
 from specir.runtime.recurrent_state import RecurrentStates  # noqa: E402
@@ -77,9 +78,9 @@ def _scenario(spec_shape, dtype, mode, gen, device):
     act = torch.float32 if dtype is None else dtype
     stores = []
     T, offsets, parents = _forward_shape(mode, gen)
-    base = torch.randint(0, NODES, (SLOTS,), generator=gen)
-    committed = torch.randn(SLOTS, *spec_shape, generator=gen)
-    scratch = torch.randn(SLOTS, NODES, *spec_shape, generator=gen)
+    base = torch.randint(0, NODES, (SLOTS,), generator=gen).to(device)
+    committed = torch.randn(SLOTS, *spec_shape, generator=gen).to(device)
+    scratch = torch.randn(SLOTS, NODES, *spec_shape, generator=gen).to(device)
     for _ in range(2):
         store = RecurrentStates([spec], SLOTS, NODES, act, device)
         store.committed[(0, "s")].copy_(committed)
@@ -111,13 +112,13 @@ def _check(stores, out_ref, out_tri, dtype):
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("kernel", [4, 2])
-def test_conv1d(mode, dtype, kernel, seed, device="cpu"):
+def test_conv1d(mode, dtype, kernel, seed, device=DEVICE):
     gen = torch.Generator().manual_seed(seed)
     C = 48
     stores, T = _scenario((C, kernel - 1), dtype, mode, gen, device)
-    x = torch.randn(len(REQUEST_SLOTS), T, C, generator=gen).to(dtype)
-    w = (torch.randn(C, 1, kernel, generator=gen) * 0.5).to(dtype)
-    bias = (torch.randn(C, generator=gen) * 0.1).to(dtype)
+    x = torch.randn(len(REQUEST_SLOTS), T, C, generator=gen).to(DEVICE, dtype)
+    w = (torch.randn(C, 1, kernel, generator=gen) * 0.5).to(DEVICE, dtype)
+    bias = (torch.randn(C, generator=gen) * 0.1).to(DEVICE, dtype)
     params = {"layer": 0, "state": "s", "weight": w, "bias": bias, "activation": "silu"}
     out_ref = ref.conv1d(params, types.SimpleNamespace(recurrent=stores[0][1]), x, None)
     out_tri = conv1d_tree(x, w, bias, stores[1][1], (0, "s"), activation="silu")
@@ -126,16 +127,16 @@ def test_conv1d(mode, dtype, kernel, seed, device="cpu"):
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_gated_delta_rule(mode, dtype, seed, device="cpu"):
+def test_gated_delta_rule(mode, dtype, seed, device=DEVICE):
     gen = torch.Generator().manual_seed(seed)
     hk, hv, dk, dv = 2, 4, 16, 12
     stores, T = _scenario((hv, dk, dv), None, mode, gen, device)
     B = len(REQUEST_SLOTS)
-    qkv = torch.randn(B, T, 2 * hk * dk + hv * dv, generator=gen).to(dtype)
-    b = torch.randn(B, T, hv, generator=gen).to(dtype)
-    a = torch.randn(B, T, hv, generator=gen).to(dtype)
-    a_log = torch.log(torch.rand(hv, generator=gen) * 4 + 0.5).to(dtype)
-    dt_bias = torch.randn(hv, generator=gen).to(dtype)
+    qkv = torch.randn(B, T, 2 * hk * dk + hv * dv, generator=gen).to(DEVICE, dtype)
+    b = torch.randn(B, T, hv, generator=gen).to(DEVICE, dtype)
+    a = torch.randn(B, T, hv, generator=gen).to(DEVICE, dtype)
+    a_log = torch.log(torch.rand(hv, generator=gen) * 4 + 0.5).to(DEVICE, dtype)
+    dt_bias = torch.randn(hv, generator=gen).to(DEVICE, dtype)
     params = {"layer": 0, "state": "s", "a_log": a_log, "dt_bias": dt_bias, "k_heads": hk, "v_heads": hv,
               "k_dim": dk, "v_dim": dv}
     out_ref = ref.gated_delta_rule(params, types.SimpleNamespace(recurrent=stores[0][1]), qkv, b, a, None)
@@ -147,16 +148,16 @@ def test_gated_delta_rule(mode, dtype, seed, device="cpu"):
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("dt_limit", [(0.0, float("inf")), (0.05, 0.5)])
-def test_mamba2_scan(mode, dtype, dt_limit, seed, device="cpu"):
+def test_mamba2_scan(mode, dtype, dt_limit, seed, device=DEVICE):
     gen = torch.Generator().manual_seed(seed)
     H, P, G, N = 4, 12, 2, 16
     stores, T = _scenario((H, P, N), None, mode, gen, device)
     B = len(REQUEST_SLOTS)
-    xbc = torch.randn(B, T, H * P + 2 * G * N, generator=gen).to(dtype)
-    dt = torch.randn(B, T, H, generator=gen).to(dtype)
-    a_log = torch.log(torch.arange(1, H + 1).float()).to(dtype)
-    d = torch.randn(H, generator=gen).to(dtype)
-    dt_bias = torch.randn(H, generator=gen).to(dtype)
+    xbc = torch.randn(B, T, H * P + 2 * G * N, generator=gen).to(DEVICE, dtype)
+    dt = torch.randn(B, T, H, generator=gen).to(DEVICE, dtype)
+    a_log = torch.log(torch.arange(1, H + 1).float()).to(DEVICE, dtype)
+    d = torch.randn(H, generator=gen).to(DEVICE, dtype)
+    dt_bias = torch.randn(H, generator=gen).to(DEVICE, dtype)
     params = {"layer": 0, "state": "s", "a_log": a_log, "d": d, "dt_bias": dt_bias, "heads": H, "head_dim": P,
               "groups": G, "state_size": N, "dt_min": dt_limit[0], "dt_max": dt_limit[1]}
     out_ref = ref.mamba2_scan(params, types.SimpleNamespace(recurrent=stores[0][1]), xbc, dt, None)
@@ -168,10 +169,10 @@ def test_mamba2_scan(mode, dtype, dt_limit, seed, device="cpu"):
 def _delta_case(gen, B, T, dtype):
     from specir.backends.triton.kernels import gated_delta
     hk, hv, dk, dv = 2, 4, 16, 12
-    qkv = torch.randn(B, T, 2 * hk * dk + hv * dv, generator=gen).to(dtype)
-    b_in, a_in = (torch.randn(B, T, hv, generator=gen).to(dtype) for _ in range(2))
-    a_log = torch.log(torch.rand(hv, generator=gen) * 4 + 0.5).to(dtype)
-    dt_bias = torch.randn(hv, generator=gen).to(dtype)
+    qkv = torch.randn(B, T, 2 * hk * dk + hv * dv, generator=gen).to(DEVICE, dtype)
+    b_in, a_in = (torch.randn(B, T, hv, generator=gen).to(DEVICE, dtype) for _ in range(2))
+    a_log = torch.log(torch.rand(hv, generator=gen) * 4 + 0.5).to(DEVICE, dtype)
+    dt_bias = torch.randn(hv, generator=gen).to(DEVICE, dtype)
     return gated_delta, (hv, dk, dv), lambda rf: gated_delta.gated_delta_rule_tree(
         qkv, b_in, a_in, a_log, dt_bias, rf, (0, "s"), k_heads=hk, v_heads=hv, k_dim=dk, v_dim=dv)
 
@@ -179,10 +180,10 @@ def _delta_case(gen, B, T, dtype):
 def _ssm_case(gen, B, T, dtype):
     from specir.backends.triton.kernels import mamba2_scan
     H, P, G, N = 4, 12, 2, 16
-    xbc = torch.randn(B, T, H * P + 2 * G * N, generator=gen).to(dtype)
-    dt = torch.randn(B, T, H, generator=gen).to(dtype)
-    a_log = torch.log(torch.arange(1, H + 1).float()).to(dtype)
-    d, dt_bias = (torch.randn(H, generator=gen).to(dtype) for _ in range(2))
+    xbc = torch.randn(B, T, H * P + 2 * G * N, generator=gen).to(DEVICE, dtype)
+    dt = torch.randn(B, T, H, generator=gen).to(DEVICE, dtype)
+    a_log = torch.log(torch.arange(1, H + 1).float()).to(DEVICE, dtype)
+    d, dt_bias = (torch.randn(H, generator=gen).to(DEVICE, dtype) for _ in range(2))
     return mamba2_scan, (H, P, N), lambda rf: mamba2_scan.mamba2_scan_tree(
         xbc, dt, a_log, d, dt_bias, rf, (0, "s"), heads=H, head_dim=P, groups=G, state_size=N,
         dt_min=0.05, dt_max=0.5)
@@ -190,7 +191,7 @@ def _ssm_case(gen, B, T, dtype):
 
 @pytest.mark.parametrize("case", [_delta_case, _ssm_case], ids=["gated_delta", "mamba2_scan"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_tree_path_replay_is_bit_identical_to_the_walk(case, dtype, seed, monkeypatch, device="cpu"):
+def test_tree_path_replay_is_bit_identical_to_the_walk(case, dtype, seed, monkeypatch, device=DEVICE):
     """A tree forward runs one program per node replaying its path (the `*_path_kernel`s); its
     outputs and node states equal, bit for bit, the one-program walk over the tokens that the
     kernel runs for chains, on trees whose roots start from the committed state, from a node of an
@@ -204,9 +205,9 @@ def test_tree_path_replay_is_bit_identical_to_the_walk(case, dtype, seed, monkey
             parents[b, t] = int(torch.randint(-1, int(offsets[b]) + t, (1,), generator=gen))
     module, shape, run = case(gen, B, T, dtype)
     spec = StateSpec(0, "s", shape, "f32")
-    base = torch.randint(0, NODES, (SLOTS,), generator=gen)
-    committed = torch.randn(SLOTS, *shape, generator=gen)
-    scratch = torch.randn(SLOTS, NODES, *shape, generator=gen)
+    base = torch.randint(0, NODES, (SLOTS,), generator=gen).to(device)
+    committed = torch.randn(SLOTS, *shape, generator=gen).to(device)
+    scratch = torch.randn(SLOTS, NODES, *shape, generator=gen).to(device)
     results = []
     for replay in (True, False):
         store = RecurrentStates([spec], SLOTS, NODES, dtype, device)
@@ -216,7 +217,8 @@ def test_tree_path_replay_is_bit_identical_to_the_walk(case, dtype, seed, monkey
         for b, slot in enumerate(REQUEST_SLOTS):
             for n in range(int(offsets[b])):
                 store.owner[slot, (int(base[slot]) + n) % NODES] = int(base[slot]) + n
-        rf = store.begin(torch.tensor(REQUEST_SLOTS), offsets, parents, chain=False)
+        rf = store.begin(torch.tensor(REQUEST_SLOTS, device=device), offsets.to(device), parents.to(device),
+                         chain=False)
         monkeypatch.setattr(module, "replays_paths", lambda rf, T, replay=replay: replay)
         out = run(rf)
         pos = store.ring(rf.slots, rf.nodes)
