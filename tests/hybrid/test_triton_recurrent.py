@@ -192,8 +192,9 @@ def _ssm_case(gen, B, T, dtype):
 @pytest.mark.parametrize("case", [_delta_case, _ssm_case], ids=["gated_delta", "mamba2_scan"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_tree_path_replay_is_bit_identical_to_the_walk(case, dtype, seed, monkeypatch, device=DEVICE):
-    """A tree forward runs one program per node replaying its path (the `*_path_kernel`s); its
-    outputs and node states equal, bit for bit, the one-program walk over the tokens that the
+    """A tree forward runs one program per node replaying its path (the PATHS variant); its
+    outputs and node states equal, bit for bit under the interpreter (to fp32 rounding when
+    compiled), the one-program walk over the tokens that the
     kernel runs for chains, on trees whose roots start from the committed state, from a node of an
     earlier forward, or (padding) restart mid-forward."""
     gen = torch.Generator().manual_seed(seed)
@@ -223,8 +224,12 @@ def test_tree_path_replay_is_bit_identical_to_the_walk(case, dtype, seed, monkey
         out = run(rf)
         pos = store.ring(rf.slots, rf.nodes)
         results.append((out, store.scratch[(0, "s")][rf.slots[:, None].expand_as(pos), pos]))
-    assert torch.equal(results[0][0], results[1][0])
-    assert torch.equal(results[0][1], results[1][1])
+    if DEVICE == "cpu":  # the interpreter runs both variants' arithmetic in the same order
+        assert torch.equal(results[0][0], results[1][0])
+        assert torch.equal(results[0][1], results[1][1])
+    else:  # compiled, the two PATHS variants may contract multiply-adds differently
+        close(results[0][0], results[1][0], torch.float32 if dtype == torch.float32 else dtype)
+        close(results[0][1], results[1][1], torch.float32)
 
 
 def test_replays_paths_only_for_trees_that_fit_the_ring():
