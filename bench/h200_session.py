@@ -14,6 +14,8 @@ Stages (each skipped when the remaining budget cannot fit it; each writes under 
              pack-weights{format=bf12})
   bench      `specir bench BUILD --workload code-completion --batch-size ... --check` per build:
              decode tok/s, speedup over AR in the same run, tau, every timed output token-forced
+  flow       the README's `specir run BUILD --prompt ... --json` and `specir check BUILD --workload
+             code-completion --limit 4 --batch-size 4` per build (the guard against the declared target)
   agree      `python bench/gpu_bench.py --e2e ...`: its e2e section (specir.runtime.bench on engines it
              builds itself, weights inflated in memory) on the CLI's workload, prompts, tokens and
              batch sizes, row by row against the CLI's tree / chain figures (the 5 % agreement)
@@ -167,6 +169,21 @@ def main(argv=None) -> int:
                     s.data["stages"][f"bench-{tag}"] = {"exit": code, "error": text.strip().splitlines()[-3:]}
                 s.data["bench_rows"] = rows
                 s.write()
+    if "flow" in stages:  # the README's `specir run` and `specir check` on each build
+        for b in builds:
+            build = f"{ZOO}/build-{b}"
+            code, text = s.sh(specir("run", build, "--prompt", "def parse_args(", "--max-new-tokens", "128",
+                                     "--json"), f"run-{b}", 180)
+            try:
+                result = json.loads(next(line for line in text.splitlines() if line.startswith("{")))
+                run = {"exit": code, **{k: result.get(k) for k in ("tokens_per_s", "setup_s", "text")}}
+            except (StopIteration, ValueError):
+                run = {"exit": code, "error": text.strip().splitlines()[-3:]}
+            code, text = s.sh(specir("check", build, "--workload", "code-completion", "--limit", "4",
+                                     "--max-new-tokens", "48", "--batch-size", "4"), f"check-{b}", 300)
+            s.data["stages"][f"flow-{b}"] = {"run": run, "check": {"exit": code,
+                                                                   "summary": text.strip().splitlines()[-3:]}}
+            s.write()
     if "agree" in stages and s.left() <= 90:
         s.data["stages"]["agree"] = {"skipped": f"{s.left():.0f} s of the budget left (needs 90)"}
     if "agree" in stages and s.left() > 90 and args.device == "cuda":
