@@ -17,6 +17,10 @@ dtypes, tile, parallel?) and serves every token count; calls under PARALLEL_MIN_
 multiply-adds run on one thread. Two tiles are used: a GEMV tile (mr = 1) for M = 1
 and a GEMM tile for M > 1. `schedule="naive"` compiles the same computation without a schedule
 (serial loops): the benchmark's baseline for what scheduling buys.
+
+bf16 activations of more than one row are widened to fp32 before the call and the fp32 result
+rounded once after it (round to nearest even, as the kernel's own cast): the same bits as the
+bf16-activation kernel, whose in-loop cast of x does not vectorise (3-4x slower at prefill sizes).
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ def choose_tile(m: int, n: int, k: int, fp32_lanes: int, k_multiple: int = 1) ->
 
 
 PARALLEL_MIN_MACS = 1 << 19  # below ~1 MB of bf16 weights a parallel launch costs more than it gains
+WIDEN_BF16_ACTIVATIONS = True  # bf16 x of > 1 row runs the fp32-activation kernel (same bits; tests compare)
 
 
 def build_linear(n: int, k: int, fmt: WeightFormat, act_dtype: str, bias_dtype: str | None,
@@ -158,16 +163,22 @@ def linear(cache, x: torch.Tensor, weight, bias: torch.Tensor | None = None, *,
     (or a packed weight object with a TVM format). Returns y [..., N] in x's dtype."""
     k = x.shape[-1]
     x2 = x if x.dim() == 2 else x.reshape(-1, k)  # torch ops cost microseconds: do few
+    act = x.dtype
+    if act == torch.bfloat16 and x2.shape[0] > 1 and WIDEN_BF16_ACTIVATIONS:
+        # the register-tile kernel's per-element bf16 -> fp32 cast of x does not vectorise (3-4x
+        # slower than fp32 activations at 150 rows, 2x at 4): widen x once (exact) and round y once
+        # at the end: the same bits. One row (the GEMV) gains less than the two extra torch ops cost.
+        x2 = x2.float()
     if not x2.is_contiguous():
         x2 = x2.contiguous()
     x2 = aligned(x2)
     m = x2.shape[0]
     dense = isinstance(weight, torch.Tensor)
-    plan_key = ("linear", x.dtype, m, k, weight.dtype, weight.shape[0], None if bias is None else bias.dtype,
+    plan_key = ("linear", x2.dtype, m, k, weight.dtype, weight.shape[0], None if bias is None else bias.dtype,
                 schedule, tile, parallel_allowed()) if dense else None
     plan = cache.plans.get(plan_key) if dense else None
     if plan is None:
-        plan = _plan(cache, x, weight, bias, schedule, tile, m)
+        plan = _plan(cache, x2, weight, bias, schedule, tile, m)
         if dense:
             cache.plans[plan_key] = plan
     fn, fmt, n, tile = plan
@@ -175,8 +186,9 @@ def linear(cache, x: torch.Tensor, weight, bias: torch.Tensor | None = None, *,
     args = [*fmt.kernel_args(weight)]
     if bias is not None:
         args.append(aligned(bias if bias.is_contiguous() else bias.contiguous()))
+    kd = x2.dtype  # the kernel's activation dtype: x's, or fp32 for widened bf16
     if tile.mr == 1:  # the GEMV path: no padding, no views
-        y = out if out is not None and out.is_contiguous() and out.dtype == x.dtype else torch.empty(m, n, dtype=x.dtype)
+        y = out if out is not None and out.is_contiguous() and out.dtype == kd else torch.empty(m, n, dtype=kd)
         fn(x2, *args, y if y.dim() == 2 else y.view(m, n))
     else:
         m_pad = -(-m // tile.mr) * tile.mr
@@ -184,13 +196,15 @@ def linear(cache, x: torch.Tensor, weight, bias: torch.Tensor | None = None, *,
             x_pad = x2.new_zeros(m_pad, k)
             x_pad[:m] = x2
             x2 = x_pad
-        direct = out is not None and m_pad == m and out.is_contiguous() and out.dtype == x.dtype
-        y = out if direct else torch.empty(m_pad, n, dtype=x.dtype)
+        direct = out is not None and m_pad == m and out.is_contiguous() and out.dtype == kd
+        y = out if direct else torch.empty(m_pad, n, dtype=kd)
         fn(x2.view(m_pad // tile.mr, tile.mr, k), *args, y.view(m_pad // tile.mr, tile.mr, n))
         if m_pad != m:
             y = y[:m]
     if out is not None:
         if y is not out:
-            out.copy_(y.view(out.shape))
+            out.copy_(y.view(out.shape))  # fp32 -> bf16: round to nearest even, as the kernel's cast
         return out
+    if y.dtype != act:
+        y = y.to(act)
     return y if x.dim() == 2 else y.view(*x.shape[:-1], n)

@@ -53,3 +53,22 @@ def test_naive_schedule_same_numbers(kernels):
     x = torch.randn(1, 256)
     w = torch.randn(96, 256).bfloat16()
     assert_close_scaled(kernels.linear(x, w, schedule="naive"), linear_reference(x, w), rtol=1e-5)
+
+
+@pytest.mark.parametrize("m", [2, 3, 17, 150])
+def test_widened_bf16_activations_give_the_kernels_own_bits(kernels, m, monkeypatch):
+    """bf16 x of more than one row runs the fp32-activation kernel and is rounded once after it:
+    bit for bit what the bf16-activation kernel (its in-loop cast) gives, with bias and out=."""
+    from specir.backends.tvm import linear as linear_module
+    x = (torch.randn(m, 256) * 3).bfloat16()
+    w = torch.randn(100, 256).bfloat16()
+    bias = torch.randn(100).bfloat16()
+    results = []
+    for widen in (True, False):
+        monkeypatch.setattr(linear_module, "WIDEN_BF16_ACTIVATIONS", widen)
+        out = torch.empty(m, 100, dtype=torch.bfloat16)
+        results.append((kernels.linear(x, w, bias), kernels.linear(x, w, bias, out=out), out))
+    (a, a_out, a_buf), (e, e_out, _) = results
+    assert a.dtype == torch.bfloat16 and a_out.data_ptr() == a_buf.data_ptr()
+    assert torch.equal(a.view(torch.int16), e.view(torch.int16))
+    assert torch.equal(a_out.view(torch.int16), e_out.view(torch.int16))
