@@ -4,9 +4,9 @@
                                  [--builds chain,tree,tree-bf12,chain-bf,tree-bf] [--batch-sizes 1,8,32,64] [--budget-s 560]
 
 Stages (each skipped when the remaining budget cannot fit it; each writes under OUT as it goes):
-  tests      (run last, in the time left) the kernel and backend tests on the GPU (pytest
-             tests/triton_backend tests/step tests/triton tests/bf12_pipeline
-             tests/hybrid/test_triton_recurrent.py): summary in session.json
+  tests      (run last, in the time left) the kernel and backend tests on the GPU, four pytest
+             processes at once (TEST_GROUPS: tests/triton_backend, tests/step, tests/triton,
+             tests/bf12_pipeline + tests/hybrid/test_triton_recurrent.py): summaries in session.json
   inflate    `specir zoo inflate` of the shipped pair: the target to the Llama-3.1-8B shape and the
              drafter to llama-1b-width-3l (1B width, the trained 3 layers), on the GPU, to /tmp/zoo8b
   compile    `specir init` (chain, k = 4) and `specir compile --target h200` for each build:
@@ -42,7 +42,10 @@ BUILDS = {"chain": "", "tree": TREE, "tree-bf12": TREE + ",pack-weights{format=b
           # issue 14: the packed verify with the per-batch-size draft budget (shrink), priced for the
           # code pair's acceptance (tau 3.6 at k = 4: about 0.85 per token)
           "chain-bf": "batch-fusion{shrink=true,alpha=0.85}",
-          "tree-bf": TREE + ",batch-fusion{shrink=true,alpha=0.85}"}
+          "tree-bf": TREE + ",batch-fusion{shrink=true,alpha=0.85}",
+          # the README's GPU section, verbatim (tests/step/test_readme_gpu_pipelines.py checks them on a CPU)
+          "readme-bf12": "tree-verify{budget=64},pack-weights{format=bf12}",
+          "readme-bf": "tree-verify,batch-fusion{budget=128,shrink=true}"}
 # the CLI build each gpu_bench e2e pipeline is compared with (same drafter shape, same draft)
 AGREE = {"tree": "tree-3l", "chain": "chain-3l"}
 
@@ -78,6 +81,36 @@ class Session:
     def write(self):
         with open(os.path.join(self.out, "session.json"), "w") as f:
             json.dump(self.data, f, indent=1)
+
+
+TEST_GROUPS = [["tests/triton_backend"], ["tests/step"], ["tests/triton"],
+               ["tests/bf12_pipeline", "tests/hybrid/test_triton_recurrent.py"]]
+
+
+def run_test_groups(s: "Session", timeout: float) -> dict:
+    """The GPU test groups in parallel processes (serially they outrun one 600 s call): per group
+    its exit code and pytest's summary lines; every group's output goes to the session log."""
+    procs = []
+    for group in TEST_GROUPS:
+        cmd = [sys.executable, "-m", "pytest", *group, "-p", "no:cacheprovider", "-rfE", "-o", "addopts="]
+        procs.append((group, cmd, subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                                   text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))))
+    t0, result = time.time(), {}
+    for group, cmd, proc in procs:
+        try:
+            text, _ = proc.communicate(timeout=max(5.0, timeout - (time.time() - t0)))
+            code = proc.returncode
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            text, code = proc.communicate()[0] or "", 124
+        with open(os.path.join(s.out, "log.txt"), "a") as f:
+            f.write(f"==== gpu-tests {' '.join(group)}\n$ {' '.join(cmd)}\n{text}\n[exit {code}]\n")
+        result[" ".join(group)] = {"exit": code, "summary": [ln for ln in text.strip().splitlines() if
+                                                            " passed" in ln or " failed" in ln or "FAILED" in ln][-8:]}
+    s.data["commands"].append({"cmd": "parallel pytest groups: " + "; ".join(" ".join(g) for g in TEST_GROUPS),
+                               "exit": max(r["exit"] for r in result.values()), "seconds": round(time.time() - t0, 1)})
+    s.write()
+    return result
 
 
 def _head() -> str:
@@ -223,10 +256,7 @@ def main(argv=None) -> int:
     if "tests" in stages and s.left() <= 40:
         s.data["stages"]["tests"] = {"skipped": f"{s.left():.0f} s of the budget left (needs 40)"}
     if "tests" in stages and s.left() > 40:  # last: it takes whatever time is left
-        code, text = s.sh([sys.executable, "-m", "pytest", "tests/triton_backend", "tests/step", "tests/triton",
-                           "tests/bf12_pipeline", "tests/hybrid/test_triton_recurrent.py", "-p", "no:cacheprovider"], "gpu-tests", s.left() - 10)
-        s.data["stages"]["tests"] = {"exit": code, "summary": [ln for ln in text.strip().splitlines()
-                                                               if "passed" in ln or "failed" in ln or "FAILED" in ln][-12:]}
+        s.data["stages"]["tests"] = run_test_groups(s, s.left() - 10)
     s.data["total_s"] = round(time.time() - s.start, 1)
     s.write()
     print("\nbuild      workload         batch  AR tok/s   tok/s  speedup  tau   mismatches")
@@ -239,7 +269,8 @@ def main(argv=None) -> int:
         print(f"agree {a['build']:6s} vs {a['gpu_bench']:8s} {a.get('workload')} b{a['batch_size']}: CLI {a['cli_tokens_per_s']:.1f} "
               f"gpu_bench {a['gpu_bench_tokens_per_s']:.1f} tok/s (ratio {a['ratio']:.3f})")
     if "tests" in s.data["stages"]:
-        print("tests:", s.data["stages"]["tests"].get("summary") or s.data["stages"]["tests"])
+        for group, r in s.data["stages"]["tests"].items():
+            print(f"tests {group}: {r}")
     return 0
 
 
