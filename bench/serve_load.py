@@ -13,7 +13,8 @@ What it does (every step through the CLI, as a user would):
 2. For each concurrency C: `specir serve build-X --max-batch-size C` for both builds (two server
    processes on loopback), an untimed warm-up round, then `--repeats` timed rounds alternating AR
    and spec (so that load on this shared machine hits both alike). A round: C client threads send
-   `--requests-per-client` greedy completions each, back to back (closed loop, non-streaming, the
+   `--requests-per-client` greedy completions each (default: together every prompt once, four
+   times from 32 clients on), back to back (closed loop, non-streaming, the
    shipped workload prompts as token ids, max_tokens `--max-tokens`). Measured per round: tokens
    generated / wall seconds (first send to last answer), tokens per CPU-second of the server process
    (utime + stime from /proc: less sensitive to other processes on the machine), latency p50/p99.
@@ -107,6 +108,14 @@ class Server:
         self.proc.wait(120)
 
 
+def default_per_client(clients: int, prompts: int) -> int:
+    """Requests per client: together every prompt once (the multiset `specir bench` times, so
+    serve and bench compare on the same prompts), four times from 32 clients on (a round's drain,
+    where fewer than C requests are left, is then a small part of it)."""
+    waves = 4 if clients >= 32 else 1
+    return max(1, -(-waves * prompts // clients))
+
+
 def round_(server: Server, pool: list[list[int]], clients: int, per_client: int, max_tokens: int) -> dict:
     latencies, tokens, errors = [], [0], []
     lock = threading.Lock()
@@ -163,7 +172,7 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--concurrency", default="1,8,32")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--requests-per-client", type=int, default=0, help="default: 8 at concurrency 1, 4 at 8, 2 at 32")
+    ap.add_argument("--requests-per-client", type=int, default=0, help="default: every prompt once in all (32 at concurrency 1, 4 at 8), 4 passes at 32 and more")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--spec-passes", default="", help="passes for the speculative build (specir compile -p); "
                     "default: none (the shipped chain k=4 pipeline)")
@@ -176,7 +185,7 @@ def main() -> int:
     pool = prompts()
     results = {"serve": {}, "bench": {}}
     for c in sizes:
-        per_client = args.requests_per_client or {1: 8, 8: 4}.get(c, 2)
+        per_client = args.requests_per_client or default_per_client(c, len(pool))
         servers = {name: Server(builds[name], c, out / f"serve-{name}-c{c}.log") for name in ("ar", "spec")}
         try:
             for s in servers.values():  # warm-up: every prefill shape and the batch once

@@ -24,3 +24,12 @@ def test_report_names_the_spec_passes():
     assert mod.spec_desc({}) == "chain k=4"
     assert mod.spec_desc({"spec_passes": ""}) == "chain k=4"
     assert 'compiled with -p "ngram-draft{k=4},batch-fusion{shrink=true,target=cpu}"' in mod.spec_desc(meta)
+
+
+def test_default_rounds_cover_the_prompts_bench_times():
+    """Serve and bench compare on the same prompts: a round sends every prompt at least once (at
+    concurrency 1 and 8 exactly once), and four passes from 32 clients on (a short drain)."""
+    mod = load_bench_script("serve_load")
+    assert mod.default_per_client(1, 32) == 32 and mod.default_per_client(8, 32) == 4
+    assert mod.default_per_client(32, 32) == 4 and mod.default_per_client(64, 32) == 2
+    assert mod.default_per_client(5, 32) * 5 >= 32
