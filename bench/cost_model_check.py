@@ -1,0 +1,124 @@
+"""The cost model's step time against H200 measurements, at the 8B shape, on the CPU (no weights).
+
+    python bench/cost_model_check.py [--rates 780,429] [--work /tmp/specir-shapes]
+
+Writes shape-only checkpoints of the zoo pair's inflated shapes (llama-3.1-8b target, llama-1b-width-3l
+drafter: safetensors headers over sparse zero data, the zoo tokenizer), `specir init`s the pipeline,
+and prints per batch size the predicted draft + verify milliseconds of chain k = 4 and of
+tree-verify{budget=64,topk=8,depth=6} (batch_schedule's roofline: cost_model.forward_cost at
+context 512, as the batch-fusion shrink table prices them) beside the step times measured on the
+H200 (MEASURED: bench tok/s and tau of gpu-h200-2026-12-01-session5 call 1 and session 4 call 2),
+and the shrink table batch-fusion{shrink=true,alpha=0.85} would write for the tree, for each
+matmul rate in --rates (TFLOP/s; the h200 target's is its measured big-GEMM rate, 780).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+MEASURED = {  # ms per decode step = batch * tau / tok/s (AR: batch / tok/s)
+    "ar": {1: 4.90, 8: 6.10, 32: 6.69, 64: 7.21},
+    "chain": {1: 7.06, 8: 9.02, 32: 11.74, 64: 18.10},
+    "tree": {1: 8.62, 8: 25.11, 32: 83.36, 64: 161.0}}
+TREE = "tree-verify{budget=64,topk=8,depth=6}"
+
+
+def shape_checkpoint(shape_name: str, small: Path, out: Path) -> None:
+    """A Llama checkpoint of `shape_name` whose tensors are holes of a sparse file (zeros)."""
+    from transformers import LlamaConfig
+    from specir.zoo.shapes import SHAPES
+    s = SHAPES[shape_name]
+    out.mkdir(parents=True, exist_ok=True)
+    h, q, kv = s.hidden_size, s.num_attention_heads * s.head_dim, s.num_key_value_heads * s.head_dim
+    inter, vocab = s.intermediate_size, s.vocab_size
+    shapes = {"model.embed_tokens.weight": [vocab, h], "model.norm.weight": [h]}
+    if not s.tie_word_embeddings:
+        shapes["lm_head.weight"] = [vocab, h]
+    for i in range(s.num_hidden_layers):
+        p = f"model.layers.{i}."
+        shapes.update({p + "self_attn.q_proj.weight": [q, h], p + "self_attn.k_proj.weight": [kv, h],
+                       p + "self_attn.v_proj.weight": [kv, h], p + "self_attn.o_proj.weight": [h, q],
+                       p + "mlp.gate_proj.weight": [inter, h], p + "mlp.up_proj.weight": [inter, h],
+                       p + "mlp.down_proj.weight": [h, inter], p + "input_layernorm.weight": [h],
+                       p + "post_attention_layernorm.weight": [h]})
+    header, offset = {}, 0
+    for name, shape in shapes.items():
+        size = 2 * shape[0] * (shape[1] if len(shape) > 1 else 1)
+        header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    with open(out / "model.safetensors", "wb") as f:
+        f.write(struct.pack("<Q", len(raw)))
+        f.write(raw)
+        f.truncate(8 + len(raw) + offset)
+    cfg = json.loads((small / "config.json").read_text())
+    big = LlamaConfig(vocab_size=vocab, hidden_size=h, intermediate_size=inter, num_hidden_layers=s.num_hidden_layers,
+                      num_attention_heads=s.num_attention_heads, num_key_value_heads=s.num_key_value_heads,
+                      head_dim=s.head_dim, max_position_embeddings=s.max_position_embeddings,
+                      rms_norm_eps=cfg.get("rms_norm_eps", 1e-5), rope_parameters=dict(s.rope_parameters),
+                      tie_word_embeddings=s.tie_word_embeddings, bos_token_id=cfg.get("bos_token_id"),
+                      eos_token_id=cfg.get("eos_token_id"), hidden_act="silu")
+    big.architectures = ["LlamaForCausalLM"]
+    big.dtype = "bfloat16"
+    big.save_pretrained(str(out))
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (small / name).exists():
+            shutil.copy2(small / name, out / name)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rates", default="780,429", help="matmul rates to price with, TFLOP/s")
+    ap.add_argument("--work", default="/tmp/specir-shapes")
+    args = ap.parse_args(argv)
+    from specir.batch_schedule import _seconds, budget_table
+    from specir.load import load_pipeline
+    from specir.pass_infra import PassManager, build_passes
+    from specir.step.interfaces import StepInfo
+    from specir.targets import get_target
+    from specir.zoo.paths import zoo_model_dir
+
+    work = Path(args.work)
+    shape_checkpoint("llama-3.1-8b", Path(zoo_model_dir("code-target")), work / "target")
+    shape_checkpoint("llama-1b-width-3l", Path(zoo_model_dir("code-drafter")), work / "drafter")
+    spec = subprocess.run([sys.executable, "-m", "specir.cli.main", "init", "--target-model", str(work / "target"),
+                           "--drafter", str(work / "drafter")], capture_output=True, text=True, check=True).stdout
+    base = load_pipeline("<init>", text=spec)
+    pipelines = {"chain": (base, 4), "tree": (PassManager(build_passes(TREE)).run(base), 64)}
+
+    def step_ms(p, b, n, target):
+        info = StepInfo(p)
+        verify = [op for op in p.step.ops if info.has_role(op, "verify")][-1]
+        forwards = [f for op in p.step.ops if not info.has_role(op, "verify") for f in info.interfaces(op).forwards(op, info)]
+        draft = sum(f.count * _seconds(p, f.model, b * f.tokens, target, 512) for f in forwards)
+        return 1e3 * draft, 1e3 * _seconds(p, verify.symbols[0][1:], b * (1 + n), target, 512)
+
+    h200 = get_target("h200")
+    for rate in (float(r) * 1e12 for r in args.rates.split(",")):
+        target = dataclasses.replace(h200, measured_bf16_flops=rate)
+        print(f"\n## matmul rate {rate / 1e12:.0f} TFLOP/s (h200 target: {h200.flops / 1e12:.0f})\n")
+        print("| pipeline | batch | predicted draft + verify ms | measured ms | predicted / measured |")
+        print("|---|---:|---:|---:|---:|")
+        for b in (1, 8, 32, 64):
+            ar = 1e3 * _seconds(base, "target", b, target, 512)
+            print(f"| AR | {b} | {ar:.1f} | {MEASURED['ar'][b]:.1f} | {ar / MEASURED['ar'][b]:.2f} |")
+        for name, (p, n) in pipelines.items():
+            for b in (1, 8, 32, 64):
+                d, v = step_ms(p, b, n, target)
+                print(f"| {name} | {b} | {d:.1f} + {v:.1f} = {d + v:.1f} | {MEASURED[name][b]:.1f} | "
+                      f"{(d + v) / MEASURED[name][b]:.2f} |")
+        table = budget_table(pipelines["tree"][0], target, 64, 0.85)
+        print(f"\ntree + batch-fusion{{shrink=true,alpha=0.85}} table (drafted tokens at 1, 8, 32, 64 live): "
+              f"{[table[min(b, len(table)) - 1] for b in (1, 8, 32, 64)]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
