@@ -78,10 +78,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rates", default="780,429", help="matmul rates to price with, TFLOP/s")
     ap.add_argument("--work", default="/tmp/specir-shapes")
     args = ap.parse_args(argv)
-    from specir.batch_schedule import _seconds, budget_table
+    from specir.batch_schedule import budget_table, draft_seconds, forward_seconds, step_forwards
     from specir.load import load_pipeline
     from specir.pass_infra import PassManager, build_passes
-    from specir.step.interfaces import StepInfo
     from specir.targets import get_target
     from specir.zoo.paths import zoo_model_dir
 
@@ -94,11 +93,9 @@ def main(argv=None) -> int:
     pipelines = {"chain": (base, 4), "tree": (PassManager(build_passes(TREE)).run(base), 64)}
 
     def step_ms(p, b, n, target):
-        info = StepInfo(p)
-        verify = [op for op in p.step.ops if info.has_role(op, "verify")][-1]
-        forwards = [f for op in p.step.ops if not info.has_role(op, "verify") for f in info.interfaces(op).forwards(op, info)]
-        draft = sum(f.count * _seconds(p, f.model, b * f.tokens, target, 512) for f in forwards)
-        return 1e3 * draft, 1e3 * _seconds(p, verify.symbols[0][1:], b * (1 + n), target, 512)
+        verifier, _, drafts = step_forwards(p)
+        return (1e3 * draft_seconds(p, drafts, b, target),
+                1e3 * forward_seconds(p, verifier, b * (1 + n), target))
 
     h200 = get_target("h200")
     for rate in (float(r) * 1e12 for r in args.rates.split(",")):
@@ -107,7 +104,7 @@ def main(argv=None) -> int:
         print("| pipeline | batch | predicted draft + verify ms | measured ms | predicted / measured |")
         print("|---|---:|---:|---:|---:|")
         for b in (1, 8, 32, 64):
-            ar = 1e3 * _seconds(base, "target", b, target, 512)
+            ar = 1e3 * forward_seconds(base, "target", b, target)
             print(f"| AR | {b} | {ar:.1f} | {MEASURED['ar'][b]:.1f} | {ar / MEASURED['ar'][b]:.2f} |")
         for name, (p, n) in pipelines.items():
             for b in (1, 8, 32, 64):

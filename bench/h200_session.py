@@ -113,6 +113,11 @@ def run_test_groups(s: "Session", timeout: float) -> dict:
     return result
 
 
+def _json_line(text: str) -> dict:
+    """The JSON object a `--json` CLI run printed on a line of its own (StopIteration/ValueError if none)."""
+    return json.loads(next(line for line in text.splitlines() if line.startswith("{")))
+
+
 def _head() -> str:
     proc = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT)
     dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, cwd=ROOT).stdout
@@ -194,7 +199,7 @@ def main(argv=None) -> int:
                                          str(args.max_new_tokens), "--check", "--json", "--out", out),
                                   f"bench-{tag}", args.bench_limit_s)
                 try:
-                    result = json.loads(next(line for line in text.splitlines() if line.startswith("{")))
+                    result = _json_line(text)
                     for r in result["rows"]:
                         rows.append({"build": b, **r})
                     s.data["stages"][f"bench-{tag}"] = {"exit": code, "setup_s": result.get("setup_s")}
@@ -208,7 +213,7 @@ def main(argv=None) -> int:
             code, text = s.sh(specir("run", build, "--prompt", "def parse_args(", "--max-new-tokens", "128",
                                      "--json"), f"run-{b}", 180)
             try:
-                result = json.loads(next(line for line in text.splitlines() if line.startswith("{")))
+                result = _json_line(text)
                 run = {"exit": code, **{k: result.get(k) for k in ("tokens_per_s", "setup_s", "text")}}
             except (StopIteration, ValueError):
                 run = {"exit": code, "error": text.strip().splitlines()[-3:]}

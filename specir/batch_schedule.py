@@ -6,6 +6,7 @@ width) maximising b * tau(n) / step(b, n), where tau(n) = 1 + alpha + ... + alph
 emission of n drafted tokens at per-token acceptance `alpha`, and step(b, n) prices, by the
 roofline of cost_model.forward_cost over b requests' rows (the shape the packed verify runs), the
 target forward over b(1 + n) tokens plus the draft's forwards (they run whatever the budget).
+`step_forwards`, `draft_seconds` and `forward_seconds` are those prices on their own.
 As b grows, the verify turns compute-bound and n shrinks; n = 0 (a plain AR verify) when no
 draft pays for its extra verify rows. The table reads the step ops' `forwards` interfaces only.
 """
@@ -19,7 +20,8 @@ from .step.interfaces import StepInfo
 from .targets import Target
 
 
-def _seconds(pipeline: Pipeline, model: str, rows: int, target: Target, context: int) -> float:
+def forward_seconds(pipeline: Pipeline, model: str, rows: int, target: Target, context: int = 512) -> float:
+    """The roofline seconds of one forward of `model` over `rows` tokens (cost_model.forward_cost)."""
     m = pipeline.model(model)
     if m is None or m.graph is None:
         raise SpecirError(f"batch-fusion's shrink table needs the graph of @{model.lstrip('@')}, which is not expanded",
@@ -27,20 +29,29 @@ def _seconds(pipeline: Pipeline, model: str, rows: int, target: Target, context:
     return forward_cost(m, target, rows, context).seconds
 
 
-def budget_table(pipeline: Pipeline, target: Target, max_batch: int, alpha: float, context: int = 512) -> list[int]:
+def step_forwards(pipeline: Pipeline) -> tuple[str, int, list]:
+    """(the verifying model, the most drafted tokens a request can verify, the draft's forwards)."""
     info = StepInfo(pipeline)
     verify = [op for op in pipeline.step.ops if info.has_role(op, "verify")][-1]
-    verifier = verify.symbols[0][1:]
-    width = info.width(verify) - 1
     drafts = [f for op in pipeline.step.ops if not info.has_role(op, "verify")
               for f in info.interfaces(op).forwards(op, info)]
+    return verify.symbols[0][1:], info.width(verify) - 1, drafts
+
+
+def draft_seconds(pipeline: Pipeline, drafts: list, batch: int, target: Target, context: int = 512) -> float:
+    """The draft's forwards for `batch` requests (they run whatever the budget)."""
+    return sum(f.count * forward_seconds(pipeline, f.model, batch * f.tokens, target, context) for f in drafts)
+
+
+def budget_table(pipeline: Pipeline, target: Target, max_batch: int, alpha: float, context: int = 512) -> list[int]:
+    verifier, width, drafts = step_forwards(pipeline)
     table = []
     for b in range(1, max_batch + 1):
-        draft_s = sum(f.count * _seconds(pipeline, f.model, b * f.tokens, target, context) for f in drafts)
-        best_n, best_rate = 0, b / _seconds(pipeline, verifier, b, target, context)  # plain AR: no drafter
+        draft_s = draft_seconds(pipeline, drafts, b, target, context)
+        best_n, best_rate = 0, b / forward_seconds(pipeline, verifier, b, target, context)  # plain AR: no drafter
         for n in range(1, width + 1):
             tau = sum(alpha ** i for i in range(n + 1))
-            rate = b * tau / (_seconds(pipeline, verifier, b * (1 + n), target, context) + draft_s)
+            rate = b * tau / (forward_seconds(pipeline, verifier, b * (1 + n), target, context) + draft_s)
             if rate > best_rate * (1 + 1e-9):
                 best_n, best_rate = n, rate
         table.append(best_n * b)
