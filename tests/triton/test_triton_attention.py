@@ -159,3 +159,22 @@ def test_window_needs_positions_and_a_tree_within_it(seed, device):
     pos = torch.arange(8, 12, device=device)[None]
     with pytest.raises(ValueError, match="exceed"):
         attention(q, k_cache, v_cache, lens, random_tree_mask(1, 4).to(device), pos=pos, window=4)
+
+
+def test_the_batch_axis_of_the_grid_is_the_one_without_the_65535_limit():
+    """A packed verify's forward has one request row per token: 64 requests of 65 nodes prime an
+    8192-row bucket, 65536 (request, kv head) programs, over CUDA's limit on grid axes 1 and 2 (the
+    H200 run of 2026-12-01 failed there with 'invalid argument')."""
+    from specir.backends.triton.kernels.attention import attention_config, attention_grid
+    cfg = attention_config(8192, 1, 32, 8, 128, 512, sm=132)
+    grid = attention_grid(8192, 8, cfg)
+    assert grid[0] == 8192 * 8 and max(grid[1:]) <= 65535
+
+
+def test_many_requests_of_one_token(seed, device, kt):
+    """More (request, kv head) programs than one grid axis 1 could hold on CUDA, on the device
+    (the interpreter runs a smaller batch: it has no grid limit and runs programs one by one)."""
+    B = 8200 if device == "cuda" else 40
+    q, k_cache, v_cache, lens = _inputs(B, 1, 16, 8, 16, 24, [5 + b % 17 for b in range(B)], torch.float32, device)
+    out = attention(q, k_cache, v_cache, lens)
+    kt.close(out, ref.attention_reference(q, k_cache, v_cache, lens))

@@ -11,8 +11,9 @@ share a kv head (G = H // KH), so each K/V tile is loaded once for all of them. 
 each request is cut into at most num_splits chunks, each a multiple of BLOCK_N long and sized on
 the device from the request's actual length (lens), not from the cache capacity: at context 512
 with 64-key chunks 9 splits work and the rest of the grid only reads lens and exits.
-grid = (row blocks, B * KH, num_splits) depends only on shapes, never on lens, so the launch is
-CUDA-graph safe. When one chunk covers the whole range its program writes the output directly.
+grid = (B * KH, row blocks, num_splits) depends only on shapes, never on lens, so the launch is
+CUDA-graph safe (B * KH on axis 0, the only axis whose limit is not 65535: a packed verify's
+forward has one request row per token, 8192 x 8 kv heads at 64 requests of 65 nodes). When one chunk covers the whole range its program writes the output directly.
 Otherwise every active split stores its fp32 (output, log-sum-exp) partial, bumps a per-(row
 block, request, kv head) arrival counter, and the last split to arrive merges the partials of
 all active splits (a vectorised [rows, splits, D] reduction) and writes the output; it then
@@ -134,9 +135,9 @@ def _attention_kernel(
     HAS_WINDOW: tl.constexpr,
     MR: tl.constexpr, SB: tl.constexpr, S_P2: tl.constexpr,
 ):
-    pid_m = tl.program_id(0)
-    b = tl.program_id(1) // KH
-    kh = tl.program_id(1) % KH
+    pid_m = tl.program_id(1)
+    b = tl.program_id(0) // KH
+    kh = tl.program_id(0) % KH
     split = tl.program_id(2)
     prefix, offset, kv_len, chunk, start, end = _split_bounds(lens_ptr, offsets_ptr, b, T, max_seq, split,
                                                               num_splits, min_chunk, BLOCK_N, HAS_OFFSETS)
@@ -221,7 +222,7 @@ def _attention_kernel(
                 lse = tl.where(has_keys, m_i + tl.log2(tl.where(has_keys, l_i, 1.0)), float("-inf"))
                 tl.store(lse_part_ptr + part, lse, mask=row_ok)
                 tl.debug_barrier()
-                tile = pid_m + tl.num_programs(0) * tl.program_id(1)
+                tile = pid_m + tl.num_programs(1) * tl.program_id(0)
                 arrived = tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel")
                 if arrived == n_active - 1:
                     row0 = pid_m * BLOCK_M
@@ -265,6 +266,17 @@ def attention_config(B, T, H, KH, D, max_seq, device=None, num_splits=None, bloc
     return dict(block_m=block_m, block_n=block_n, num_splits=num_splits, m_blocks=m_blocks, min_chunk=min_chunk,
                 num_warps=num_warps, num_stages=num_stages or 2, merge_rows=merge_rows, merge_splits=merge_splits,
                 grid=[m_blocks, B * KH, num_splits], launches=1)
+
+
+CUDA_GRID_YZ_LIMIT = 65535  # grid axes 1 and 2 (axis 0: 2**31 - 1)
+
+
+def attention_grid(B: int, KH: int, cfg: dict) -> tuple[int, int, int]:
+    """(B * KH, row blocks, splits): the launch's grid, B-scaled axis first."""
+    grid = (B * KH, cfg["m_blocks"], cfg["num_splits"])
+    if max(grid[1:]) > CUDA_GRID_YZ_LIMIT:
+        raise ValueError(f"attention grid {grid}: row blocks and splits must stay <= {CUDA_GRID_YZ_LIMIT}")
+    return grid
 
 
 def attention_workspace(B, T, H, D, num_splits, device) -> torch.Tensor:
@@ -329,7 +341,7 @@ def attention(q, k_cache, v_cache, lens, tree_mask=None, scale=None, *, out=None
         counters = counter_buffer(q.device, cfg["m_blocks"] * B * KH)
     else:
         o_part = lse_part = counters = out
-    grid = (cfg["m_blocks"], B * KH, splits)
+    grid = attention_grid(B, KH, cfg)
     _attention_kernel[grid](
         q, k_cache, v_cache, lens, mask, out, o_part, lse_part, counters,
         lens if slots is None else slots, lens if offsets is None else offsets, lens if not window else pos,
