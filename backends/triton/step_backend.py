@@ -54,7 +54,14 @@ class TritonStepBackend(StepBackend):
 
     def warm(self, fn):
         """Run `fn` eagerly on the capture stream (cuBLAS workspaces and other per-stream state exist
-        before the capture), ordered with the current stream."""
+        before the capture), ordered with the current stream; counted in `setup_s`."""
+        return self.first_time(lambda: self._warm(fn))
+
+    def capture(self, fn, pool):
+        """Record `fn` into a CUDA graph in `pool` on the capture stream; counted in `setup_s`."""
+        return self.first_time(lambda: self._capture(fn, pool))
+
+    def _warm(self, fn):
         current = torch.cuda.current_stream(self.device)
         self.stream.wait_stream(current)
         with torch.cuda.stream(self.stream):
@@ -62,7 +69,7 @@ class TritonStepBackend(StepBackend):
         current.wait_stream(self.stream)
         return out
 
-    def capture(self, fn, pool):
+    def _capture(self, fn, pool):
         current = torch.cuda.current_stream(self.device)
         self.stream.wait_stream(current)
         graph = torch.cuda.CUDAGraph()

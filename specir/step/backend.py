@@ -15,12 +15,16 @@
   captured (CUDA graphs) and replayed; `warm(fn)` runs a
   segment eagerly the first time (where it will be captured), `capture(fn, pool) -> (replay,
   outputs)` records it (it must read and write only tensors; `outputs` is what fn returned while
-  recording, the tensors every replay writes);
+  recording, the tensors every replay writes); a capturing backend runs both through
+  `first_time(fn)`, which adds their seconds (kernel compilation, capture, the eager first run) to
+  `setup_s`, so an engine reports them apart from decoding;
 - `argmax(logits)` (int64, first index on ties) and `commit_path(state, path, n, compact)` (the
   accepted path's KV rows of a verifier moved into place: row lens + path[j] -> lens + j for
   j < n[b], path ascending) as torch ops a backend may replace by kernels.
 """
 from __future__ import annotations
+
+import time
 
 import torch
 
@@ -46,6 +50,26 @@ class StepBackend:
 
     def __init__(self, device):
         self.device = torch.device(device)
+        self.setup_s = 0.0  # seconds of first-time work (warm-ups and captures) so far
+        self._in_first_time = False
+
+    def first_time(self, fn):
+        """fn() (a warm-up or a capture), its seconds added to `setup_s`: the device is synchronised
+        around the outermost such call (work nested in it is already counted)."""
+        if self._in_first_time:
+            return fn()
+        self._synchronize()
+        start, self._in_first_time = time.perf_counter(), True
+        try:
+            return fn()
+        finally:
+            self._in_first_time = False
+            self._synchronize()
+            self.setup_s += time.perf_counter() - start
+
+    def _synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
 
     def executor(self, model, weights):  # pragma: no cover - every backend defines it
         raise NotImplementedError

@@ -8,7 +8,9 @@ buffers and captured graphs) are built on first use and kept: later prompts, bat
 - `generate(prompts, max_new_tokens, *, temperature, seed, on_step) -> [Result]`: every request's
   emitted tokens (cut at max_new_tokens and after an end-of-sequence token) and the tokens
   emitted per step; `timings` then holds prefill_s, decode_s, and `setup_s` the engine's
-  one-time cost (compiling, loading, packing) so far.
+  one-time cost (compiling, loading, packing, and the backend's first-time warm-ups and graph
+  captures, `StepBackend.first_time`) so far; first-time work met during the call counts in
+  setup_s, not in prefill_s or decode_s.
 - `open(capacity, max_rows, sampling)` -> DecodeSession: continuous batching, requests added and
   finishing between steps (`add`, `step`, `cancel`; `forget_finished` for a long-lived session).
 Invariant per request: the verifier's cache has committed every token but the pending one; a
@@ -123,17 +125,22 @@ class StepEngine:
         sampling = temperature > 0
         rows = self.rows_needed(max(len(p) for p in prompts), max_new_tokens)
         decode = self.open(len(prompts), rows, sampling)
+        first_time = self.backend.setup_s
         start = time.perf_counter()
         decode.add_many([(list(p), max_new_tokens, temperature, request_seed(seed, i)) for i, p in enumerate(prompts)])
         self._sync()
         decode_start = time.perf_counter()
+        in_prefill = self.backend.setup_s - first_time
         while decode.active():
             decode.step()
             if on_step:
                 on_step(decode.requests)
         self._sync()
         end = time.perf_counter()
-        self.timings = {"prefill_s": decode_start - start, "decode_s": end - decode_start, "setup_s": self.setup_s}
+        in_decode = self.backend.setup_s - first_time - in_prefill
+        self.setup_s += in_prefill + in_decode
+        self.timings = {"prefill_s": decode_start - start - in_prefill, "decode_s": end - decode_start - in_decode,
+                        "setup_s": self.setup_s}
         return [Result(r.generated, r.accept_lengths, end - start, r.finish_reason) for r in decode.requests]
 
     def _sync(self) -> None:

@@ -85,3 +85,48 @@ def test_replayed_steps_equal_eager_steps(kind, temperature, pair, tmp_path):
         assert [r.tokens for r in got] == [r.tokens for r in want]
         assert [r.accept_lengths for r in got] == [r.accept_lengths for r in want]
     assert graphs.captured >= 1 and graphs.replays > graphs.captured
+
+
+class FirstTimeCosts(EmulatedGraphs):
+    """Emulated graphs whose warm-ups and captures each take 100 s of a fake clock, through the
+    inner backend's `first_time` (as the Triton backend's do)."""
+
+    def __init__(self, inner, clock):
+        super().__init__(inner)
+        self.clock, self.calls = clock, 0
+
+    def _costly(self, fn):
+        def run():
+            self.calls += 1
+            self.clock[0] += 100.0
+            return fn()
+        return self.inner.first_time(run)
+
+    def warm(self, fn):
+        return self._costly(fn)
+
+    def capture(self, fn, pool):
+        return self._costly(lambda: EmulatedGraphs.capture(self, fn, pool))
+
+
+def test_first_time_work_counts_in_setup_not_in_decoding(pair, tmp_path, monkeypatch):
+    """Kernel compilation and graph capture met inside a generate call are reported in setup_s;
+    prefill_s and decode_s hold the rest (here, on a clock that only first-time work moves: 0)."""
+    import types
+
+    from specir.backends.reference.step_backend import TableStepBackend
+    clock = [0.0]
+    fake = types.SimpleNamespace(perf_counter=lambda: clock[0])
+    monkeypatch.setattr("specir.step.engine.time", fake)
+    monkeypatch.setattr("specir.step.backend.time", fake)
+    target, drafter = pair
+    pipeline = load_pipeline(write_spec(tmp_path, "chain", target, drafter, k=3))
+    backend = FirstTimeCosts(TableStepBackend("cpu"), clock)
+    engine = StepEngine(pipeline, backend)
+    engine.generate([[1, 2, 3], [4, 5]], 8)
+    assert backend.calls >= 2  # a warm-up and a capture at least
+    assert engine.timings["decode_s"] == 0.0 and engine.timings["prefill_s"] == 0.0
+    assert engine.timings["setup_s"] == pytest.approx(100.0 * backend.calls)
+    calls = backend.calls
+    engine.generate([[1, 2, 3], [4, 5]], 8)  # warm: replays only, nothing first-time
+    assert backend.calls == calls and engine.timings["setup_s"] == pytest.approx(100.0 * calls)
