@@ -517,6 +517,8 @@ class Bench:
             if launch.kind == "linear":
                 weight = w.linear[i][0]
                 key = f"linear {weight.shape[0]}x{weight.shape[1]}"
+                if launch.attrs.get("prologue"):  # the swiglu_linear fusion: the swiglu runs inside
+                    key += f" + {launch.attrs['prologue']} prologue"
                 b = weight.numel() * weight.element_size()
             elif launch.kind == "attention":
                 key = "attention"

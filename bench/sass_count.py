@@ -50,8 +50,9 @@ def _classify(op: str) -> str:
     return "other"
 
 
-def compile_linear(m: int, n: int, k: int, fmt: str, cfg=None, arch: int = 90):
-    """Compile the kernel `linear_bf16/linear_bf12` would launch; returns (compiled, cfg, kernel kind)."""
+def compile_linear(m: int, n: int, k: int, fmt: str, cfg=None, arch: int = 90, swiglu: bool = False):
+    """Compile the kernel `linear_bf16/linear_bf12` would launch (`swiglu`: with the SwiGLU
+    prologue, `up=`); returns (compiled, cfg)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -65,17 +66,18 @@ def compile_linear(m: int, n: int, k: int, fmt: str, cfg=None, arch: int = 90):
     n_full = k // (128 * cfg.groups)
     per_split = -(-n_iters // cfg.split)
     values = dict(R=n, K=k, stride_w=k // 2 if cfg.kind == "gemv" else k, n_groups=groups_total,
-                  n_iters=n_iters, n_full=n_full, iters_per_split=per_split, M=m, stride_xm=k, stride_ym=n,
+                  n_iters=n_iters, n_full=n_full, iters_per_split=per_split, M=m, stride_xm=k, stride_um=k, stride_ym=n,
                   R_raw=max(1, n // 100), blocks_main=-(-n // cfg.block_n))
     bf12 = fmt == "bf12"
     words = k % 2 == 0 and cfg.kind == "gemv"
-    ptrs = dict(x_ptr="i32" if cfg.kind == "gemv" else "bf16", y_ptr="bf16", bias_ptr="bf16",
+    ptrs = dict(x_ptr="i32" if cfg.kind == "gemv" else "bf16", up_ptr="i32" if cfg.kind == "gemv" else "bf16",
+                y_ptr="bf16", bias_ptr="bf16",
                 w_ptr=("bf16" if bf12 else ("i32" if words else "bf16")) if cfg.kind == "gemv" else "bf16",
                 mant_ptr="i64" if bf12 else "bf16", code_ptr="i32" if bf12 else "bf16",
                 base_ptr="u8" if bf12 else "bf16", esc_ptr="u8" if bf12 else "bf16",
                 rows_ptr="i32", ws_ptr="fp32", cnt_ptr="i32", raw_ptr="i32", raw_rows_ptr="i32")
     consts = dict(FORMAT=1 if bf12 else 0, BN=cfg.block_n, G=cfg.groups, SPLIT=cfg.split, HAS_BIAS=False,
-                  HAS_ROWS=False, PRMT=cfg.prmt)
+                  HAS_ROWS=False, PRMT=cfg.prmt, SWIGLU=swiglu)
     if cfg.kind == "gemv":
         fn = lk.gemv_kernel
         # BF12 with raw rows fused into the launch (the usual case: ~1% of rows stay raw)

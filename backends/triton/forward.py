@@ -17,6 +17,10 @@ being captured (the warm-up before a capture runs them).
 the same arguments every time, so it can be captured into a CUDA graph; its inputs are changed
 by writing into the `inputs` tensors. Intermediate values share buffers by liveness (a buffer is
 reused once every IR value living in it is dead).
+
+A linear launch with a SwiGLU prologue (program.py) runs as one Triton kernel (`up=`), or, when
+this forward's rows route it to cuBLAS (gemm_route.py) or its weights cannot run Triton, as
+silu_mul into a buffer for `prologue_value` (live for that launch only) and then the call.
 """
 from __future__ import annotations
 
@@ -126,13 +130,19 @@ class StaticForward:
             if wanted is not None and i not in wanted:
                 continue
             kind = launch.kind
+            dead = set(launch.ins)
             if kind in ("linear", "packed_linear"):
                 allocate(launch.outs, launch.attrs["widths"])
+                if self._separate_prologue(i, launch):  # the swiglu value, materialised for this launch
+                    act = launch.attrs["prologue_value"]
+                    allocate([act], [program.values[act]])
+                    last_use[act] = i
+                    dead.add(act)
             elif launch.outs:
                 for name in launch.outs:
                     allocate([name], [program.values[name]])
             self.calls.append(self._bind(i, launch, params))
-            for v in set(launch.ins):
+            for v in dead:
                 if last_use.get(v) == i and v in value_buffer:
                     buf, live = holders[value_buffer[v]]
                     live.discard(v)
@@ -143,6 +153,21 @@ class StaticForward:
         self.buffer_bytes = pool.allocated
 
     # ------------------------------------------------------------------ binding
+    def _separate_prologue(self, index: int, launch) -> bool:
+        """True when `launch` has a SwiGLU prologue that this forward runs as its own silu_mul
+        launch: a `linear` whose weights run through torch, or that runs cuBLAS at B * T rows."""
+        if launch.attrs.get("prologue") != "swiglu" or launch.kind != "linear":
+            return False
+        use_triton = self.model.weights.linear[index][2]
+        return not use_triton or uses_cublas(self.model.program, launch, self.B * self.T)
+
+    def _silu_mul_call(self, index: int, gate, up, out):
+        self.configs.append({"launch": index, "kernel": "activation.silu_mul", "rows": self.B * self.T})
+        fused = self._adjacent(gate, up)
+        if fused is not None:
+            return lambda: silu_mul(fused, out=out)
+        return lambda: silu_mul(gate, up, out=out)
+
     def _bind(self, index: int, launch, params):
         kind, a, inp, m = launch.kind, launch.attrs, self.inputs, self.model
         B, T = self.B, self.T
@@ -173,27 +198,35 @@ class StaticForward:
         if kind == "linear":
             weight, bias, use_triton = m.weights.linear[index]
             x = view(launch.ins[0])
+            up = view(launch.ins[1]) if a.get("prologue") == "swiglu" else None  # x is then the gate
             n, k = weight.shape
             out = self._group_output(launch)
             if not use_triton or uses_cublas(m.program, launch, B * T):
+                first = None
+                if up is not None:  # the prologue as its own launch (_separate_prologue)
+                    act = view(a["prologue_value"])
+                    first, x = self._silu_mul_call(index, x, up, act), act
                 kernel = CUBLAS_KERNEL if use_triton else CUBLAS_CALL
                 self.configs.append({"launch": index, "kernel": kernel, "call": CUBLAS_CALL, "m": B * T, "n": n,
                                      "k": k})
                 if out.is_contiguous():
-                    return lambda: torch.nn.functional.linear(x, weight, bias, out=out)
-                return lambda: out.copy_(torch.nn.functional.linear(x, weight, bias))
+                    call = lambda: torch.nn.functional.linear(x, weight, bias, out=out)  # noqa: E731
+                else:
+                    call = lambda: out.copy_(torch.nn.functional.linear(x, weight, bias))  # noqa: E731
+                return call if first is None else lambda: (first(), call())
             cfg = linear_config(B * T, n, k)
             self.configs.append({"launch": index, "kernel": launch.kernel, "m": B * T, "n": n, "k": k,
-                                 "config": cfg.__dict__})
-            return lambda: linear_bf16(x, weight, bias, out=out, config=cfg)
+                                 "config": cfg.__dict__, **({"prologue": "swiglu"} if up is not None else {})})
+            return lambda: linear_bf16(x, weight, bias, out=out, config=cfg, up=up)
         if kind == "packed_linear":
             packed, bias = m.weights.packed[index]
             x, out = view(launch.ins[0]), self._group_output(launch)
+            up = view(launch.ins[1]) if a.get("prologue") == "swiglu" else None  # x is then the gate
             n, k = packed.shape
             cfg = linear_config(B * T, n, k, "bf12")
             self.configs.append({"launch": index, "kernel": launch.kernel, "m": B * T, "n": n, "k": k,
-                                 "config": cfg.__dict__})
-            return lambda: linear_bf12(x, packed, bias, out=out, config=cfg)
+                                 "config": cfg.__dict__, **({"prologue": "swiglu"} if up is not None else {})})
+            return lambda: linear_bf12(x, packed, bias, out=out, config=cfg, up=up)
         if kind == "rope":
             hd = a["head_dim"]
             table = m.rope_table(a["rope"], hd)
@@ -248,12 +281,7 @@ class StaticForward:
             return lambda: attention(q, k_cache, v_cache, lens, mask, scale, out=out, workspace=workspace, slots=slots,
                                      offsets=offsets, pos=pos, window=window, **over)
         if kind == "swiglu":
-            gate, up, out = view(launch.ins[0]), view(launch.ins[1]), view(launch.outs[0])
-            self.configs.append({"launch": index, "kernel": launch.kernel, "rows": B * T})
-            fused = self._adjacent(gate, up)
-            if fused is not None:
-                return lambda: silu_mul(fused, out=out)
-            return lambda: silu_mul(gate, up, out=out)
+            return self._silu_mul_call(index, view(launch.ins[0]), view(launch.ins[1]), view(launch.outs[0]))
         if kind in TORCH_OPS:
             return self._bind_torch(index, launch)
         if kind in RECURRENT_OPS:

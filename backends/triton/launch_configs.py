@@ -6,7 +6,9 @@ will use on `target`: grid, block sizes, warps, stages, split-K / split-KV count
 same functions the runtime calls (gemm_route.uses_cublas, linear_config.choose, attention_config,
 argmax_config's rule), evaluated with the target's SM count; the only runtime input they lack is
 the cache length of a real call (`max_seq`, here a representative value). A linear group that
-runs cuBLAS at this row count is listed with kernel "cublas.linear" (see gemm_route.py).
+runs cuBLAS at this row count is listed with kernel "cublas.linear" (see gemm_route.py); if it
+has a SwiGLU prologue (program.py), a silu_mul row precedes it (that forward runs the swiglu
+separately), and a Triton linear with one says `prologue = "swiglu"`.
 """
 from __future__ import annotations
 
@@ -35,22 +37,36 @@ def _argmax(rows, vocab, sm_count):
     return {"grid": [rows, triton.cdiv(vocab, chunk)], "BLOCK": block, "chunk": chunk, "num_warps": 4}
 
 
+def _elementwise(rows, width):
+    block = min(1024, triton.next_power_of_2(width))
+    return {"grid": [rows, triton.cdiv(width, block)], "BLOCK": block, "num_warps": 4}
+
+
 def launch_configs(program: Program, target, B: int, T: int, max_seq: int) -> list[dict]:
     rows, out = B * T, []
     sm = target.sm_count
     for i, launch in enumerate(program.launches):
         kind, a = launch.kind, launch.attrs
         row = {"launch": i, "kernel": launch.kernel, "implements": list(launch.ops)}
+        prologue = a.get("prologue")
         if kind == "linear":
             n, k = sum(a["widths"]), program.values[launch.ins[0]]
             if uses_cublas(program, launch, rows):
+                if prologue:
+                    out.append({"launch": i, "kernel": "activation.silu_mul", "implements": [a["prologue_value"]],
+                                **_elementwise(rows, k)})
+                    row["implements"] = [v for v in launch.ops if v != a["prologue_value"]]
                 row.update(kernel=CUBLAS_KERNEL, m=rows, n=n, k=k,
                            config={"library": "cuBLAS", "call": CUBLAS_CALL, "min_rows": cublas_min_rows(program)})
             else:
                 row.update(m=rows, n=n, k=k, config=asdict(choose(rows, n, k, "bf16")))
+                if prologue:
+                    row["prologue"] = prologue
         elif kind == "packed_linear":
             n, k = sum(a["widths"]), program.values[launch.ins[0]]
             row.update(m=rows, n=n, k=k, config=asdict(choose(rows, n, k, "bf12")))
+            if prologue:
+                row["prologue"] = prologue
         elif kind == "attention":
             row.update(B=B, T=T, max_seq=max_seq, tree_mask=launch.ins[1] == program.params.get("mask")
                        and T > 1, config=_attention(B, T, a["heads"], a["kv_heads"], a["head_dim"], max_seq, sm))
@@ -71,9 +87,7 @@ def launch_configs(program: Program, target, B: int, T: int, max_seq: int) -> li
             row.update(grid=[B, a["heads"], triton.cdiv(a["head_dim"], min(16, triton.next_power_of_2(a["head_dim"])))],
                        T=T, num_warps=4)
         elif kind in ("embed", "swiglu", "add"):
-            width = program.values[launch.outs[0]]
-            block = min(1024, triton.next_power_of_2(width))
-            row.update(grid=[rows, triton.cdiv(width, block)], BLOCK=block, num_warps=4)
+            row.update(_elementwise(rows, program.values[launch.outs[0]]))
         out.append(row)
     vocab = program.values[program.result]
     out.append({"launch": len(program.launches), "kernel": "argmax.argmax", "implements": ["greedy target choice"],

@@ -9,7 +9,8 @@ into the build folder:
   parameters of every launch
   (block sizes, warps, stages, split-K and split-KV counts) for the target's SM count; linear
   groups that run cuBLAS at that width (gemm_route.py) say kernel "cublas.linear", and the
-  manifest lists torch.nn.functional.linear (backend cublas) with the forwards that use it;
+  manifest lists torch.nn.functional.linear (backend cublas) with the forwards that use it (and
+  activation.silu_mul when such a linear has a SwiGLU prologue, which then runs on its own);
 - `ptx/<module>.<kernel>.<n>.ptx` with `emit_ptx` (`compile --emit-ptx`): every launched kernel compiled
   offline for the target's architecture, specialised as the runtime's JIT does (ptx.py).
 It returns a Lowering whose `kernels` list one entry per kernel with the IR ops it implements,
@@ -94,6 +95,10 @@ def lower(pipeline: Pipeline, target: Target, folder: Path, *, emit_ptx: bool = 
             routed = [r for r in entry["launches"] if r["kernel"] == CUBLAS_KERNEL]
             if routed:
                 cublas.setdefault(name, []).append(f"{shape} (T={entry['T']}: {len(routed)} linear groups)")
+            if any(r["kernel"] == "activation.silu_mul" for r in entry["launches"]):
+                # a SwiGLU prologue of a cuBLAS-routed linear runs as its own launch at this width
+                entry_of = kernels.setdefault("activation.silu_mul", {"ops": set(), "launches_per_forward": {}})
+                entry_of["ops"].add("swiglu")
     for name, program in programs.items():
         notes.append(f"@{name}: {gemm_route.reason(program)}")
     step_kernels = {"argmax.argmax": "accept.* (the verifier's greedy choice)",

@@ -14,7 +14,14 @@ the IR's own op pattern (nothing outside the IR is read):
 - rope + kv_write: an `attention` whose q and k are `rope` results with the same rope
   attributes and positions, used by nothing else, gets one rope_kv_write launch (rotated q into
   its buffer, rotated k and v into the cache) and then attends; otherwise rope, kv_write and
-  attention run separately.
+  attention run separately;
+- swiglu + linear: a `swiglu` whose result only one op reads, a linear (not grouped: nothing
+  else reads that input) that runs on a Triton kernel (BF12, or bf16 weights with bf16 or fp32
+  activations), becomes that linear's prologue: the launch reads the swiglu's (gate, up) and
+  says `prologue = "swiglu"` (`prologue_value`: the swiglu's IR value); the kernel computes
+  silu(gate) * up where it would load x (kernels/linear.py, same bits as the two launches). A
+  forward whose rows route the linear to cuBLAS (gemm_route.py) binds it as silu_mul into
+  `prologue_value`'s buffer, then the cuBLAS call (forward.py), so the IR's bits hold there too.
 The rest is one launch per op. Launch operands name IR values; `values` gives every value's
 width so the executor can size buffers.
 
@@ -32,6 +39,7 @@ from specir.errors import SpecirError
 from specir.ir.nodes import Model, Op
 from specir.ir.ops_recurrent import state_specs
 
+FUSIONS = ("add_norm", "linear_groups", "rope_kv_write", "swiglu_linear")  # the `fuse` attribute's names
 TORCH_OPS = ("rms_norm_1p", "rms_norm_gated", "slice", "concat", "scale", "activation", "mul")
 RECURRENT_OPS = ("conv1d", "gated_delta_rule", "mamba2_scan")
 SUPPORTED_OPS = ("embed", "rms_norm", "linear", "packed_linear", "rope", "attention", "swiglu", "add",
@@ -120,7 +128,29 @@ def _weight_dtype(model: Model, name: str) -> str:
 def fusions(model: Model) -> dict[str, bool]:
     """The region's fusion policy: its `fuse` attribute (passes/fusion.py), all true where unstated."""
     stated = model.attrs.get("fuse") or {}
-    return {name: bool(stated.get(name, True)) for name in ("add_norm", "linear_groups", "rope_kv_write")}
+    return {name: bool(stated.get(name, True)) for name in FUSIONS}
+
+
+def _triton_linear(model: Model, op: Op) -> bool:
+    """Whether a linear op runs on a Triton kernel at some row count (weights.py's rule): always
+    for BF12; for bf16 weights with bf16 or fp32 activations (wide bf16 forwards may go to cuBLAS)."""
+    if op.name == "packed_linear":
+        return True
+    activations = str(model.attrs.get("dtype", "bf16"))
+    return _weight_dtype(model, op.attrs["weight"]) == "bf16" and activations in ("bf16", "f32")
+
+
+def _swiglu_prologues(model: Model, ops, uses, producer) -> dict[int, int]:
+    """linear op index -> index of the swiglu it takes as its prologue (the module docstring's rule)."""
+    out = {}
+    for i, op in enumerate(ops):
+        if op.name not in ("linear", "packed_linear"):
+            continue
+        j = producer.get(op.values[0])
+        if (j is not None and ops[j].name == "swiglu" and uses.get(op.values[0]) == [i]
+                and op.values[0] != model.graph.result and _triton_linear(model, op)):
+            out[i] = j
+    return out
 
 
 def plan_program(model: Model) -> Program:
@@ -159,6 +189,8 @@ def plan_program(model: Model) -> Program:
                 and qop.values[1] == kop.values[1] and uses.get(q) == [i] and uses.get(k) == [i]):
             fused_rope[i] = (qi, ki)
     rope_in_fusion = {j for pair in fused_rope.values() for j in pair}
+    prologue = _swiglu_prologues(model, ops, uses, producer) if fuse["swiglu_linear"] else {}
+    swiglu_in_fusion = set(prologue.values())
 
     for i, op in enumerate(ops):
         if i in done:
@@ -193,8 +225,12 @@ def plan_program(model: Model) -> Program:
                      "widths": tuple(values[m.result] for m in members)}
             if formats:
                 attrs["format"] = formats.pop()
-            launches.append(Launch(kind, tuple(m.result for m in members), op.values, attrs,
-                                   tuple(m.result for m in members)))
+            ins, implements = op.values, tuple(m.result for m in members)
+            if i in prologue:
+                act = ops[prologue[i]]
+                attrs.update(prologue="swiglu", prologue_value=act.result)
+                ins, implements = act.values, (act.result, *implements)
+            launches.append(Launch(kind, tuple(m.result for m in members), ins, attrs, implements))
         elif name == "rope":
             if i in rope_in_fusion:
                 continue  # emitted with its attention
@@ -216,6 +252,8 @@ def plan_program(model: Model) -> Program:
                                    {**common, "scale": float(a.get("scale") or 0.0),
                                     "window": int(a.get("window") or 0)}, (op.result,)))
         elif name == "swiglu":
+            if i in swiglu_in_fusion:
+                continue  # the prologue of its linear
             launches.append(Launch("swiglu", (op.result,), op.values, {}, (op.result,)))
         elif name in TORCH_OPS or name in RECURRENT_OPS:
             launches.append(Launch(name, (op.result,), op.values, dict(op.attrs), (op.result,)))

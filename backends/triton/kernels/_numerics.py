@@ -1,4 +1,4 @@
-"""Numeric helpers shared by the kernels: rounding to the activation dtype, dot precision.
+"""Numeric helpers shared by the kernels: rounding to the activation dtype, dot precision, SwiGLU.
 
 Triton's CPU interpreter converts fp32 -> bf16 by truncation (the GPU rounds to nearest even)
 and computes bf16 `tl.dot` wrongly. Kernels therefore round with `round_to` (bit-exact RNE in
@@ -26,6 +26,15 @@ def round_to(x, dtype: tl.constexpr):
         return tl.where(is_nan, x.to(tl.bfloat16), rounded)
     else:
         return x.to(dtype)
+
+
+@triton.jit
+def swiglu(gate, up, dtype: tl.constexpr):
+    """HF's SwiGLU of fp32 `gate`, `up` (values of the activation dtype `dtype`): silu(gate) in
+    fp32 rounded to `dtype`, times `up` in fp32, rounded to `dtype` (a `dtype` tensor). The one
+    source of these bits: activation.silu_mul and the linear kernels' SwiGLU prologue call it."""
+    act = round_to(gate / (1.0 + tl.exp(-gate)), dtype).to(tl.float32)
+    return round_to(act * up, dtype)
 
 
 @triton.jit

@@ -1,5 +1,6 @@
 """SwiGLU: silu(gate) * up, HF order (silu in fp32, rounded to the activation dtype, then the
-product in fp32, rounded), i.e. `act_fn(gate_proj(x)) * up_proj(x)` bit for bit.
+product in fp32, rounded), i.e. `act_fn(gate_proj(x)) * up_proj(x)` bit for bit (`_numerics.swiglu`,
+which the linear kernels' SwiGLU prologue shares: linear.py).
 
 Takes either one [..., 2I] tensor holding [gate | up] (a fused gate/up projection) or separate
 gate and up [..., I]. Grid: rows x column blocks.
@@ -11,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._numerics import round_to
+from ._numerics import swiglu
 
 BLOCK = 1024
 
@@ -25,8 +26,7 @@ def _silu_mul_kernel(gate_ptr, up_ptr, out_ptr, stride_gate, stride_up, stride_o
     act_dtype = out_ptr.dtype.element_ty
     gate = tl.load(gate_ptr + row * stride_gate + cols, mask=ok, other=0.0).to(tl.float32)
     up = tl.load(up_ptr + row * stride_up + cols, mask=ok, other=0.0).to(tl.float32)
-    act = round_to(gate / (1.0 + tl.exp(-gate)), act_dtype).to(tl.float32)
-    tl.store(out_ptr + row * stride_out + cols, round_to(act * up, act_dtype), mask=ok)
+    tl.store(out_ptr + row * stride_out + cols, swiglu(gate, up, act_dtype), mask=ok)
 
 
 def _rows(t: torch.Tensor) -> torch.Tensor:

@@ -79,6 +79,27 @@ def _cases():
         ("argmax reduce", "argmax", "_argmax_reduce_kernel", dict(max_ptr=f32, idx_ptr="i32", out_ptr="i64"), [],
          dict(BLOCK_C=256), dict(num_warps=1)),
         *_recurrent_cases(bf, f32),
+        *_swiglu_linear_cases(bf, f32),
+    ]
+
+
+def _swiglu_linear_cases(bf, f32):
+    """The linear kernels with the SwiGLU prologue (the down projection, 4096 x 14336) as
+    linear.py launches them at M = 1 (GEMV, pair words, prefetch) and M = 5 (skinny GEMM)."""
+    ptrs = dict(y_ptr=bf, bias_ptr=bf, mant_ptr="i64", code_ptr="i32", base_ptr="u8", esc_ptr="u8", rows_ptr="i32",
+                ws_ptr=f32, cnt_ptr="i32", raw_ptr="i32", raw_rows_ptr="i32")
+    gemv = dict(WORDS=True, X_PAIRS=True, BN=64, G=1, SPLIT=2, HAS_BIAS=False, PRMT=True, PREFETCH=True,
+                DEPTH=1, RAW_PREFETCH=True, SWIGLU=True)
+    gemm = dict(BM=16, BN=64, G=1, SPLIT=4, HAS_BIAS=False, DOT_BF16=True, PRMT=True, SWAP=True, SWIGLU=True)
+    return [
+        ("swiglu_linear gemv bf16", "linear_kernels", "gemv_kernel", dict(ptrs, x_ptr="i32", up_ptr="i32", w_ptr="i32"),
+         [], dict(gemv, FORMAT=0, HAS_ROWS=False, X_LATE=False, FUSE_RAW=False), dict(num_warps=4, num_stages=2)),
+        ("swiglu_linear gemv bf12", "linear_kernels", "gemv_kernel", dict(ptrs, x_ptr="i32", up_ptr="i32", w_ptr=bf),
+         [], dict(gemv, FORMAT=1, HAS_ROWS=True, X_LATE=True, FUSE_RAW=True), dict(num_warps=4, num_stages=2)),
+        ("swiglu_linear gemm bf16", "linear_kernels", "gemm_kernel", dict(ptrs, x_ptr=bf, up_ptr=bf, w_ptr=bf),
+         [], dict(gemm, FORMAT=0, HAS_ROWS=False), dict(num_warps=4, num_stages=2)),
+        ("swiglu_linear gemm bf12", "linear_kernels", "gemm_kernel", dict(ptrs, x_ptr=bf, up_ptr=bf, w_ptr=bf),
+         [], dict(gemm, FORMAT=1, HAS_ROWS=True), dict(num_warps=4, num_stages=2)),
     ]
 
 

@@ -6,6 +6,11 @@ x they return the same bits whenever `unpack(packed) == w`. Output dtype = x.dty
 dims of x; any N and K (ragged K is masked). M = 1 runs the GEMV, M > 1 the skinny GEMM.
 BF12 rows kept raw (see docs/BF12.md) go through the bf16 kernel in a second launch with the
 same configuration, which computes each row exactly as the bf16 launch over the whole matrix does.
+
+SwiGLU prologue: `linear_bf16(gate, w, bias, up=up)` (and `linear_bf12`) compute
+`silu_mul(gate, up) @ w^T (+ bias)` in one launch, x computed in the kernel where it would be
+loaded (linear_kernels.py); the bits are those of `activation.silu_mul` followed by the same call
+without `up` (same configuration), and nothing of shape [M, K] is written.
 """
 from __future__ import annotations
 
@@ -54,11 +59,14 @@ def _output(x: torch.Tensor, n: int, out: torch.Tensor | None) -> torch.Tensor:
 
 
 def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, w=None, packed_planes=None,
-            rows=None, raw=None, raw_rows=None):
+            rows=None, raw=None, raw_rows=None, up2=None):
     """Run one kernel over `rows_in` weight rows (bf16 `w` or BF12 planes), writing y2[:, rows].
-    With `raw`/`raw_rows` (BF12 GEMV, cfg.fuse_raw) the same launch also computes the raw bf16 rows."""
+    With `raw`/`raw_rows` (BF12 GEMV, cfg.fuse_raw) the same launch also computes the raw bf16 rows.
+    With `up2` the kernel's input is swiglu(x2, up2) (the SwiGLU prologue)."""
     m = x2.shape[0]
-    if max(m * y2.stride(0), m * x2.stride(0)) >= 2 ** 31:
+    swiglu = up2 is not None
+    up_stride = up2.stride(0) if swiglu else 0
+    if max(m * y2.stride(0), m * x2.stride(0), m * up_stride) >= 2 ** 31:
         raise ValueError(f"a {m}-row linear with {y2.shape[1]} outputs overflows the kernels' int32 row offsets; "
                          "split the rows into smaller launches")
     groups_total = -(-k // 128)
@@ -95,20 +103,22 @@ def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, 
     bias_arg = bias if bias is not None else dummy
     rows_arg = rows if rows is not None else dummy
     if cfg.kind == "gemv":
-        x_pairs = x2.dtype == torch.bfloat16 and k % 2 == 0 and x2.data_ptr() % 4 == 0
+        x_pairs = (x2.dtype == torch.bfloat16 and k % 2 == 0 and x2.data_ptr() % 4 == 0
+                   and (not swiglu or up2.data_ptr() % 4 == 0))
         prefetch = cfg.prefetch and x_pairs
+        up_arg = (up2.view(torch.int32) if x_pairs else up2) if swiglu else dummy
         gemv_kernel[(blocks_n + blocks_raw, cfg.split)](
-            x2.view(torch.int32) if x_pairs else x2, y2, bias_arg, w_arg, *planes, rows_arg, ws, cnt,
+            x2.view(torch.int32) if x_pairs else x2, up_arg, y2, bias_arg, w_arg, *planes, rows_arg, ws, cnt,
             raw.view(torch.int32) if r_raw else dummy, raw_rows if r_raw else dummy,
             rows_in, k, stride_w, groups_total, n_iters, n_full, per_split, r_raw, blocks_n,
             WORDS=words, X_PAIRS=x_pairs, PREFETCH=prefetch and (words or fmt == "bf12"),
-            X_LATE=cfg.x_late, DEPTH=cfg.depth, FUSE_RAW=r_raw > 0, RAW_PREFETCH=prefetch, **common)
+            X_LATE=cfg.x_late, DEPTH=cfg.depth, FUSE_RAW=r_raw > 0, RAW_PREFETCH=prefetch, SWIGLU=swiglu, **common)
     else:
         dot_bf16 = x2.dtype == torch.bfloat16 and not interpreting()
         gemm_kernel[(blocks_n, cfg.split, blocks_m)](
-            x2, y2, bias_arg, w_arg, *planes, rows_arg, ws, cnt,
-            m, rows_in, k, x2.stride(0), y2.stride(0), stride_w, groups_total, n_iters, n_full, per_split,
-            BM=cfg.block_m, DOT_BF16=dot_bf16, SWAP=cfg.swap_ab, **common)
+            x2, up2 if swiglu else dummy, y2, bias_arg, w_arg, *planes, rows_arg, ws, cnt,
+            m, rows_in, k, x2.stride(0), up_stride, y2.stride(0), stride_w, groups_total, n_iters, n_full,
+            per_split, BM=cfg.block_m, DOT_BF16=dot_bf16, SWAP=cfg.swap_ab, SWIGLU=swiglu, **common)
 
 
 def _fusable_raw(cfg: LinearConfig, packed: BF12Matrix, k: int) -> bool:
@@ -118,6 +128,16 @@ def _fusable_raw(cfg: LinearConfig, packed: BF12Matrix, k: int) -> bool:
             and k % 2 == 0 and packed.raw.data_ptr() % 4 == 0)
 
 
+def _up_rows(x: torch.Tensor, up: torch.Tensor | None, k: int) -> torch.Tensor | None:
+    """up as [M, K] rows beside x (the SwiGLU prologue's second operand), or None."""
+    if up is None:
+        return None
+    if up.shape != x.shape or up.dtype != x.dtype or up.device != x.device:
+        raise ValueError(f"up must match the gate: {tuple(x.shape)} {x.dtype} on {x.device}, "
+                         f"got {tuple(up.shape)} {up.dtype} on {up.device}")
+    return _as_rows(up, k)
+
+
 def _check_bias(bias, n, device):
     if bias is not None and (bias.shape != (n,) or bias.device != device):
         raise ValueError(f"bias must have shape ({n},) on {device}")
@@ -125,29 +145,33 @@ def _check_bias(bias, n, device):
 
 
 def linear_bf16(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, *,
-                out: torch.Tensor | None = None, config: LinearConfig | None = None) -> torch.Tensor:
-    """y = x @ w^T (+ bias), w bf16 [N, K] row-major; fp32 accumulation; returns x.dtype."""
+                out: torch.Tensor | None = None, config: LinearConfig | None = None,
+                up: torch.Tensor | None = None) -> torch.Tensor:
+    """y = x @ w^T (+ bias), w bf16 [N, K] row-major; fp32 accumulation; returns x.dtype.
+    With `up` (x's shape and dtype): y = silu_mul(x, up) @ w^T (+ bias), the SwiGLU prologue."""
     if w.dim() != 2 or w.dtype != torch.bfloat16:
         raise ValueError(f"w must be a 2-D bf16 matrix, got {tuple(w.shape)} {w.dtype}")
     n, k = w.shape
     w = w if w.stride(1) == 1 else w.contiguous()
-    x2 = _as_rows(x, k)
+    x2, up2 = _as_rows(x, k), _up_rows(x, up, k)
     y = _output(x, n, out)
     bias = _check_bias(bias, n, x.device)
     if y.numel() == 0:
         return y
     cfg = config or choose(x2.shape[0], n, k, "bf16")
-    _launch("bf16", cfg, x2, y.view(-1, n), bias, k, n, w=w)
+    _launch("bf16", cfg, x2, y.view(-1, n), bias, k, n, w=w, up2=up2)
     return y
 
 
 def linear_bf12(x: torch.Tensor, packed: BF12Matrix, bias: torch.Tensor | None = None, *,
-                out: torch.Tensor | None = None, config: LinearConfig | None = None) -> torch.Tensor:
-    """y = x @ unpack(packed)^T (+ bias), decoding inside the kernel; same bits as `linear_bf16`."""
+                out: torch.Tensor | None = None, config: LinearConfig | None = None,
+                up: torch.Tensor | None = None) -> torch.Tensor:
+    """y = x @ unpack(packed)^T (+ bias), decoding inside the kernel; same bits as `linear_bf16`
+    (with `up` too: the SwiGLU prologue)."""
     n, k = packed.shape
     if packed.device != x.device:
         raise ValueError(f"packed weights are on {packed.device}, x on {x.device}")
-    x2 = _as_rows(x, k)
+    x2, up2 = _as_rows(x, k), _up_rows(x, up, k)
     y = _output(x, n, out)
     bias = _check_bias(bias, n, x.device)
     if y.numel() == 0:
@@ -158,11 +182,12 @@ def linear_bf12(x: torch.Tensor, packed: BF12Matrix, bias: torch.Tensor | None =
     if _fusable_raw(cfg, packed, k) and raw_cfg.order_key() == cfg.order_key():
         _launch("bf12", cfg, x2, y2, bias, k, packed.packed_rows,
                 packed_planes=(packed.mant, packed.code, packed.base, packed.esc), rows=packed.rows,
-                raw=packed.raw, raw_rows=packed.raw_rows)
+                raw=packed.raw, raw_rows=packed.raw_rows, up2=up2)
         return y
     if packed.packed_rows:
         _launch("bf12", cfg, x2, y2, bias, k, packed.packed_rows,
-                packed_planes=(packed.mant, packed.code, packed.base, packed.esc), rows=packed.rows)
+                packed_planes=(packed.mant, packed.code, packed.base, packed.esc), rows=packed.rows, up2=up2)
     if packed.raw_row_count:
-        _launch("bf16", raw_cfg, x2, y2, bias, k, packed.raw_row_count, w=packed.raw, rows=packed.raw_rows)
+        _launch("bf16", raw_cfg, x2, y2, bias, k, packed.raw_row_count, w=packed.raw, rows=packed.raw_rows,
+                up2=up2)
     return y
