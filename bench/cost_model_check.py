@@ -1,21 +1,22 @@
 """The cost model's step time against H200 measurements, at the 8B shape, on the CPU (no weights).
 
-    python bench/cost_model_check.py [--rates 780,429] [--work /tmp/specir-shapes]
+    python bench/cost_model_check.py [--fit] [--context 300] [--work /tmp/specir-shapes]
 
 Writes shape-only checkpoints of the zoo pair's inflated shapes (llama-3.1-8b target, llama-1b-width-3l
 drafter: safetensors headers over sparse zero data, the zoo tokenizer), `specir init`s the pipeline,
-and prints per batch size the predicted draft + verify milliseconds of chain k = 4 and of
-tree-verify{budget=64,topk=8,depth=6} (batch_schedule's roofline: cost_model.forward_cost at
-context 512, as the batch-fusion shrink table prices them) beside the step times measured on the
-H200 (MEASURED: bench tok/s and tau of gpu-h200-2026-12-01-session5 call 1 and session 4 call 2),
-and the shrink table batch-fusion{shrink=true,alpha=0.85} would write for the tree, for each
-matmul rate in --rates (TFLOP/s; the h200 target's is its measured big-GEMM rate, 780).
+and prints per batch size the predicted draft + verify milliseconds of AR, chain k = 4 and
+tree-verify{budget=64,topk=8,depth=6} (batch_schedule's prices: cost_model.forward_cost at --context
+rows per request) beside the step times measured on the H200 (MEASURED: bench tok/s and tau of
+gpu-h200-2026-12-01-session5 call 1), and the shrink tables batch-fusion{shrink=true} writes for
+the tree and the chain, for the plain roofline (copy bandwidth and big-GEMM rate, overlapped), the
+h200 target's fitted step rates, and with --fit the best rates on a grid (what targets.json holds).
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
+import math
 import shutil
 import struct
 import subprocess
@@ -27,6 +28,7 @@ MEASURED = {  # ms per decode step = batch * tau / tok/s (AR: batch / tok/s)
     "chain": {1: 7.06, 8: 9.02, 32: 11.74, 64: 18.10},
     "tree": {1: 8.62, 8: 25.11, 32: 83.36, 64: 161.0}}
 TREE = "tree-verify{budget=64,topk=8,depth=6}"
+CONTEXT = 300  # the code-completion prompts: 258 tokens on average, plus half of 96 new ones
 
 
 def shape_checkpoint(shape_name: str, small: Path, out: Path) -> None:
@@ -75,7 +77,8 @@ def shape_checkpoint(shape_name: str, small: Path, out: Path) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rates", default="780,429", help="matmul rates to price with, TFLOP/s")
+    ap.add_argument("--fit", action="store_true", help="also grid-search the step rates that fit MEASURED best")
+    ap.add_argument("--context", type=int, default=CONTEXT, help="cached rows per request the steps are priced at")
     ap.add_argument("--work", default="/tmp/specir-shapes")
     args = ap.parse_args(argv)
     from specir.batch_schedule import budget_table, draft_seconds, forward_seconds, step_forwards
@@ -92,28 +95,44 @@ def main(argv=None) -> int:
     base = load_pipeline("<init>", text=spec)
     pipelines = {"chain": (base, 4), "tree": (PassManager(build_passes(TREE)).run(base), 64)}
 
-    def step_ms(p, b, n, target):
-        verifier, _, drafts = step_forwards(p)
-        return (1e3 * draft_seconds(p, drafts, b, target),
-                1e3 * forward_seconds(p, verifier, b * (1 + n), target))
+    def predicted(target) -> dict:
+        """(pipeline, batch) -> (draft ms, verify ms) at --context rows per request."""
+        out = {}
+        for b in (1, 8, 32, 64):
+            out["ar", b] = (0.0, 1e3 * forward_seconds(base, "target", b, target, args.context, b))
+            for name, (p, n) in pipelines.items():
+                verifier, _, drafts = step_forwards(p)
+                out[name, b] = (1e3 * draft_seconds(p, drafts, b, target, args.context),
+                                1e3 * forward_seconds(p, verifier, b * (1 + n), target, args.context, b))
+        return out
+
+    def error(target) -> float:
+        """Mean absolute log error of predicted over measured step times."""
+        pred = predicted(target)
+        return sum(abs(math.log(sum(pred[k]) / MEASURED[k[0]][k[1]])) for k in pred) / len(pred)
 
     h200 = get_target("h200")
-    for rate in (float(r) * 1e12 for r in args.rates.split(",")):
-        target = dataclasses.replace(h200, measured_bf16_flops=rate)
-        print(f"\n## matmul rate {rate / 1e12:.0f} TFLOP/s (h200 target: {h200.flops / 1e12:.0f})\n")
+    models = {"the plain roofline (copy bandwidth, big-GEMM rate, overlapped)":
+              dataclasses.replace(h200, step_bandwidth=None, step_flops=None, step_overlap=True),
+              "the h200 target's fitted step rates": h200}
+    if args.fit:
+        grid = [dataclasses.replace(h200, step_bandwidth=bw * 1e11, step_flops=fl * 1e13, step_overlap=ov)
+                for bw in range(25, 43) for fl in range(30, 80, 2) for ov in (True, False)]
+        best = min(grid, key=error)
+        models["the best fit of --fit"] = best
+    for title, target in models.items():
+        print(f"\n## {title}: {target.bandwidth / 1e12:.2f} TB/s, {target.flops / 1e12:.0f} TFLOP/s, "
+              f"{'max' if target.step_overlap else 'sum'} of the two (mean |log error| {error(target):.3f})\n")
         print("| pipeline | batch | predicted draft + verify ms | measured ms | predicted / measured |")
         print("|---|---:|---:|---:|---:|")
-        for b in (1, 8, 32, 64):
-            ar = 1e3 * forward_seconds(base, "target", b, target)
-            print(f"| AR | {b} | {ar:.1f} | {MEASURED['ar'][b]:.1f} | {ar / MEASURED['ar'][b]:.2f} |")
-        for name, (p, n) in pipelines.items():
-            for b in (1, 8, 32, 64):
-                d, v = step_ms(p, b, n, target)
-                print(f"| {name} | {b} | {d:.1f} + {v:.1f} = {d + v:.1f} | {MEASURED[name][b]:.1f} | "
-                      f"{(d + v) / MEASURED[name][b]:.2f} |")
-        table = budget_table(pipelines["tree"][0], target, 64, 0.85)
-        print(f"\ntree + batch-fusion{{shrink=true,alpha=0.85}} table (drafted tokens at 1, 8, 32, 64 live): "
-              f"{[table[min(b, len(table)) - 1] for b in (1, 8, 32, 64)]}")
+        for (name, b), (d, v) in sorted(predicted(target).items(), key=lambda kv: (list(MEASURED).index(kv[0][0]), kv[0][1])):
+            shown = f"{v:.1f}" if name == "ar" else f"{d:.1f} + {v:.1f} = {d + v:.1f}"
+            print(f"| {name} | {b} | {shown} | {MEASURED[name][b]:.1f} | {(d + v) / MEASURED[name][b]:.2f} |")
+        for label, p in (("tree", pipelines["tree"][0]), ("chain", base)):
+            for alpha in (0.85, 0.7):
+                table = budget_table(p, target, 64, alpha)
+                print(f"\n{label} + batch-fusion{{shrink=true,alpha={alpha}}} table (drafted tokens at 1, 8, 16, 32, 48, "
+                      f"64 live): {[table[min(b, len(table)) - 1] for b in (1, 8, 16, 32, 48, 64)]}")
     return 0
 
 

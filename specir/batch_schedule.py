@@ -4,8 +4,9 @@ Contract: `budget_table(pipeline, target, max_batch, alpha, context)` -> [tokens
 max_batch]: for b live requests, the drafted-token budget n*b (n per request, 0 <= n <= the draft's
 width) maximising b * tau(n) / step(b, n), where tau(n) = 1 + alpha + ... + alpha^n is the expected
 emission of n drafted tokens at per-token acceptance `alpha`, and step(b, n) prices, by the
-roofline of cost_model.forward_cost over b requests' rows (the shape the packed verify runs), the
-target forward over b(1 + n) tokens plus the draft's forwards (they run whatever the budget).
+roofline of cost_model.forward_cost over b requests' rows (the shape the packed verify runs: each
+request reads its own KV cache), the target forward over b(1 + n) tokens plus the draft's forwards
+(they run whatever the budget).
 `step_forwards`, `draft_seconds` and `forward_seconds` are those prices on their own.
 As b grows, the verify turns compute-bound and n shrinks; n = 0 (a plain AR verify) when no
 draft pays for its extra verify rows. The table reads the step ops' `forwards` interfaces only.
@@ -20,13 +21,15 @@ from .step.interfaces import StepInfo
 from .targets import Target
 
 
-def forward_seconds(pipeline: Pipeline, model: str, rows: int, target: Target, context: int = 512) -> float:
-    """The roofline seconds of one forward of `model` over `rows` tokens (cost_model.forward_cost)."""
+def forward_seconds(pipeline: Pipeline, model: str, rows: int, target: Target, context: int = 512,
+                    requests: int = 1) -> float:
+    """The roofline seconds of one forward of `model` over `rows` tokens of `requests` requests
+    (cost_model.forward_cost)."""
     m = pipeline.model(model)
     if m is None or m.graph is None:
         raise SpecirError(f"batch-fusion's shrink table needs the graph of @{model.lstrip('@')}, which is not expanded",
                           hint="load the pipeline through specir (its imports are expanded)")
-    return forward_cost(m, target, rows, context).seconds
+    return forward_cost(m, target, rows, context, requests).seconds
 
 
 def step_forwards(pipeline: Pipeline) -> tuple[str, int, list]:
@@ -40,7 +43,7 @@ def step_forwards(pipeline: Pipeline) -> tuple[str, int, list]:
 
 def draft_seconds(pipeline: Pipeline, drafts: list, batch: int, target: Target, context: int = 512) -> float:
     """The draft's forwards for `batch` requests (they run whatever the budget)."""
-    return sum(f.count * forward_seconds(pipeline, f.model, batch * f.tokens, target, context) for f in drafts)
+    return sum(f.count * forward_seconds(pipeline, f.model, batch * f.tokens, target, context, batch) for f in drafts)
 
 
 def budget_table(pipeline: Pipeline, target: Target, max_batch: int, alpha: float, context: int = 512) -> list[int]:
@@ -48,10 +51,10 @@ def budget_table(pipeline: Pipeline, target: Target, max_batch: int, alpha: floa
     table = []
     for b in range(1, max_batch + 1):
         draft_s = draft_seconds(pipeline, drafts, b, target, context)
-        best_n, best_rate = 0, b / forward_seconds(pipeline, verifier, b, target, context)  # plain AR: no drafter
+        best_n, best_rate = 0, b / forward_seconds(pipeline, verifier, b, target, context, b)  # plain AR: no drafter
         for n in range(1, width + 1):
             tau = sum(alpha ** i for i in range(n + 1))
-            rate = b * tau / (forward_seconds(pipeline, verifier, b * (1 + n), target, context) + draft_s)
+            rate = b * tau / (forward_seconds(pipeline, verifier, b * (1 + n), target, context, b) + draft_s)
             if rate > best_rate * (1 + 1e-9):
                 best_n, best_rate = n, rate
         table.append(best_n * b)

@@ -40,7 +40,8 @@ class Calibration:
     @classmethod
     def from_target(cls, target: Target) -> "Calibration":
         """The datasheet numbers, no per-op overhead (no microbenchmark ran)."""
-        return cls(target.name, "datasheet", target.bandwidth, target.flops, 0.0, VERSION, "")
+        return cls(target.name, "datasheet", target.copy_bandwidth or target.memory_bandwidth,
+                   target.measured_bf16_flops or target.peak_bf16_flops, 0.0, VERSION, "")
 
 
 def machine_id() -> str:

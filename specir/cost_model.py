@@ -1,10 +1,11 @@
 """A roofline cost model: per model forward, the bytes it must read and the FLOPs it must do.
 
-Contract: `forward_cost(model, target, tokens, context)` counts every weight except the
-embedding table (one row per token is read), plus the KV cache attended over, plus the
-recurrent state (ops' `states` interface: the committed state read once and one node state
-written per token), and returns
-the roofline time max(bytes / bandwidth, flops / peak). `estimate(pipeline, target)` prices the
+Contract: `forward_cost(model, target, tokens, context, requests)` counts every weight except the
+embedding table (one row per token is read), plus the KV cache each of `requests` requests
+attends over (its `context` rows and its share of the `tokens`), plus the recurrent state (ops'
+`states` interface: the committed state read once and one node state written per token), and
+returns the target's roofline time of those bytes and FLOPs (`Target.roofline`: their max, or
+their sum on a target whose fitted step rates say its kernels do not overlap them). `estimate(pipeline, target)` prices the
 forwards every step op declares (its `forwards` interface: model, tokens, count) plus each op's
 declared fixed overhead; it reads no op names. Calibration by microbenchmarks refines the
 target's numbers.
@@ -40,7 +41,7 @@ def _numel(shape) -> int:
     return n
 
 
-def forward_cost(model: Model, target: Target, tokens: int = 1, context: int = 512) -> ForwardCost:
+def forward_cost(model: Model, target: Target, tokens: int = 1, context: int = 512, requests: int = 1) -> ForwardCost:
     embed = {op.attrs["weight"] for op in model.graph.ops if op.name == "embed"}
     lm_head_reads_embed = any(op.name in ("linear", "packed_linear") and op.attrs.get("weight") in embed
                               for op in model.graph.ops)
@@ -59,17 +60,18 @@ def forward_cost(model: Model, target: Target, tokens: int = 1, context: int = 5
     for op in model.graph.ops:
         if op.name == "attention":
             kv_width = op.attrs["kv_heads"] * op.attrs["head_dim"]
-            rows = context + tokens
+            per_request = tokens / requests
+            rows = context + per_request
             if op.attrs.get("window"):  # a sliding window reads at most its rows (two-level-verify{kind=window})
-                rows = min(rows, op.attrs["window"] + tokens)
-            kv_bytes += 2 * kv_width * rows * act_size
+                rows = min(rows, op.attrs["window"] + per_request)
+            kv_bytes += 2 * kv_width * rows * act_size * requests
             flops += 4.0 * op.attrs["heads"] * op.attrs["head_dim"] * rows * tokens
     state_bytes = 0.0
     for op in model.graph.ops:
         for spec in state_specs(op):
             size = 4.0 if spec.dtype == "f32" else act_size
             state_bytes += (1 + tokens) * _numel(spec.shape) * size
-    seconds = max((weight_bytes + kv_bytes + state_bytes) / target.bandwidth, flops / target.flops)
+    seconds = target.roofline(weight_bytes + kv_bytes + state_bytes, flops)
     return ForwardCost(weight_bytes, kv_bytes, flops, seconds, state_bytes)
 
 

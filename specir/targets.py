@@ -28,15 +28,27 @@ class Target:
     l2_bytes: int
     notes: str = ""
     measured_bf16_flops: float | None = None
+    # the rates this project's decode steps reach on the target, fitted to whole measured steps
+    # (bench/cost_model_check.py); `step_overlap` false: a forward's streaming and compute add up
+    step_bandwidth: float | None = None
+    step_flops: float | None = None
+    step_overlap: bool = True
 
     @property
     def bandwidth(self) -> float:
-        """The bandwidth the cost model uses: measured copy bandwidth where known."""
-        return self.copy_bandwidth or self.memory_bandwidth
+        """The bandwidth the cost model uses: the fitted step rate, else measured copy bandwidth."""
+        return self.step_bandwidth or self.copy_bandwidth or self.memory_bandwidth
 
     @property
     def flops(self) -> float:
-        return self.measured_bf16_flops or self.peak_bf16_flops
+        """The matmul rate the cost model uses: the fitted step rate, else the measured or peak rate."""
+        return self.step_flops or self.measured_bf16_flops or self.peak_bf16_flops
+
+    def roofline(self, moved_bytes: float, flops: float) -> float:
+        """Seconds of a forward that moves `moved_bytes` and does `flops`: the slower of the two
+        where the target overlaps them, their sum where it does not (`step_overlap`)."""
+        memory, compute = moved_bytes / self.bandwidth, flops / self.flops
+        return max(memory, compute) if self.step_overlap else memory + compute
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,46 @@
+"""The cost model's roofline: a target's fitted step rates and whether its kernels overlap streaming
+with compute decide a forward's price; each request of a batch reads its own KV cache."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from specir.cost_model import forward_cost
+from specir.load import load_pipeline
+from specir.targets import get_target
+from specir.zoo.paths import zoo_model_dir
+
+
+@pytest.fixture(scope="module")
+def target_model():
+    import subprocess
+    import sys
+    spec = subprocess.run([sys.executable, "-m", "specir.cli.main", "init", "--target-model",
+                           str(zoo_model_dir("code-target")), "--drafter", "ngram"],
+                          capture_output=True, text=True, check=True).stdout
+    return load_pipeline("<init>", text=spec).model("target")
+
+
+def test_overlapping_targets_take_the_max_and_others_the_sum():
+    t = dataclasses.replace(get_target("h200"), step_bandwidth=1e12, step_flops=1e14, step_overlap=True)
+    assert t.roofline(2e12, 1e14) == pytest.approx(2.0)
+    assert dataclasses.replace(t, step_overlap=False).roofline(2e12, 1e14) == pytest.approx(3.0)
+
+
+def test_fitted_step_rates_replace_the_copy_bandwidth_and_matmul_rate():
+    h200 = get_target("h200")
+    plain = dataclasses.replace(h200, step_bandwidth=None, step_flops=None)
+    assert plain.bandwidth == h200.copy_bandwidth and plain.flops == h200.measured_bf16_flops
+    if h200.step_bandwidth:
+        assert h200.bandwidth == h200.step_bandwidth and h200.flops == h200.step_flops
+
+
+def test_each_request_of_a_batch_reads_its_own_cache(target_model):
+    t = get_target("h200")
+    one = forward_cost(target_model, t, tokens=8, context=256, requests=1)
+    eight = forward_cost(target_model, t, tokens=8, context=256, requests=8)
+    assert one.weight_bytes == eight.weight_bytes
+    # 8 requests of 1 new token each read 8 caches of 256 + 1 rows; one request of 8 reads 264 rows
+    assert eight.kv_bytes == pytest.approx(one.kv_bytes * 8 * 257 / 264)
+    assert eight.seconds > one.seconds
