@@ -13,41 +13,48 @@ comma-separated) has the attribute `fuse = {add_norm, linear_groups, rope_kv_wri
   whose linear runs cuBLAS, gemm_route.py, keeps the separate swiglu launch for it).
 Fused and unfused launches compute the same values (tests/triton_backend/test_fusion_policy.py
 compares them bit for bit under the interpreter). Without this pass the Triton lowering writes
-its default (all true) into build/pipeline.spec. CPU backends ignore it.
+FUSION_DEFAULTS into build/pipeline.spec: all true but swiglu_linear, which is opt-in
+(`fusion{swiglu_linear=true}`) until its kernels are timed on a GPU. CPU backends ignore it.
 
 Before:
     model @target attributes {dtype = "bf16", source = "t"} { ... }
 After (fusion{add_norm=false}):
     model @target attributes {dtype = "bf16", fuse = {add_norm = false, linear_groups = true,
-    rope_kv_write = true, swiglu_linear = true}, source = "t"} { ... }
+    rope_kv_write = true, swiglu_linear = false}, source = "t"} { ... }
 """
 from __future__ import annotations
 
 from specir.ir.nodes import Attrs, Pipeline
 from specir.pass_infra import Option, Pass, models_option, selected_models
 
-FUSIONS = ("add_norm", "linear_groups", "rope_kv_write", "swiglu_linear")  # backends/triton/program.py: the same
+# each fusion's default, where a region states none (backends/triton/program.py reads it): swiglu_linear
+# is opt-in until its kernels are timed on a GPU (bit-identical under the interpreter)
+FUSION_DEFAULTS = {"add_norm": True, "linear_groups": True, "rope_kv_write": True, "swiglu_linear": False}
+FUSIONS = tuple(FUSION_DEFAULTS)
 
 
-def fusion_attrs(add_norm: bool = True, linear_groups: bool = True, rope_kv_write: bool = True,
-                 swiglu_linear: bool = True) -> Attrs:
-    """The `fuse` model attribute (the Triton lowering's default is all true)."""
-    return Attrs({"add_norm": add_norm, "linear_groups": linear_groups, "rope_kv_write": rope_kv_write,
-                  "swiglu_linear": swiglu_linear})
+def fusion_attrs(**fuse: bool) -> Attrs:
+    """The `fuse` model attribute: FUSION_DEFAULTS with the given fusions set."""
+    unknown = set(fuse) - set(FUSION_DEFAULTS)
+    if unknown:
+        raise ValueError(f"unknown fusions {sorted(unknown)}; known: {list(FUSIONS)}")
+    return Attrs({**FUSION_DEFAULTS, **fuse})
 
 
 class Fusion(Pass):
     name = "fusion"
     options = {
-        "add_norm": Option(bool, True, "fuse a residual add with the following rms_norm"),
-        "linear_groups": Option(bool, True, "run linears of one input (q/k/v, gate/up) as one launch"),
-        "rope_kv_write": Option(bool, True, "fuse the rope of q, k with the KV-cache write"),
-        "swiglu_linear": Option(bool, True, "compute a swiglu in the prologue of the linear that alone reads it"),
+        "add_norm": Option(bool, FUSION_DEFAULTS["add_norm"], "fuse a residual add with the following rms_norm"),
+        "linear_groups": Option(bool, FUSION_DEFAULTS["linear_groups"],
+                                "run linears of one input (q/k/v, gate/up) as one launch"),
+        "rope_kv_write": Option(bool, FUSION_DEFAULTS["rope_kv_write"], "fuse the rope of q, k with the KV-cache write"),
+        "swiglu_linear": Option(bool, FUSION_DEFAULTS["swiglu_linear"],
+                                "compute a swiglu in the prologue of the linear that alone reads it (opt-in)"),
         "models": models_option(),
     }
 
     def run(self, pipeline: Pipeline) -> Pipeline:
-        fuse = fusion_attrs(self.add_norm, self.linear_groups, self.rope_kv_write, self.swiglu_linear)
+        fuse = fusion_attrs(**{name: getattr(self, name) for name in FUSIONS})
         for model in selected_models(pipeline, self.models, self.name):
             pipeline = pipeline.with_model(model.with_attrs(fuse=fuse))
         return pipeline

@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from specir.errors import SpecirError
 from specir.ir.nodes import Model, Op
 from specir.ir.ops_recurrent import state_specs
+from specir.passes.fusion import FUSION_DEFAULTS
 
-FUSIONS = ("add_norm", "linear_groups", "rope_kv_write", "swiglu_linear")  # the `fuse` attribute's names
 TORCH_OPS = ("rms_norm_1p", "rms_norm_gated", "slice", "concat", "scale", "activation", "mul")
 RECURRENT_OPS = ("conv1d", "gated_delta_rule", "mamba2_scan")
 SUPPORTED_OPS = ("embed", "rms_norm", "linear", "packed_linear", "rope", "attention", "swiglu", "add",
@@ -126,9 +126,9 @@ def _weight_dtype(model: Model, name: str) -> str:
 
 
 def fusions(model: Model) -> dict[str, bool]:
-    """The region's fusion policy: its `fuse` attribute (passes/fusion.py), all true where unstated."""
+    """The region's fusion policy: its `fuse` attribute, passes/fusion.py's defaults where unstated."""
     stated = model.attrs.get("fuse") or {}
-    return {name: bool(stated.get(name, True)) for name in FUSIONS}
+    return {name: bool(stated.get(name, default)) for name, default in FUSION_DEFAULTS.items()}
 
 
 def _triton_linear(model: Model, op: Op) -> bool:

@@ -48,12 +48,6 @@ def packed_pipeline(mlp_pair):
     return PassManager(build_passes("pack-weights{min_weights=1,max_bits=40,models=target}")).run(p)
 
 
-def test_the_fusion_names_agree():
-    from specir.backends.triton.program import FUSIONS
-    from specir.passes.fusion import FUSIONS as PASS_FUSIONS
-    assert FUSIONS == PASS_FUSIONS
-
-
 def test_the_option_prints_and_off_keeps_the_separate_launch(tiny_pair):
     from specir.backends.triton.lowering import with_backend_policy
     from specir.backends.triton.program import plan_program
@@ -61,11 +55,11 @@ def test_the_option_prints_and_off_keeps_the_separate_launch(tiny_pair):
     from specir.pass_infra import PassManager, build_passes
     target, drafter = tiny_pair
     p = pipeline("chain", target, drafter, dtype="bf16")
-    default = with_backend_policy(p)  # what the Triton lowering writes into build/pipeline.spec
-    assert "swiglu_linear = true" in print_pipeline(default)
-    off = PassManager(build_passes("fusion{swiglu_linear=false,models=target}")).run(p)
-    assert "rope_kv_write = true, swiglu_linear = false}" in print_pipeline(off)
-    fused, separate = plan_program(default.model("target")), plan_program(off.model("target"))
+    default = with_backend_policy(p)  # what the Triton lowering writes into build/pipeline.spec: opt-in
+    assert "rope_kv_write = true, swiglu_linear = false}" in print_pipeline(default)
+    on = PassManager(build_passes("fusion{swiglu_linear=true,models=target}")).run(p)
+    assert "swiglu_linear = true" in print_pipeline(on)
+    fused, separate = plan_program(on.model("target")), plan_program(default.model("target"))
     assert [launch.kind for launch in separate.launches] == SEPARATE
     assert len(fused.launches) == len(separate.launches) - 1  # one layer: one launch fewer
     down = [launch for launch in fused.launches if launch.attrs.get("prologue")]
@@ -81,7 +75,7 @@ def test_a_swiglu_with_another_reader_stays_separate(tiny_pair):
     from specir.backends.triton.program import plan_program
     from specir.ir.nodes import Op
     target, drafter = tiny_pair
-    model = pipeline("chain", target, drafter, dtype="bf16").model("target")
+    model = pipeline("chain", target, drafter, dtype="bf16").model("target").with_attrs(fuse=Attrs(ALL_ON))
     ops = list(model.graph.ops)
     act = next(op for op in ops if op.name == "swiglu")
     ops.append(Op("add", (act.result, act.result), result="%extra", type=act.type))
