@@ -40,8 +40,7 @@ class Calibration:
     @classmethod
     def from_target(cls, target: Target) -> "Calibration":
         """The datasheet numbers, no per-op overhead (no microbenchmark ran)."""
-        return cls(target.name, "datasheet", target.copy_bandwidth or target.memory_bandwidth,
-                   target.measured_bf16_flops or target.peak_bf16_flops, 0.0, VERSION, "")
+        return cls(target.name, "datasheet", target.device_bandwidth, target.device_flops, 0.0, VERSION, "")
 
 
 def machine_id() -> str:

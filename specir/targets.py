@@ -35,14 +35,24 @@ class Target:
     step_overlap: bool = True
 
     @property
+    def device_bandwidth(self) -> float:
+        """The device's own rate: measured copy bandwidth where known, else the datasheet's."""
+        return self.copy_bandwidth or self.memory_bandwidth
+
+    @property
+    def device_flops(self) -> float:
+        """The device's own dense bf16 matmul rate: measured where known, else peak."""
+        return self.measured_bf16_flops or self.peak_bf16_flops
+
+    @property
     def bandwidth(self) -> float:
-        """The bandwidth the cost model uses: the fitted step rate, else measured copy bandwidth."""
-        return self.step_bandwidth or self.copy_bandwidth or self.memory_bandwidth
+        """The bandwidth the cost model uses: the fitted step rate, else the device's."""
+        return self.step_bandwidth or self.device_bandwidth
 
     @property
     def flops(self) -> float:
-        """The matmul rate the cost model uses: the fitted step rate, else the measured or peak rate."""
-        return self.step_flops or self.measured_bf16_flops or self.peak_bf16_flops
+        """The matmul rate the cost model uses: the fitted step rate, else the device's."""
+        return self.step_flops or self.device_flops
 
     def roofline(self, moved_bytes: float, flops: float) -> float:
         """Seconds of a forward that moves `moved_bytes` and does `flops`: the slower of the two

@@ -23,7 +23,7 @@ def run(args) -> int:
     if args.json:
         print(json.dumps({**cal.as_dict(), "file": str(path)}))
     else:
-        print(f"{target.name}: copy bandwidth {cal.bandwidth / 1e9:.1f} GB/s (datasheet {target.bandwidth / 1e9:.1f}), "
-              f"matmul {cal.flops / 1e12:.3f} TFLOP/s (datasheet {target.flops / 1e12:.3f}), one small op "
+        print(f"{target.name}: copy bandwidth {cal.bandwidth / 1e9:.1f} GB/s (datasheet {target.device_bandwidth / 1e9:.1f}), "
+              f"matmul {cal.flops / 1e12:.3f} TFLOP/s (datasheet {target.device_flops / 1e12:.3f}), one small op "
               f"{cal.op_seconds * 1e6:.1f} us; cached in {path}")
     return 0

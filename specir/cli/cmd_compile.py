@@ -31,7 +31,7 @@ def run(args) -> int:
     step = f"{est * 1e3:.3f} ms" if est >= 1e-4 else f"{est * 1e6:.2f} us"
     print(f"compiled {args.spec} for {manifest['target']} ({manifest['backend']} backend) -> "
           f"{str(args.output).rstrip('/')}/ [{kernel_count(manifest['kernels'])}, passes: "
-          f"{manifest['pass_pipeline'] or 'none'}, roofline step {step}]", file=sys.stderr)
+          f"{manifest['pass_pipeline'] or 'none'}, modelled step {step}]", file=sys.stderr)
     for note in manifest["notes"]:
         print(f"note: {note}", file=sys.stderr)
     return 0

@@ -24,6 +24,6 @@ def run(args) -> int:
     for t in targets.values():
         mark = "  (this machine)" if t.name == host else ""
         print(f"{t.name:8} {t.backend:8} {t.memory_bandwidth / 1e12:8.2f}TB/s {t.copy_bandwidth / 1e12:8.2f}TB/s "
-              f"{t.flops / 1e12:10.0f}T {t.sm_count:5d} {t.shared_memory_per_sm // 1024:6d}KB "
+              f"{t.device_flops / 1e12:10.0f}T {t.sm_count:5d} {t.shared_memory_per_sm // 1024:6d}KB "
               f"{t.l2_bytes // 2**20:6d}MB{mark}")
     return 0

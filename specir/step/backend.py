@@ -55,17 +55,22 @@ class StepBackend:
 
     def first_time(self, fn):
         """fn() (a warm-up or a capture), its seconds added to `setup_s`: the device is synchronised
-        around the outermost such call (work nested in it is already counted)."""
-        if self._in_first_time:
+        around the outermost such call (work nested in it is already counted; inside a CUDA graph
+        capture begun elsewhere fn just runs)."""
+        if self._in_first_time or self._capturing():
             return fn()
         self._synchronize()
         start, self._in_first_time = time.perf_counter(), True
         try:
-            return fn()
+            out = fn()
         finally:
-            self._in_first_time = False
-            self._synchronize()
-            self.setup_s += time.perf_counter() - start
+            self._in_first_time = False  # (on an error: reset, no synchronise that could mask it)
+        self._synchronize()
+        self.setup_s += time.perf_counter() - start
+        return out
+
+    def _capturing(self) -> bool:
+        return self.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
     def _synchronize(self) -> None:
         if self.device.type == "cuda":

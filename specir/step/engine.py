@@ -8,9 +8,10 @@ buffers and captured graphs) are built on first use and kept: later prompts, bat
 - `generate(prompts, max_new_tokens, *, temperature, seed, on_step) -> [Result]`: every request's
   emitted tokens (cut at max_new_tokens and after an end-of-sequence token) and the tokens
   emitted per step; `timings` then holds prefill_s, decode_s, and `setup_s` the engine's
-  one-time cost (compiling, loading, packing, and the backend's first-time warm-ups and graph
-  captures, `StepBackend.first_time`) so far; first-time work met during the call counts in
-  setup_s, not in prefill_s or decode_s.
+  one-time cost (compiling, loading, packing, and the backend's warm-ups and graph captures,
+  `StepBackend.first_time`) so far; warm-ups and captures met during the call count in setup_s,
+  not in prefill_s or decode_s (a kernel compiled by an eager launch outside them still counts
+  where it runs: `specir run` and `specir bench` warm up first for that).
 - `open(capacity, max_rows, sampling)` -> DecodeSession: continuous batching, requests added and
   finishing between steps (`add`, `step`, `cancel`; `forget_finished` for a long-lived session).
 Invariant per request: the verifier's cache has committed every token but the pending one; a
@@ -304,10 +305,11 @@ class DecodeSession:
         """One decode step for every active request: (request, tokens it kept this step)."""
         sess, ctx = self.session, self.session.ctx
         ctx.requests = self.slots
-        start = time.perf_counter()
+        backend = sess.engine.backend
+        first_time, start = backend.setup_s, time.perf_counter()
         sess.engine.program.run(ctx, sess)
         data = ctx.readback.cpu().tolist()
-        self.step_seconds.append(time.perf_counter() - start)
+        self.step_seconds.append(time.perf_counter() - start - (backend.setup_s - first_time))
         W = ctx.emit_width
         events, finished = [], []
         for slot, r in enumerate(self.slots):

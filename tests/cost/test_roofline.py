@@ -31,7 +31,8 @@ def test_overlapping_targets_take_the_max_and_others_the_sum():
 def test_fitted_step_rates_replace_the_copy_bandwidth_and_matmul_rate():
     h200 = get_target("h200")
     plain = dataclasses.replace(h200, step_bandwidth=None, step_flops=None)
-    assert plain.bandwidth == h200.copy_bandwidth and plain.flops == h200.measured_bf16_flops
+    assert plain.bandwidth == h200.copy_bandwidth == h200.device_bandwidth
+    assert plain.flops == h200.measured_bf16_flops == h200.device_flops
     if h200.step_bandwidth:
         assert h200.bandwidth == h200.step_bandwidth and h200.flops == h200.step_flops
 

@@ -43,3 +43,26 @@ def test_drafted_pipelines_accept_drafts(kind, tmp_path, pair):
     spec = write_spec(tmp_path, kind, target, drafter, **PIPELINES[kind])
     results = make_engine(load_pipeline(spec), "reference", "cpu", None).generate([[1, 2, 3, 4], [9, 8, 7]], 32)
     assert all(r.tau > 1.8 for r in results), [r.tau for r in results]
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_run_warms_up_without_changing_its_output(temperature, tmp_path, pair, specir_cli, monkeypatch):
+    """`specir run` decodes a short warm-up of the same prompt first (reported in setup_s, as bench
+    warms each batch size) and then the timed call, whose tokens are those of one plain generate."""
+    from specir.runtime.session import open_session
+    from specir.step.engine import StepEngine
+    target, drafter = pair
+    spec = write_spec(tmp_path, "chain", target, drafter, k=4)
+    calls = []
+    generate = StepEngine.generate
+    monkeypatch.setattr(StepEngine, "generate", lambda self, prompts, n, **kw: calls.append(n) or generate(
+        self, prompts, n, **kw))
+    code, out, err = specir_cli("run", spec, "--prompt-ids", "1,2,3,4", "--max-new-tokens", 20, "--json",
+                                "--temperature", temperature, "--seed", 5)
+    assert code == 0, err
+    run = json.loads(out)
+    assert calls == [8, 20] and run["setup_s"] > 0
+    monkeypatch.setattr(StepEngine, "generate", generate)
+    engine = open_session(str(spec)).engine()  # the backend `run` chose
+    want = engine.generate([[1, 2, 3, 4]], 20, temperature=temperature, seed=5)[0]
+    assert run["tokens"] == want.tokens

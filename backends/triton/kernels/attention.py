@@ -265,7 +265,7 @@ def attention_config(B, T, H, KH, D, max_seq, device=None, num_splits=None, bloc
         merge_splits = max(1, min(triton.next_power_of_2(num_splits), MERGE_ELEMENTS // (merge_rows * block_d)))
     return dict(block_m=block_m, block_n=block_n, num_splits=num_splits, m_blocks=m_blocks, min_chunk=min_chunk,
                 num_warps=num_warps, num_stages=num_stages or 2, merge_rows=merge_rows, merge_splits=merge_splits,
-                grid=[m_blocks, B * KH, num_splits], launches=1)
+                grid=[B * KH, m_blocks, num_splits], launches=1)  # attention_grid's order
 
 
 CUDA_GRID_YZ_LIMIT = 65535  # grid axes 1 and 2 (axis 0: 2**31 - 1)
