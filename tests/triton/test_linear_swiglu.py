@@ -22,7 +22,13 @@ def gate_up(m, k, device, dtype=torch.bfloat16, joined=True):
     return both[:, :k].contiguous(), both[:, k:].contiguous()
 
 
-@pytest.mark.parametrize("m,n,k,config,with_bias", CASES)
+# every loop variant on a GPU; under the interpreter one case per code path (CI time): split-K with
+# a ragged tail, odd K, x loaded late, raw rows apart, depth 2 with a tail, skinny GEMM, its masked
+# tail iteration, swap_ab
+INTERPRETED = [CASES[i] for i in (1, 2, 5, 6, 7, 11, 14, 15)]
+
+
+@pytest.mark.parametrize("m,n,k,config,with_bias", CASES if torch.cuda.is_available() else INTERPRETED)
 def test_prologue_bits_equal_silu_mul_then_linear(seed, device, kt, m, n, k, config, with_bias):
     w = weights(n, k, device)
     packed = pack(w).to(device)
