@@ -17,6 +17,10 @@ segment (ops that read and write only tensors) or a host segment (one op whose i
   it is part of its segment's capture key: one capture per variant.
 What a step computes is exactly its ops' semantics in order; capture only changes how it is
 launched. Values flow through an environment keyed by the IR's value names.
+`observer` (default None): an optional callable `observer(index, segment)` returning a context
+manager that `run` enters around each segment's execution (a host segment's copies into its static
+buffers included), for measurements (bench/host_ops.py counts the ATen ops each segment runs); it
+changes nothing the step computes or launches.
 """
 from __future__ import annotations
 
@@ -58,6 +62,8 @@ class Segment:
 
 
 class StepProgram:
+    observer = None  # observer(index, segment) -> context manager around each segment's run (module docstring)
+
     def __init__(self, pipeline, backend):
         self.pipeline, self.backend = pipeline, backend
         self.info = StepInfo(pipeline)
@@ -96,25 +102,33 @@ class StepProgram:
         ctx.variants = {id(op): iface.variant(ctx, op) for seg in self.segments for op, _ in seg.ops
                         if (iface := self.info.interfaces(op)).variant is not None}
         for index, seg in enumerate(self.segments):
-            if seg.host:
-                produced = self._run_ops(seg.ops, ctx, env)
-                env.update({k: _to_static(v, session.static, (index, k)) for k, v in produced.items()})
-                stable.update(produced)
-                continue
-            if self.backend.captures and all(v in stable for v in seg.reads):
-                key = (index, tuple((t.data_ptr(), tuple(t.shape), t.dtype)
-                                    for v in seg.reads for t in _tensors(env[v])), self._variants(seg, ctx))
-                entry = session.captures.get(key)
-                if entry is None and key in session.warmed:
-                    entry = session.captures[key] = self.backend.capture(
-                        lambda seg=seg, env=env: self._run_ops(seg.ops, ctx, env), session.pool)
-                if entry is not None:
-                    replay, outputs = entry
-                    replay()
-                    env.update(outputs)
-                    stable.update(outputs)
-                    continue
-                session.warmed.add(key)
-                env.update(self.backend.warm(lambda: self._run_ops(seg.ops, ctx, env)))
-                continue
-            env.update(self._run_ops(seg.ops, ctx, env))
+            if self.observer is None:
+                self._run_segment(index, seg, ctx, env, stable, session)
+            else:
+                with self.observer(index, seg):
+                    self._run_segment(index, seg, ctx, env, stable, session)
+
+    def _run_segment(self, index: int, seg: Segment, ctx, env: dict, stable: set, session) -> None:
+        """Segment `index` of one step: its results go into `env` (and `stable` where they are)."""
+        if seg.host:
+            produced = self._run_ops(seg.ops, ctx, env)
+            env.update({k: _to_static(v, session.static, (index, k)) for k, v in produced.items()})
+            stable.update(produced)
+            return
+        if self.backend.captures and all(v in stable for v in seg.reads):
+            key = (index, tuple((t.data_ptr(), tuple(t.shape), t.dtype)
+                                for v in seg.reads for t in _tensors(env[v])), self._variants(seg, ctx))
+            entry = session.captures.get(key)
+            if entry is None and key in session.warmed:
+                entry = session.captures[key] = self.backend.capture(
+                    lambda seg=seg, env=env: self._run_ops(seg.ops, ctx, env), session.pool)
+            if entry is not None:
+                replay, outputs = entry
+                replay()
+                env.update(outputs)
+                stable.update(outputs)
+                return
+            session.warmed.add(key)
+            env.update(self.backend.warm(lambda: self._run_ops(seg.ops, ctx, env)))
+            return
+        env.update(self._run_ops(seg.ops, ctx, env))
