@@ -5,9 +5,9 @@ embedding table (one row per token is read), plus the KV cache each of `requests
 attends over (its `context` rows and its share of the `tokens`), plus the recurrent state (ops'
 `states` interface: the committed state read once and one node state written per token), and
 returns the target's roofline time of those bytes and FLOPs (`Target.roofline`: their max, or
-their sum on a target whose fitted step rates say its kernels do not overlap them). `estimate(pipeline, target)` prices the
-forwards every step op declares (its `forwards` interface: model, tokens, count) plus each op's
-declared fixed overhead; it reads no op names. Calibration by microbenchmarks refines the
+their sum on a target whose fitted step rates say its kernels do not overlap them).
+`estimate(pipeline, target)` prices the forwards every step op declares (its `forwards`
+interface: model, tokens, count) plus each op's declared fixed overhead; it reads no op names. Calibration by microbenchmarks refines the
 target's numbers.
 """
 from __future__ import annotations

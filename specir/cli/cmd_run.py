@@ -7,6 +7,7 @@ import sys
 
 from ..errors import SpecirError
 from ..runtime.baseline import target_name
+from ..runtime.bench import WARM_UP_TOKENS, warm_up
 from ..runtime.memory import check_batch_fits
 from ..runtime.tokenizer import decode, encode, parse_prompt_ids
 from .common_run import add_source_options, positive, session_from
@@ -25,7 +26,7 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true",
                    help="print {tokens, text, accept_lengths, tokens_per_s (decoding), prefill_s, setup_s (loading, "
-                        "compiling, capturing and an 8-token warm-up of the same prompt), ...} as JSON")
+                        f"compiling, capturing and a warm-up of {WARM_UP_TOKENS} tokens of the same prompt), ...}} as JSON")
     p.set_defaults(func=run)
 
 
@@ -48,7 +49,8 @@ def run(args) -> int:
     check_batch_fits(session.pipeline, 1, len(prompt), args.max_new_tokens, session.device, "--max-new-tokens",
                      backend=session.backend)
     engine = session.engine()
-    warm_s = warm_up(engine, prompt, args)
+    # as bench warms each batch size: the timed call below reports decoding alone
+    warm_s = warm_up(engine, [prompt], 1, args.max_new_tokens, temperature=args.temperature, seed=args.seed)
     result = engine.generate([prompt], args.max_new_tokens, temperature=args.temperature, seed=args.seed)[0]
     setup_s = engine.setup_s + warm_s
     text = decode(folder, result.tokens)
@@ -68,16 +70,3 @@ def run(args) -> int:
               f"{session.target.name}]", file=sys.stderr)
     return 0
 
-
-WARM_UP_TOKENS = 8
-
-
-def warm_up(engine, prompt: list[int], args) -> float:
-    """The session the timed call uses (room for the prompt and --max-new-tokens), then a short
-    generate of the same prompt and sampling mode in it (output dropped), as `specir bench` warms
-    each batch size: kernels a first step compiles (captured or not) and its graphs are built here,
-    so the timed call reports decoding alone. Returns the warm-up's prefill and decode seconds
-    (its warm-ups and captures are in engine.setup_s already)."""
-    engine.session(1, engine.rows_needed(len(prompt), args.max_new_tokens), args.temperature > 0)
-    engine.generate([prompt], min(args.max_new_tokens, WARM_UP_TOKENS), temperature=args.temperature, seed=args.seed)
-    return engine.timings["prefill_s"] + engine.timings["decode_s"]

@@ -58,11 +58,18 @@ def _timed(engine, batches, max_new, progress):
     return outs, decode_s, e2e_s, tokens
 
 
-def warm_up(engine, prompts, batch_size: int, max_new: int) -> None:
-    """Build the session of this batch size (room for the longest prompt) and capture its graphs."""
+WARM_UP_TOKENS = 8
+
+
+def warm_up(engine, prompts, batch_size: int, max_new: int, *, temperature: float = 0.0, seed: int = 0) -> float:
+    """Build the session of this batch size (room for the longest prompt and `max_new` tokens) and
+    generate WARM_UP_TOKENS in it (output dropped, same sampling mode), so kernels a first step
+    compiles, captured or not, and its graphs are built before anything is timed. Returns the
+    warm-up's prefill and decode seconds (its warm-ups and captures are in engine.setup_s)."""
     longest = max(prompts, key=len)
-    engine.session(batch_size, engine.rows_needed(len(longest), max_new), False)
-    engine.generate([longest] * batch_size, min(max_new, 8))
+    engine.session(batch_size, engine.rows_needed(len(longest), max_new), temperature > 0)
+    engine.generate([longest] * batch_size, min(max_new, WARM_UP_TOKENS), temperature=temperature, seed=seed)
+    return engine.timings["prefill_s"] + engine.timings["decode_s"]
 
 
 def bench(engine, ar_engine, workloads: dict[str, list[list[int]]], batch_sizes: list[int], max_new: int,

@@ -167,7 +167,7 @@ def test_the_batch_axis_of_the_grid_is_the_one_without_the_65535_limit():
     H200 run of 2026-12-01 failed there with 'invalid argument')."""
     from specir.backends.triton.kernels.attention import attention_config, attention_grid
     cfg = attention_config(8192, 1, 32, 8, 128, 512, sm=132)
-    grid = attention_grid(8192, 8, cfg)
+    grid = attention_grid(cfg)
     assert grid[0] == 8192 * 8 and max(grid[1:]) <= 65535
 
 

@@ -13,7 +13,8 @@ the device from the request's actual length (lens), not from the cache capacity:
 with 64-key chunks 9 splits work and the rest of the grid only reads lens and exits.
 grid = (B * KH, row blocks, num_splits) depends only on shapes, never on lens, so the launch is
 CUDA-graph safe (B * KH on axis 0, the only axis whose limit is not 65535: a packed verify's
-forward has one request row per token, 8192 x 8 kv heads at 64 requests of 65 nodes). When one chunk covers the whole range its program writes the output directly.
+forward has one request row per token, 8192 x 8 kv heads at 64 requests of 65 nodes). When one
+chunk covers the whole range its program writes the output directly.
 Otherwise every active split stores its fp32 (output, log-sum-exp) partial, bumps a per-(row
 block, request, kv head) arrival counter, and the last split to arrive merges the partials of
 all active splits (a vectorised [rows, splits, D] reduction) and writes the output; it then
@@ -271,9 +272,9 @@ def attention_config(B, T, H, KH, D, max_seq, device=None, num_splits=None, bloc
 CUDA_GRID_YZ_LIMIT = 65535  # grid axes 1 and 2 (axis 0: 2**31 - 1)
 
 
-def attention_grid(B: int, KH: int, cfg: dict) -> tuple[int, int, int]:
-    """(B * KH, row blocks, splits): the launch's grid, B-scaled axis first."""
-    grid = (B * KH, cfg["m_blocks"], cfg["num_splits"])
+def attention_grid(cfg: dict) -> tuple[int, int, int]:
+    """attention_config's grid (B * KH, row blocks, splits), checked against CUDA's limits."""
+    grid = tuple(cfg["grid"])
     if max(grid[1:]) > CUDA_GRID_YZ_LIMIT:
         raise ValueError(f"attention grid {grid}: row blocks and splits must stay <= {CUDA_GRID_YZ_LIMIT}")
     return grid
@@ -341,7 +342,7 @@ def attention(q, k_cache, v_cache, lens, tree_mask=None, scale=None, *, out=None
         counters = counter_buffer(q.device, cfg["m_blocks"] * B * KH)
     else:
         o_part = lse_part = counters = out
-    grid = attention_grid(B, KH, cfg)
+    grid = attention_grid(cfg)
     _attention_kernel[grid](
         q, k_cache, v_cache, lens, mask, out, o_part, lse_part, counters,
         lens if slots is None else slots, lens if offsets is None else offsets, lens if not window else pos,
