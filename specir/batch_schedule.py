@@ -2,8 +2,10 @@
 
 Contract: `budget_table(pipeline, target, max_batch, alpha, context)` -> [tokens for b = 1 ..
 max_batch]: for b live requests, the drafted-token budget n*b (n per request, 0 <= n <= the draft's
-width) maximising b * tau(n) / step(b, n), where tau(n) = 1 + alpha + ... + alpha^n is the expected
-emission of n drafted tokens at per-token acceptance `alpha`, and step(b, n) prices, by the
+width) maximising b * tau(n) / step(b, n), where tau(n) is the expected emission of the draft's n
+most confident nodes at per-token acceptance `alpha` (the draft op's emission curve,
+specir/step/emission.py: a chain's 1 + alpha + ... + alpha^n up to its depth, a tree's n most
+probable nodes), and step(b, n) prices, by the
 roofline of cost_model.forward_cost over b requests' rows (the shape the packed verify runs: each
 request reads its own KV cache), the target forward over b(1 + n) tokens plus the draft's forwards
 (they run whatever the budget).
@@ -35,10 +37,21 @@ def forward_seconds(pipeline: Pipeline, model: str, rows: int, target: Target, c
 def step_forwards(pipeline: Pipeline) -> tuple[str, int, list]:
     """(the verifying model, the most drafted tokens a request can verify, the draft's forwards)."""
     info = StepInfo(pipeline)
-    verify = [op for op in pipeline.step.ops if info.has_role(op, "verify")][-1]
+    verify = _last_verify(info)
     drafts = [f for op in pipeline.step.ops if not info.has_role(op, "verify")
               for f in info.interfaces(op).forwards(op, info)]
     return verify.symbols[0][1:], info.width(verify) - 1, drafts
+
+
+def emission_curve(pipeline: Pipeline, alpha: float) -> list[float]:
+    """tau[n], n = 0 .. the verify's drafted width: the verified draft's emission curve."""
+    info = StepInfo(pipeline)
+    verify = _last_verify(info)
+    return info.emission_of(verify.values[1], alpha)[:info.width(verify)]
+
+
+def _last_verify(info: StepInfo):
+    return [op for op in info.pipeline.step.ops if info.has_role(op, "verify")][-1]
 
 
 def draft_seconds(pipeline: Pipeline, drafts: list, batch: int, target: Target, context: int = 512) -> float:
@@ -48,13 +61,13 @@ def draft_seconds(pipeline: Pipeline, drafts: list, batch: int, target: Target, 
 
 def budget_table(pipeline: Pipeline, target: Target, max_batch: int, alpha: float, context: int = 512) -> list[int]:
     verifier, width, drafts = step_forwards(pipeline)
+    tau = emission_curve(pipeline, alpha)
     table = []
     for b in range(1, max_batch + 1):
         draft_s = draft_seconds(pipeline, drafts, b, target, context)
         best_n, best_rate = 0, b / forward_seconds(pipeline, verifier, b, target, context, b)  # plain AR: no drafter
         for n in range(1, width + 1):
-            tau = sum(alpha ** i for i in range(n + 1))
-            rate = b * tau / (forward_seconds(pipeline, verifier, b * (1 + n), target, context, b) + draft_s)
+            rate = b * tau[n] / (forward_seconds(pipeline, verifier, b * (1 + n), target, context, b) + draft_s)
             if rate > best_rate * (1 + 1e-9):
                 best_n, best_rate = n, rate
         table.append(best_n * b)

@@ -92,4 +92,4 @@ register_op(OpDef(
                        doc="confidence: the batch's best nodes by draft score; equal: the same share each")},
     _infer, doc="One drafted-token budget per step, split across the batch by draft confidence.",
     step=StepInterfaces(width=_draft_width, depth=_draft_depth, forwards=no_forwards, lower=lower, setup=setup,
-                        effects=("budget",))))
+                        effects=("budget",), emission=lambda op, info, alpha: info.emission_of(op.values[1], alpha))))

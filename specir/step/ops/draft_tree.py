@@ -26,6 +26,7 @@ from specir.acceptance_model import RANK_CAP, rank_tree, tree_accepted
 from specir.ir.opdefs import MAX_DRAFT_TOKENS, MAX_TREE_BUDGET, AttrSpec, OpDef, TypeRuleError, in_range, register_op, symbol, value
 from specir.ir.types import TREE
 from specir.step.catch_up import catch_up, resync
+from specir.step.emission import tree_emission
 from specir.step.interfaces import ModelForward, StepInterfaces
 from specir.step.values import Nodes
 
@@ -203,4 +204,6 @@ register_op(OpDef(
      "off_at": OFF_AT},
     _infer, doc="A token tree: static top-k expansion or dynamic by draft confidence.", role="draft",
     step=StepInterfaces(width=width, depth=lambda op, info: op.attrs["depth"], forwards=_forwards, lower=lower,
-                        setup=setup, effects=("draft",), variant=off_variant, accepted=accepted)))
+                        setup=setup, effects=("draft",), variant=off_variant, accepted=accepted,
+                        emission=lambda op, info, alpha: tree_emission(alpha, op.attrs["depth"], op.attrs["topk"],
+                                                                       width(op)))))
