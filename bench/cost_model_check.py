@@ -113,16 +113,19 @@ def main(argv=None) -> int:
 
     h200 = get_target("h200")
     models = {"the plain roofline (copy bandwidth, big-GEMM rate, overlapped)":
-              dataclasses.replace(h200, step_bandwidth=None, step_flops=None, step_overlap=True),
+              dataclasses.replace(h200, step_bandwidth=None, step_flops=None, step_serial=0.0, step_row_tile=1),
               "the h200 target's fitted step rates": h200}
     if args.fit:
-        grid = [dataclasses.replace(h200, step_bandwidth=bw * 1e11, step_flops=fl * 1e13, step_overlap=ov)
-                for bw in range(25, 43) for fl in range(30, 80, 2) for ov in (True, False)]
+        grid = [dataclasses.replace(h200, step_bandwidth=bw * 1e11, step_flops=fl * 1e13, step_serial=serial,
+                                    step_row_tile=tile)
+                for bw in range(25, 45) for fl in range(30, 100, 4) for serial in (0.0, 0.25, 0.5, 1.0)
+                for tile in (1, 64, 128)]
         best = min(grid, key=error)
         models["the best fit of --fit"] = best
     for title, target in models.items():
         print(f"\n## {title}: {target.bandwidth / 1e12:.2f} TB/s, {target.flops / 1e12:.0f} TFLOP/s, "
-              f"{'max' if target.step_overlap else 'sum'} of the two (mean |log error| {error(target):.3f})\n")
+              f"the slower plus {target.step_serial:g} of the other, GEMM rows in tiles of {target.step_row_tile} "
+              f"(mean |log error| {error(target):.3f})\n")
         print("| pipeline | batch | predicted draft + verify ms | measured ms | predicted / measured |")
         print("|---|---:|---:|---:|---:|")
         for (name, b), (d, v) in sorted(predicted(target).items(), key=lambda kv: (list(MEASURED).index(kv[0][0]), kv[0][1])):

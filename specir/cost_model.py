@@ -4,8 +4,9 @@ Contract: `forward_cost(model, target, tokens, context, requests)` counts every 
 embedding table (one row per token is read), plus the KV cache each of `requests` requests
 attends over (its `context` rows and its share of the `tokens`), plus the recurrent state (ops'
 `states` interface: the committed state read once and one node state written per token), and
-returns the target's roofline time of those bytes and FLOPs (`Target.roofline`: their max, or
-their sum on a target whose fitted step rates say its kernels do not overlap them).
+returns the target's roofline time of those bytes and FLOPs (`Target.roofline`: their max, plus the
+fraction `step_serial` of the smaller where the target's fitted step rates say so); the matmul
+FLOPs count the rows rounded up to the target's GEMM row tile (`Target.gemm_rows`).
 `estimate(pipeline, target)` prices the forwards every step op declares (its `forwards`
 interface: model, tokens, count) plus each op's declared fixed overhead; it reads no op names. Calibration by microbenchmarks refines the
 target's numbers.
@@ -46,6 +47,7 @@ def forward_cost(model: Model, target: Target, tokens: int = 1, context: int = 5
     lm_head_reads_embed = any(op.name in ("linear", "packed_linear") and op.attrs.get("weight") in embed
                               for op in model.graph.ops)
     weight_bytes = flops = 0.0
+    gemm_rows = target.gemm_rows(tokens)
     for w in model.weights:
         size = BYTES_PER_ELEMENT.get(w.type.dtype, 2.0)
         n = _numel(w.type.shape)
@@ -54,7 +56,7 @@ def forward_cost(model: Model, target: Target, tokens: int = 1, context: int = 5
             continue
         weight_bytes += n * size
         if len(w.type.shape) == 2:
-            flops += 2.0 * n * tokens
+            flops += 2.0 * n * gemm_rows
     kv_bytes = 0.0
     act_size = BYTES_PER_ELEMENT.get(str(model.attrs.get("dtype", "bf16")), 2.0)
     for op in model.graph.ops:

@@ -29,10 +29,15 @@ class Target:
     notes: str = ""
     measured_bf16_flops: float | None = None
     # the rates this project's decode steps reach on the target, fitted to whole measured steps
-    # (bench/cost_model_check.py); `step_overlap` false: a forward's streaming and compute add up
+    # (bench/cost_model_check.py): `step_serial`, the fraction of the shorter of a forward's
+    # streaming and compute times that does not hide under the longer (0: their max, 1: their sum);
+    # `step_row_tile`, the GEMM row tile (a forward's matmul FLOPs are priced at its rows rounded up
+    # to it: a 65-row verify costs the FLOPs of 128 rows, and rows within a tile are free once
+    # streaming the weights dominates)
     step_bandwidth: float | None = None
     step_flops: float | None = None
-    step_overlap: bool = True
+    step_serial: float = 0.0
+    step_row_tile: int = 1
 
     @property
     def device_bandwidth(self) -> float:
@@ -56,9 +61,14 @@ class Target:
 
     def roofline(self, moved_bytes: float, flops: float) -> float:
         """Seconds of a forward that moves `moved_bytes` and does `flops`: the slower of the two
-        where the target overlaps them, their sum where it does not (`step_overlap`)."""
+        plus `step_serial` of the other."""
         memory, compute = moved_bytes / self.bandwidth, flops / self.flops
-        return max(memory, compute) if self.step_overlap else memory + compute
+        return max(memory, compute) + self.step_serial * min(memory, compute)
+
+    def gemm_rows(self, rows: int) -> int:
+        """The rows a GEMM over `rows` rows is priced at: rounded up to `step_row_tile`."""
+        tile = max(1, self.step_row_tile)
+        return -(-rows // tile) * tile
 
 
 @lru_cache(maxsize=1)

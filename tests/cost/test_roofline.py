@@ -22,10 +22,19 @@ def target_model():
     return load_pipeline("<init>", text=spec).model("target")
 
 
-def test_overlapping_targets_take_the_max_and_others_the_sum():
-    t = dataclasses.replace(get_target("h200"), step_bandwidth=1e12, step_flops=1e14, step_overlap=True)
-    assert t.roofline(2e12, 1e14) == pytest.approx(2.0)
-    assert dataclasses.replace(t, step_overlap=False).roofline(2e12, 1e14) == pytest.approx(3.0)
+def test_the_roofline_adds_the_non_overlapped_fraction_of_the_shorter_time():
+    t = dataclasses.replace(get_target("h200"), step_bandwidth=1e12, step_flops=1e14, step_serial=0.0)
+    assert t.roofline(2e12, 1e14) == pytest.approx(2.0)  # max(2 s streaming, 1 s compute)
+    assert dataclasses.replace(t, step_serial=1.0).roofline(2e12, 1e14) == pytest.approx(3.0)
+    assert dataclasses.replace(t, step_serial=0.5).roofline(1e12, 3e14) == pytest.approx(3.5)
+
+
+def test_gemm_flops_are_priced_at_rows_rounded_up_to_the_row_tile(target_model):
+    t = dataclasses.replace(get_target("h200"), step_row_tile=1)
+    tiled = dataclasses.replace(t, step_row_tile=64)
+    assert [tiled.gemm_rows(r) for r in (1, 64, 65, 200)] == [64, 64, 128, 256]
+    extra = lambda rows: forward_cost(target_model, tiled, rows).flops - forward_cost(target_model, t, rows).flops  # noqa: E731
+    assert extra(65) > 0 and extra(65) == pytest.approx(extra(1))  # 63 more GEMM rows each; attention is not tiled
 
 
 def test_fitted_step_rates_replace_the_copy_bandwidth_and_matmul_rate():
