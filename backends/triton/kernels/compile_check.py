@@ -30,9 +30,11 @@ def _cases():
     merge_tree = dict(MR=64, SB=1, S_P2=4)     # T = 65 (rows 260), 3 splits
     merge_packed = dict(MR=32, SB=2, S_P2=2)   # grouped, 64 requests of 8 packed rows (rows 32), 2 splits
     rope_ptrs = dict(q_ptr=bf, k_ptr=bf, v_ptr=bf, pos_ptr="i64", inv_freq_ptr=f32, q_out_ptr=bf, k_out_ptr=bf,
-                     k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", slots_ptr="i32", offsets_ptr="i32")
+                     k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", slots_ptr="i32", offsets_ptr="i32",
+                     n_rows_ptr="i32")
     rope_const = dict(H=32, KH=8, D=128, HALF=64, BLOCK_H=32, BLOCK_KH=8, BLOCK_HALF=64, BLOCK_D=128,
-                      BLOCK_TAIL=1, COPY_Q_TAIL=False, COPY_K_TAIL=False, HAS_SLOTS=True, HAS_OFFSETS=True)
+                      BLOCK_TAIL=1, COPY_Q_TAIL=False, COPY_K_TAIL=False, HAS_SLOTS=True, HAS_OFFSETS=True,
+                      HAS_N_ROWS=True)
     return [
         ("rms_norm", "norm", "_rms_norm_kernel", dict(x_ptr=bf, res_ptr=bf, w_ptr=bf, out_ptr=bf, res_out_ptr=bf),
          ["eps"], dict(HAS_RESIDUAL=False, BLOCK=4096), dict(num_warps=8)),
@@ -51,8 +53,8 @@ def _cases():
          dict(BLOCK=1024), dict(num_warps=4)),
         ("kv_write", "kv_cache", "_kv_write_kernel",
          dict(k_new_ptr=bf, v_new_ptr=bf, k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", n_new_ptr="i32",
-              slots_ptr="i32", offsets_ptr="i32"), [],
-         dict(KH=8, D=128, BLOCK_KH=8, BLOCK_D=128, HAS_N_NEW=True, HAS_SLOTS=True, HAS_OFFSETS=True),
+              slots_ptr="i32", offsets_ptr="i32", n_rows_ptr="i32"), [],
+         dict(KH=8, D=128, BLOCK_KH=8, BLOCK_D=128, HAS_N_NEW=True, HAS_SLOTS=True, HAS_OFFSETS=True, HAS_N_ROWS=True),
          dict(num_warps=4)),
         ("kv_compact", "kv_cache", "_kv_compact_kernel",
          dict(k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", acc_idx_ptr="i32", n_acc_ptr="i32", new_lens_ptr="i32",
