@@ -41,7 +41,7 @@ def _infer(op, ctx):
 
 def _forwards(op, info):
     N = width(op, info)
-    return [ModelForward(model_of(op), N, 1, "verify", N, mask_width=N)]
+    return [ModelForward(model_of(op), N, 1, "verify", N, mask_width=N, packed=True)]
 
 
 def _forward(ctx, state, size: int, N: int, B: int):
