@@ -184,7 +184,7 @@ def _packed_batch(counts, N, pad, H, KH, D, S, dtype, device):
     """A packed forward's attention inputs: request r (cache slot slots_of[r], lens_of[r]) owns
     counts[r] rows, its valid nodes (a random ascending subset of a random N-node tree), rows
     request-major; then `pad` pad rows repeating row 0 (ragged.padded). Returns (q, k_cache,
-    v_cache, lens, slots, offsets, mask, row_start, T)."""
+    v_cache, lens, slots, offsets, mask, row_start, T). Mask columns past a row's own node are random."""
     R = len(counts)
     tree = random_tree_mask(R, N)
     slots_of = torch.randperm(R + 1)[:R]
@@ -204,7 +204,8 @@ def _packed_batch(counts, N, pad, H, KH, D, S, dtype, device):
     lens = lens_of[request].to(torch.int32).to(device)
     slots = slots_of[request].to(torch.int32).to(device)
     offsets = node.to(torch.int32).to(device)
-    mask = tree[request, node][:, None].to(device)
+    junk = torch.rand(P, N) < 0.5   # columns past a row's own node: ignored (the per-row kernel never reads them)
+    mask = (tree[request, node] | (junk & (torch.arange(N)[None, :] > node[:, None])))[:, None].to(device)
     return q, k_cache, v_cache, lens, slots, offsets, mask, row_start, T
 
 

@@ -250,6 +250,8 @@ def _attention_kernel(
             new_ok = tl.load(mask_ptr + m_base + t[:, None] * m_step + u[None, :] * stride_mu,
                              mask=row_ok[:, None] & ((u >= 0) & (u < U))[None, :], other=0) != 0
             new_ok = new_ok | (u[None, :] == diagonal[:, None])
+            if GROUPED:  # the request's keys reach its last node: columns past a row's own are ignored
+                new_ok = new_ok & (u[None, :] <= diagonal[:, None])
         else:
             new_ok = (u >= 0)[None, :] & (u[None, :] <= diagonal[:, None])
         visible = key_ok[None, :] & ((u < 0)[None, :] | new_ok)
@@ -363,7 +365,8 @@ def attention(q, k_cache, v_cache, lens, tree_mask=None, scale=None, *, out=None
     most U of them (one per node of the mask [P, 1, U], which is required, as are slots and
     offsets: row p
     is node offsets[p], ascending within a request; lens and slots equal on a request's rows). Each
-    row's output is the per-row mode's (same inputs without row_start), but a request's KV is read
+    row's output is the per-row mode's (same inputs without row_start: mask columns past a row's own
+    node are ignored), but a request's KV is read
     once per (kv head, split), not once per row. Rows p >= row_start[R] are pad rows: their output
     is zero (a window must then exceed U).
 
