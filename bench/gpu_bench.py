@@ -628,7 +628,8 @@ class Bench:
         out = torch.empty_like(q)
         args = (q, k_cache, v_cache, lens, mask)
         kw = dict(out=out, workspace=workspace, slots=slots, offsets=offsets)
-        calls = {"grouped": lambda: attention(*args, row_start=row_start, **kw), "per_row": lambda: attention(*args, **kw)}
+        calls = {"grouped": lambda: attention(*args, row_start=row_start, **kw),
+                 "per_row": lambda: attention(*args, **kw)}
         ms = {name: self.clock.ms(self.clock.graph(call)) for name, call in calls.items()}
         floor = R * 2 * KH * (ctx + n) * D * q.element_size() / self.state["copy_bw"] * 1e3
         return {"requests": R, "rows_per_request": n, "bucket": P, "context": ctx, "heads": H, "kv_heads": KH,
@@ -805,8 +806,8 @@ def markdown(data: dict) -> str:
         lines.append("")
     if "packed_attn" in s:
         a = s["packed_attn"]
-        lines += [f"## Packed verify attention (one layer, {a['requests']} requests x {a['rows_per_request']} rows in a "
-                  f"{a['bucket']}-row bucket, context {a['context']}, {a['heads']}/{a['kv_heads']} heads x "
+        lines += [f"## Packed verify attention (one layer, {a['requests']} requests x {a['rows_per_request']} rows "
+                  f"in a {a['bucket']}-row bucket, context {a['context']}, {a['heads']}/{a['kv_heads']} heads x "
                   f"{a['head_dim']})", "", "| mode | ms | grid | KV-once floor ms |", "|---|---:|---|---:|"]
         for mode in ("grouped", "per_row"):
             lines.append(f"| {mode} | {_f(a[mode + '_ms'], 4)} | {a['configs'][mode]['grid']} | "

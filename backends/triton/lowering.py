@@ -83,7 +83,8 @@ def lower(pipeline: Pipeline, target: Target, folder: Path, *, emit_ptx: bool = 
     for name, program in programs.items():
         configs[name] = {}
         for shape, (T, packed) in forward_shapes(pipeline, name).items():
-            configs[name][shape] = {"B": 1, "T": T, "max_seq": REPRESENTATIVE_CONTEXT, **({"packed": True} if packed else {}),
+            configs[name][shape] = {"B": 1, "T": T, "max_seq": REPRESENTATIVE_CONTEXT,
+                                    **({"packed": True} if packed else {}),
                                     "launches": launch_configs(program, target, 1, T, REPRESENTATIVE_CONTEXT,
                                                                packed=packed)}
         for launch in program.launches:

@@ -81,7 +81,8 @@ def test_rope_kv_write_skips_pad_rows(seed, device, kt):
     n_rows = torch.tensor([3], dtype=torch.int32, device=device)
     pos = (lens.long() + offsets.long())[:, None]
     inv_freq = _inv_freq(D).to(device)
-    k_cache, v_cache = kt.poisoned((2, KH, S, D), torch.float32, device), kt.poisoned((2, KH, S, D), torch.float32, device)
+    k_cache = kt.poisoned((2, KH, S, D), torch.float32, device)
+    v_cache = kt.poisoned((2, KH, S, D), torch.float32, device)
     want_k, want_v = k_cache.clone(), v_cache.clone()
     want_q, rotated = ref.rope_reference(q.reshape(-1, H, D), k.reshape(-1, KH, D), pos, inv_freq)
     ref.kv_write_reference(want_k, want_v, rotated[:3].view(3, 1, KH, D), v[:3], lens[:3], slots=slots[:3],
