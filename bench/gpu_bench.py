@@ -21,6 +21,10 @@ later section that fails or runs out of time loses nothing before it):
                (its own CUDA graph): where the time goes, against each group's byte floor
   verify       verify-cost curve: target forward + argmax over a random tree of n nodes
                (n = 1, 2, 4, ..., 128) at each context, relative to n = 1
+  packed_attn  one attention launch of a packed (batch-fusion) verify forward at the target's
+               heads: 64 requests x 7 rows at the first context (a 512-row bucket, 64 pad rows),
+               grouped by request (row_start: each request's KV read once) vs per row (once per
+               row), against the byte floor of reading each request's KV once
   draft        draft-step cost: drafter forwards, whole chain / tree / AR steps (captured),
                chain and tree with each drafter shape (chain-3l, tree-3l: the 1B-3L drafter)
   e2e          end to end at batch 1 per workload: AR, chain, tree and n-gram pipelines
@@ -69,6 +73,7 @@ class Sizes:
     device: str = "cuda"
     tiny: dict | None = None        # smoke test: explicit shapes instead of the named ones
     e2e_pipelines: tuple | None = None  # e2e: these pipelines only (None: all)
+    packed: tuple = (64, 7)         # packed_attn: requests x packed rows per request
 
 
 QUICK = dict(tree_sizes=(1, 16, 64, 128), reps=20, prompts_per_workload=1, max_new=64, peer_tokens=16,
@@ -78,7 +83,7 @@ TINY_TARGET = dict(name="tiny-target", hidden_size=64, num_hidden_layers=1, num_
                    num_key_value_heads=2, head_dim=16, intermediate_size=96, vocab_size=300,
                    tie_word_embeddings=False)
 TINY_DRAFTER = dict(TINY_TARGET, name="tiny-drafter", tie_word_embeddings=True)
-SMOKE = dict(contexts=(16,), tree_sizes=(1, 3), reps=1, chain_k=2, tree=(2, 2, 3), ngram_k=2,
+SMOKE = dict(contexts=(16,), tree_sizes=(1, 3), reps=1, chain_k=2, tree=(2, 2, 3), ngram_k=2, packed=(2, 5),
              workloads=("code-completion",), prompts_per_workload=1, max_new=2, peer_tokens=2,
              activations="f32", device="cpu",
              tiny={"target": TINY_TARGET, "drafter": TINY_DRAFTER,
@@ -592,6 +597,46 @@ class Bench:
                 del replay, fwd, inputs
         return {"rows": rows, "target_64_x_ar_step": 1.25}
 
+    def packed_attn(self):
+        """The attention kernel alone over a packed verify forward's rows (one layer): R requests of
+        n rows each (nodes 0..n-1 of a chain at the first context), padded to ragged.bucket(R * n)
+        rows, grouped (row_start) and per row; floor: each request's KV read once."""
+        from specir.backends.triton.kernels.attention import attention, attention_config
+        from specir.step import ragged
+        c = self.state["configs"]["target"]
+        H, KH, D = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+        (R, n), ctx, dev = self.z.packed, self.z.contexts[0], self.device
+        T = R * n
+        P = ragged.bucket(T)
+        dtype = torch.bfloat16 if self.z.activations == "bf16" else torch.float32
+        max_seq = ctx + n
+        gen = torch.Generator().manual_seed(0)
+        q = torch.randn(P, 1, H, D, generator=gen).to(dtype).to(dev)
+        k_cache = torch.randn(R, KH, max_seq, D, generator=gen).to(dtype).to(dev)
+        v_cache = torch.randn(R, KH, max_seq, D, generator=gen).to(dtype).to(dev)
+        request = torch.arange(T) // n
+        node = torch.arange(T) % n
+        request, node = torch.cat([request, request[:1].expand(P - T)]), torch.cat([node, node[:1].expand(P - T)])
+        lens = torch.full((P,), ctx, dtype=torch.int32, device=dev)
+        slots, offsets = request.to(torch.int32).to(dev), node.to(torch.int32).to(dev)
+        mask = (torch.arange(n)[None, :] <= node[:, None])[:, None].to(dev)   # a chain: nodes 0..node
+        row_start = (torch.arange(R + 1) * n).to(torch.int32).to(dev)
+        configs = {"grouped": attention_config(R, n, H, KH, D, max_seq, dev, grouped=True),
+                   "per_row": attention_config(P, 1, H, KH, D, max_seq, dev)}
+        splits = max(cfg["num_splits"] for cfg in configs.values())
+        workspace = torch.empty(P * H * splits * (D + 1), dtype=torch.float32, device=dev)
+        out = torch.empty_like(q)
+        args = (q, k_cache, v_cache, lens, mask)
+        kw = dict(out=out, workspace=workspace, slots=slots, offsets=offsets)
+        calls = {"grouped": lambda: attention(*args, row_start=row_start, **kw),
+                 "per_row": lambda: attention(*args, **kw)}
+        ms = {name: self.clock.ms(self.clock.graph(call)) for name, call in calls.items()}
+        floor = R * 2 * KH * (ctx + n) * D * q.element_size() / self.state["copy_bw"] * 1e3
+        return {"requests": R, "rows_per_request": n, "bucket": P, "context": ctx, "heads": H, "kv_heads": KH,
+                "head_dim": D, "grouped_ms": ms["grouped"], "per_row_ms": ms["per_row"], "kv_once_floor_ms": floor,
+                "configs": {name: {k: cfg[k] for k in ("grid", "block_m", "num_splits", "num_warps")}
+                            for name, cfg in configs.items()}}
+
     def draft(self):
         ctx = self.z.contexts[0]
         rows = {}
@@ -759,6 +804,15 @@ def markdown(data: dict) -> str:
             lines.append(f"| {r['context']} | {r['nodes']} | {_f(r['ms'], 3)} | {_f(r['x_one_node'])} | "
                          f"{_f(r['x_ar_step'])} | {r.get('linear', '')} |")
         lines.append("")
+    if "packed_attn" in s:
+        a = s["packed_attn"]
+        lines += [f"## Packed verify attention (one layer, {a['requests']} requests x {a['rows_per_request']} rows "
+                  f"in a {a['bucket']}-row bucket, context {a['context']}, {a['heads']}/{a['kv_heads']} heads x "
+                  f"{a['head_dim']})", "", "| mode | ms | grid | KV-once floor ms |", "|---|---:|---|---:|"]
+        for mode in ("grouped", "per_row"):
+            lines.append(f"| {mode} | {_f(a[mode + '_ms'], 4)} | {a['configs'][mode]['grid']} | "
+                         f"{_f(a['kv_once_floor_ms'], 4)} |")
+        lines.append("")
     if "draft" in s:
         lines += [f"## Step cost (context {s['draft']['context']})", "",
                   "| pipeline | drafter | step ms | verify nodes | verify forward ms | draft + accept ms | "
@@ -820,6 +874,11 @@ def summary(data: dict) -> str:
     for r in s.get("verify", {}).get("rows", []):
         if r["nodes"] in (64, 128):
             out.append(f"verify {r['nodes']:>3} nodes ctx {r['context']:<5} {r['ms']:.3f} ms = {r['x_ar_step']:.2f}x AR step")
+    if "packed_attn" in s:
+        a = s["packed_attn"]
+        out.append(f"packed attention {a['requests']}x{a['rows_per_request']} ctx {a['context']}: grouped "
+                   f"{a['grouped_ms']:.4f} ms, per row {a['per_row_ms']:.4f} ms (KV-once floor "
+                   f"{a['kv_once_floor_ms']:.4f} ms)")
     for name, r in s.get("draft", {}).get("steps", {}).items():
         if isinstance(r, dict) and "step_ms" in r:
             out.append(f"step {name:8s} ({r.get('drafter') or 'no drafter'}) {r['step_ms']:.3f} ms: verify "
@@ -848,6 +907,7 @@ def run(z: Sizes, args, out: str, budget_s: float, argv, fake_timer: bool = Fals
     report.run("ar_step", bench.ar_step, need_s=20)
     report.run("breakdown", bench.breakdown, need_s=20)
     report.run("verify", bench.verify, need_s=30)
+    report.run("packed_attn", bench.packed_attn, need_s=5)
     report.run("draft", bench.draft, need_s=30)
     report.run("e2e", bench.e2e, need_s=40)
     report.run("peers", bench.peers, need_s=30)
@@ -866,7 +926,7 @@ def main(argv=None) -> int:
     parser.add_argument("--budget-s", type=float, default=480.0,
                         help="wall-time budget; sections that would not fit are skipped (default 480)")
     parser.add_argument("--skip", nargs="*", default=[], metavar="SECTION",
-                        help="sections to leave out (ar_step breakdown verify draft e2e peers)")
+                        help="sections to leave out (ar_step breakdown verify packed_attn draft e2e peers)")
     parser.add_argument("--e2e", default="", metavar="W:PROMPTS:TOKENS:BATCHES:PIPELINES",
                         help="the e2e section on `specir bench`'s settings, for the agreement check: e.g. "
                              "code-completion:8:96:1,8:tree-3l,chain-3l (workload: one, several joined by '+', or "

@@ -7,6 +7,10 @@ int32 committed rows per request, optional slots [B] int32, offsets [B] int32 an
 buffer [B, T, V] (overwritten by the next run). New token t of request b is written to cache row
 lens[b] + offsets[b] + t of slot slots[b]; `lens` is read, never changed.
 
+A packed forward (inputs.row_start [R + 1], specir/step/ragged.py) runs its attention grouped by
+request (kernels/attention.py: a request's KV read once for all its rows) and its pad rows (rows
+>= row_start[R]) write no KV (kv_write / rope_kv_write `n_rows`) and get zero attention output.
+
 A model with recurrent ops (program.states) needs a cache with a recurrent state store
 (HybridCache): `run()` first claims the forward's scratch nodes (`RecurrentStates.begin`, token
 parents from the mask, or the previous token without one) and every recurrent launch reads and
@@ -242,17 +246,18 @@ class StaticForward:
             q, k, v = (view(name).unflatten(-1, (-1, hd)) for name in launch.ins[:3])
             q_out = view(launch.outs[0]).unflatten(-1, (-1, hd))
             k_cache, v_cache = self.cache.layer(layer)
-            pos, lens, slots, offsets = inp.pos, inp.lens, inp.slots, inp.offsets
+            pos, lens, slots, offsets, n_rows = inp.pos, inp.lens, inp.slots, inp.offsets, self._real_rows()
             self.configs.append({"launch": index, "kernel": launch.kernel, "grid": [B * T]})
             return lambda: rope_kv_write(q, k, v, pos, table.inv_freq(pos), k_cache, v_cache, lens,
-                                         table.attention_factor, q_out=q_out, slots=slots, offsets=offsets)
+                                         table.attention_factor, q_out=q_out, slots=slots, offsets=offsets,
+                                         n_rows=n_rows)
         if kind == "kv_write":
             hd, layer = a["head_dim"], a["layer"]
             k, v = (view(name).unflatten(-1, (-1, hd)) for name in launch.ins[:2])
             k_cache, v_cache = self.cache.layer(layer)
-            lens, slots, offsets = inp.lens, inp.slots, inp.offsets
+            lens, slots, offsets, n_rows = inp.lens, inp.slots, inp.offsets, self._real_rows()
             self.configs.append({"launch": index, "kernel": launch.kernel, "grid": [B * T]})
-            return lambda: kv_write(k_cache, v_cache, k, v, lens, slots=slots, offsets=offsets)
+            return lambda: kv_write(k_cache, v_cache, k, v, lens, slots=slots, offsets=offsets, n_rows=n_rows)
         if kind == "attention":
             H, KH, D, layer = a["heads"], a["kv_heads"], a["head_dim"], a["layer"]
             k_cache, v_cache = self.cache.layer(layer)
@@ -260,26 +265,30 @@ class StaticForward:
             window = a["window"] if a["window"] and a["window"] < max_seq else 0  # (a longer window hides nothing)
             q = view(launch.ins[0]).unflatten(-1, (H, D))
             out = view(launch.outs[0]).unflatten(-1, (H, D))
-            cfg = attention_config(B, T, H, KH, D, max_seq, self.device)
+            mask = inp.mask if launch.ins[1] == params.get("mask") else None
+            if mask is not None and mask.shape[2] < T:
+                raise ValueError(f"mask width {mask.shape[2]} < T = {T}")
+            row_start = inp.row_start if mask is not None else None  # grouped by request (a packed forward)
+            requests, nodes = (B, T) if row_start is None else (row_start.numel() - 1, mask.shape[2])
+            cfg = attention_config(requests, nodes, H, KH, D, max_seq, self.device, grouped=row_start is not None)
             workspace = None
             if cfg["num_splits"] > 1:
                 workspace = torch.empty(B * T * H * cfg["num_splits"] * (D + 1), dtype=torch.float32,
                                         device=self.device)
-                counter_buffer(self.device, cfg["m_blocks"] * B * KH)  # allocated now, never inside a capture
-            mask = inp.mask if launch.ins[1] == params.get("mask") else None
-            if mask is not None and mask.shape[2] < T:
-                raise ValueError(f"mask width {mask.shape[2]} < T = {T}")
+                counter_buffer(self.device, cfg["m_blocks"] * cfg["grid"][0])  # allocated now, never in a capture
             lens, slots, offsets, scale = inp.lens, inp.slots, inp.offsets, a["scale"] or None
             self.configs.append({"launch": index, "kernel": launch.kernel, "B": B, "T": T, "max_seq": max_seq,
-                                 "config": dict(cfg), "tree_mask": mask is not None})
+                                 "config": dict(cfg), "tree_mask": mask is not None,
+                                 **({"requests": requests} if row_start is not None else {})})
             over = {key: cfg[key] for key in ("num_splits", "block_m", "block_n", "min_chunk", "num_warps",
                                               "num_stages", "merge_rows", "merge_splits")}
-            if window and mask is not None and window <= T:
-                raise SpecirError(f"layer {layer} has a sliding window of {window} rows, no longer than the {T}-node "
-                                  "tree this forward verifies", hint="verify a smaller tree (tree-verify{budget=...})")
+            if window and mask is not None and window <= nodes:
+                raise SpecirError(f"layer {layer} has a sliding window of {window} rows, no longer than the "
+                                  f"{nodes}-node tree this forward verifies",
+                                  hint="verify a smaller tree (tree-verify{budget=...})")
             pos = inp.pos if window else None
             return lambda: attention(q, k_cache, v_cache, lens, mask, scale, out=out, workspace=workspace, slots=slots,
-                                     offsets=offsets, pos=pos, window=window, **over)
+                                     offsets=offsets, pos=pos, window=window, row_start=row_start, **over)
         if kind == "swiglu":
             return self._silu_mul_call(index, view(launch.ins[0]), view(launch.ins[1]), view(launch.outs[0]))
         if kind in TORCH_OPS:
@@ -287,6 +296,12 @@ class StaticForward:
         if kind in RECURRENT_OPS:
             return self._bind_recurrent(index, launch)
         raise SpecirError(f"no Triton launch for {kind!r}")
+
+    def _real_rows(self) -> torch.Tensor | None:
+        """A packed forward's real row count on the device (row_start[R]: rows past it are pad rows,
+        whose KV writes are dropped), or None."""
+        start = self.inputs.row_start
+        return None if start is None else start[-1:]
 
     def _params(self, launch) -> dict:
         """The launch's attributes with the weights it names resolved (as the reference runner)."""

@@ -9,6 +9,9 @@ the cache length of a real call (`max_seq`, here a representative value). A line
 runs cuBLAS at this row count is listed with kernel "cublas.linear" (see gemm_route.py); if it
 has a SwiGLU prologue (program.py), a silu_mul row precedes it (that forward runs the swiglu
 separately), and a Triton linear with one says `prologue = "swiglu"`.
+`packed=True`: a packed verify forward (specir/step/ragged.py) of B requests of at most T
+one-token rows each; its attention runs grouped by request (kernels/attention.py: `grouped`
+config, grid ((B + 1) * kv_heads, ...)) and its row says `grouped = true`.
 """
 from __future__ import annotations
 
@@ -25,9 +28,9 @@ from .program import Program
 REPRESENTATIVE_CONTEXT = 2048  # cached tokens the recorded launch configs and PTX assume
 
 
-def _attention(B, T, H, KH, D, max_seq, sm_count):
+def _attention(B, T, H, KH, D, max_seq, sm_count, grouped: bool = False):
     """attention_config with the target's SM count (the runtime reads the device's)."""
-    return attention_config(B, T, H, KH, D, max_seq, sm=sm_count)
+    return attention_config(B, T, H, KH, D, max_seq, sm=sm_count, grouped=grouped)
 
 
 def _argmax(rows, vocab, sm_count):
@@ -42,7 +45,7 @@ def _elementwise(rows, width):
     return {"grid": [rows, triton.cdiv(width, block)], "BLOCK": block, "num_warps": 4}
 
 
-def launch_configs(program: Program, target, B: int, T: int, max_seq: int) -> list[dict]:
+def launch_configs(program: Program, target, B: int, T: int, max_seq: int, packed: bool = False) -> list[dict]:
     rows, out = B * T, []
     sm = target.sm_count
     for i, launch in enumerate(program.launches):
@@ -68,8 +71,10 @@ def launch_configs(program: Program, target, B: int, T: int, max_seq: int) -> li
             if prologue:
                 row["prologue"] = prologue
         elif kind == "attention":
-            row.update(B=B, T=T, max_seq=max_seq, tree_mask=launch.ins[1] == program.params.get("mask")
-                       and T > 1, config=_attention(B, T, a["heads"], a["kv_heads"], a["head_dim"], max_seq, sm))
+            tree_mask = launch.ins[1] == program.params.get("mask") and (T > 1 or packed)
+            row.update(B=B, T=T, max_seq=max_seq, tree_mask=tree_mask,
+                       config=_attention(B, T, a["heads"], a["kv_heads"], a["head_dim"], max_seq, sm,
+                                         grouped=packed and tree_mask))
         elif kind in ("rms_norm", "add_rms_norm"):
             width = a["group"] if a.get("group") else program.values[launch.ins[0]]
             n_rows = rows * (program.values[launch.ins[0]] // width)

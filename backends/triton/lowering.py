@@ -41,14 +41,15 @@ EXTRA_SOURCES = {"add": Path(__file__).with_name("add_kernel.py"),
 LIBRARY_OF = {"linear": ("linear.py", "linear_kernels.py", "linear_decode.py", "linear_config.py")}
 
 
-def forward_shapes(pipeline: Pipeline, model_name: str) -> dict[str, int]:
-    """The forwards (purpose -> new tokens T, batch 1) the step runs on a model (op interfaces)."""
+def forward_shapes(pipeline: Pipeline, model_name: str) -> dict[str, tuple[int, bool]]:
+    """The forwards (purpose -> (new tokens T, packed), batch 1) the step runs on a model (op
+    interfaces); packed: a packed verify's one-token rows, T of them, grouped as one request."""
     from specir.step.interfaces import StepInfo
     shapes = {}
     for f in StepInfo(pipeline).forwards():
         if f.model == model_name:
-            shapes[f.purpose if f.purpose not in shapes else f"{f.purpose}-{f.tokens}"] = f.tokens
-    return shapes or {"decode": 1}
+            shapes[f.purpose if f.purpose not in shapes else f"{f.purpose}-{f.tokens}"] = (f.tokens, f.packed)
+    return shapes or {"decode": (1, False)}
 
 
 def with_backend_policy(pipeline: Pipeline) -> Pipeline:
@@ -81,9 +82,11 @@ def lower(pipeline: Pipeline, target: Target, folder: Path, *, emit_ptx: bool = 
     configs, kernels = {}, {}
     for name, program in programs.items():
         configs[name] = {}
-        for shape, T in forward_shapes(pipeline, name).items():
+        for shape, (T, packed) in forward_shapes(pipeline, name).items():
             configs[name][shape] = {"B": 1, "T": T, "max_seq": REPRESENTATIVE_CONTEXT,
-                                    "launches": launch_configs(program, target, 1, T, REPRESENTATIVE_CONTEXT)}
+                                    **({"packed": True} if packed else {}),
+                                    "launches": launch_configs(program, target, 1, T, REPRESENTATIVE_CONTEXT,
+                                                               packed=packed)}
         for launch in program.launches:
             entry = kernels.setdefault(launch.kernel, {"ops": set(), "launches_per_forward": {}})
             entry["ops"].add(launch.kind)

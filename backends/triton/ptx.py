@@ -172,8 +172,12 @@ def _compile_all(spec: str, arch: int, folder: Path) -> dict:
                 if f.model != model.name:
                     continue
                 T = f.tokens
-                inputs = ForwardInputs.allocate(1, T, "cpu", mask_width=f.mask_width or None,
-                                                offsets=f.purpose in ("draft", "tree-level"))
+                if f.packed:  # T one-token rows of one request (ragged.allocate): grouped attention, n_rows
+                    inputs = ForwardInputs.allocate(T, 1, "cpu", mask_width=f.mask_width, slots=True, offsets=True,
+                                                    requests=1)
+                else:
+                    inputs = ForwardInputs.allocate(1, T, "cpu", mask_width=f.mask_width or None,
+                                                    offsets=f.purpose in ("draft", "tree-level"))
                 logits = StaticForward(stand_in, cache, inputs).run()
                 argmax(logits)
                 if f.purpose == "verify":
@@ -181,7 +185,7 @@ def _compile_all(spec: str, arch: int, folder: Path) -> dict:
                     greedy_accept_tree(ids, torch.zeros(1, T, dtype=torch.int32), ids, emitted=torch.zeros_like(ids))
                     if compact:
                         k_cache, v_cache = cache.layer(next(iter(cache.k)))
-                        kv_compact(k_cache, v_cache, inputs.lens, torch.zeros(1, T, dtype=torch.int32),
+                        kv_compact(k_cache, v_cache, inputs.lens[:1], torch.zeros(1, T, dtype=torch.int32),
                                    torch.zeros(1, dtype=torch.int32))
     finally:
         JITFunction.run = original

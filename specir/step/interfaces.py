@@ -48,6 +48,7 @@ class ModelForward:
     purpose: str = ""  # catch-up | draft | tree-level | verify
     scratch: int = 0  # rows past the committed length written, at most (offsets + T)
     mask_width: int = 0  # U of a tree mask; 0 for causal forwards
+    packed: bool = False  # one-token rows grouped by request (ForwardInputs.row_start); tokens: a request's most rows
 
 
 @dataclass(frozen=True)

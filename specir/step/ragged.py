@@ -6,11 +6,14 @@ Contract (the layout vLLM's spec-decode metadata uses):
   each packed token) and `node` [T] int64 (its node index in that request), request-major, nodes
   ascending, so a parent is packed before its children.
 - `pack(nodes, live)`: the valid nodes of the live requests (a host read: the total T is data).
+- `allocate(size, width, device, requests=B)`: the inputs of a forward of `size` rows over a
+  mask of `width` nodes; with `requests`, a row_start [B + 1] too (ForwardInputs: how rows group).
 - `forward_inputs(ragged, nodes, lens, inputs)`: one forward over the packed list in the executor
   contract of specir.step.forward_inputs, as T one-token rows: row i is request `request[i]`'s node
   `node[i]`, written at cache row lens + node of that request's slot, at position lens + depth,
   seeing its committed rows and the scratch rows of its ancestors (its tree-mask row; a chain:
-  nodes 0..node). Every linear layer runs over exactly T rows.
+  nodes 0..node); `inputs.row_start`, where allocated, gets `offsets`. Every linear layer runs
+  over exactly T rows.
 - `unpack(logits, ragged, B, N, buffers=None)`: the packed logits [T', 1, V] (T' >= T) back at
   [B, N, V] (zero where a node was not verified: acceptance never reads those); rows past T are
   dropped. With `buffers` (a dict the caller keeps, e.g. in its op_state) the result is one buffer
@@ -21,8 +24,12 @@ Contract (the layout vLLM's spec-decode metadata uses):
   power of two from 8 on; `buckets(most)` lists every such size up to `bucket(most)`), so a
   long-lived engine builds a bounded set of forward shapes (each holds buffers of its size)
   instead of one per packed size; a pad row repeats row 0 (the same
-  slot, node, token, position and mask row: it rewrites row 0's KV row with the same values, and
-  its logits are dropped).
+  slot, node, token, position and mask row) and its logits are dropped. Rows past offsets[B] are
+  pad rows to an executor that reads row_start: it writes no KV for them (the Triton backend,
+  which then computes their attention as zeros); one that ignores row_start computes them as
+  row 0 and rewrites row 0's KV row with row 0's own values.
+- `first_row(ragged)`: the packing of its first token alone (offsets say so: every other row of a
+  forward over it is a pad row).
 """
 from __future__ import annotations
 
@@ -73,8 +80,10 @@ def buckets(most: int) -> list[int]:
 
 
 def first_row(ragged: Ragged) -> Ragged:
-    """The packing of its first token alone (padded to any size it is a forward of pad rows only)."""
-    return Ragged(ragged.offsets, ragged.request[:1], ragged.node[:1])
+    """The packing of its first token alone: its request owns row 0, every other request none
+    (padded to any size, the other rows are pad rows). Offsets computed on the device."""
+    slots = torch.arange(ragged.offsets.shape[0], device=ragged.request.device)
+    return Ragged((slots > ragged.request[0]).to(torch.int32), ragged.request[:1], ragged.node[:1])
 
 
 def padded(ragged: Ragged, size: int) -> Ragged:
@@ -85,8 +94,8 @@ def padded(ragged: Ragged, size: int) -> Ragged:
                   torch.cat([ragged.node, ragged.node[:1].expand(extra)]))
 
 
-def allocate(total: int, width: int, device) -> ForwardInputs:
-    return ForwardInputs.allocate(total, 1, device, mask_width=width, slots=True, offsets=True)
+def allocate(total: int, width: int, device, requests: int | None = None) -> ForwardInputs:
+    return ForwardInputs.allocate(total, 1, device, mask_width=width, slots=True, offsets=True, requests=requests)
 
 
 def forward_inputs(ragged: Ragged, nodes: Nodes, lens: torch.Tensor, inputs: ForwardInputs) -> None:
@@ -98,6 +107,8 @@ def forward_inputs(ragged: Ragged, nodes: Nodes, lens: torch.Tensor, inputs: For
     inputs.lens.copy_(request_lens)
     inputs.slots.copy_(r)
     inputs.offsets.copy_(n)
+    if inputs.row_start is not None:
+        inputs.row_start.copy_(ragged.offsets)
     if nodes.mask is None:
         inputs.mask[:, 0] = torch.arange(N, device=n.device)[None, :] <= n[:, None]
     else:

@@ -121,6 +121,20 @@ def test_pack_offsets_and_mask_rows():
     assert inputs.pos[:, 0].tolist() == [10, 11, 12, 20]
     assert inputs.mask[:, 0].tolist() == [[True, False, False], [True, True, False], [True, True, True],
                                           [True, False, False]]
+    assert inputs.row_start is None  # allocated only with `requests`
+    grouped = ragged.allocate(8, 3, "cpu", requests=3)
+    ragged.forward_inputs(ragged.padded(packed, 8), nodes, torch.tensor([10, 20, 30], dtype=torch.int32), grouped)
+    assert grouped.row_start.tolist() == [0, 3, 4, 4] and grouped.ids[4:, 0].tolist() == [5] * 4  # 4 pad rows
+
+
+def test_first_row_packs_its_first_token_alone():
+    """ragged.first_row (the primed forwards): the first token's request owns row 0, every other
+    request none, so a forward over it padded is one real row and pad rows."""
+    nodes = Nodes.chain(torch.tensor([5, 6, 7]), None)
+    nodes.valid = torch.tensor([[False] * 3, [True, True, False], [True, False, False]])
+    first = ragged.first_row(ragged.pack(nodes, torch.tensor([1, 1, 1])))
+    assert first.offsets.tolist() == [0, 0, 1, 1] and first.request.tolist() == [1] and first.total == 1
+    assert first.sizes() == [0, 1, 0]
 
 
 def test_unpack_reuses_one_buffer_and_matches_a_fresh_one():

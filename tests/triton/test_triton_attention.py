@@ -178,3 +178,91 @@ def test_many_requests_of_one_token(seed, device, kt):
     q, k_cache, v_cache, lens = _inputs(B, 1, 16, 8, 16, 24, [5 + b % 17 for b in range(B)], torch.float32, device)
     out = attention(q, k_cache, v_cache, lens)
     kt.close(out, ref.attention_reference(q, k_cache, v_cache, lens))
+
+
+def _packed_batch(counts, N, pad, H, KH, D, S, dtype, device):
+    """A packed forward's attention inputs: request r (cache slot slots_of[r], lens_of[r]) owns
+    counts[r] rows, its valid nodes (a random ascending subset of a random N-node tree), rows
+    request-major; then `pad` pad rows repeating row 0 (ragged.padded). Returns (q, k_cache,
+    v_cache, lens, slots, offsets, mask, row_start, T). Mask columns past a row's own node are random."""
+    R = len(counts)
+    tree = random_tree_mask(R, N)
+    slots_of = torch.randperm(R + 1)[:R]
+    lens_of = torch.randint(0, S - N, (R,))
+    request, node = [], []
+    for r, c in enumerate(counts):
+        request += [r] * c
+        node += sorted(torch.randperm(N)[:c].tolist())
+    T = len(request)
+    request = torch.tensor(request + request[:1] * pad)
+    node = torch.tensor(node + node[:1] * pad)
+    P = T + pad
+    row_start = torch.tensor([0, *torch.tensor(counts).cumsum(0).tolist()], dtype=torch.int32, device=device)
+    q = torch.randn(P, 1, H, D).to(dtype).to(device)
+    k_cache = torch.randn(R + 1, KH, S, D).to(dtype).to(device)
+    v_cache = torch.randn(R + 1, KH, S, D).to(dtype).to(device)
+    lens = lens_of[request].to(torch.int32).to(device)
+    slots = slots_of[request].to(torch.int32).to(device)
+    offsets = node.to(torch.int32).to(device)
+    junk = torch.rand(P, N) < 0.5   # columns past a row's own node: ignored (the per-row kernel never reads them)
+    mask = (tree[request, node] | (junk & (torch.arange(N)[None, :] > node[:, None])))[:, None].to(device)
+    return q, k_cache, v_cache, lens, slots, offsets, mask, row_start, T
+
+
+@pytest.mark.parametrize("dtype, kv_heads, num_splits, pad", [  # GQA ratios 4, 1, 2 (H = 4)
+    (torch.float32, 1, 3, 3), (torch.bfloat16, 4, 1, 0), (torch.bfloat16, 2, 3, 2)])
+def test_grouped_rows_equal_the_per_row_mode(seed, device, kt, dtype, kv_heads, num_splits, pad):
+    """Grouped (request-major) attention of a packed forward: requests of different row counts, a
+    frozen one (no rows, also last: row_start[R] may equal P), a tree mask, splits, GQA, pad rows.
+    Every real row equals the per-row mode and the reference; pad rows are zero; the arrival
+    counters are left zeroed."""
+    from specir.backends.triton.kernels.attention import counter_buffer
+    H, D, S, N = 4, 16, 96, 5
+    q, k_cache, v_cache, lens, slots, offsets, mask, row_start, T = _packed_batch(
+        [3, 0, 5, 1, 0], N, pad, H, kv_heads, D, S, dtype, device)
+    args = dict(slots=slots, offsets=offsets, num_splits=num_splits, block_n=16, min_chunk=16)
+    grouped = attention(q, k_cache, v_cache, lens, mask, out=kt.poisoned(q.shape, dtype, device), row_start=row_start,
+                        **args)
+    per_row = attention(q, k_cache, v_cache, lens, mask, out=kt.poisoned(q.shape, dtype, device), **args)
+    kt.close(grouped[:T], per_row[:T])
+    kt.close(grouped[:T], ref.attention_reference(q, k_cache, v_cache, lens, mask, slots=slots, offsets=offsets)[:T])
+    assert torch.equal(grouped[T:], torch.zeros_like(grouped[T:]))
+    assert int(counter_buffer(device, 1)[:256].abs().sum()) == 0
+
+
+def test_grouped_pad_rows_never_reach_a_real_row(seed, device, kt):
+    """NaN in a pad row's query (a junk pad row) leaves every real row bit for bit unchanged and the
+    pad rows' output zero (finite), with split partials merged."""
+    H, KH, D, S, N = 4, 2, 16, 64, 4
+    q, k_cache, v_cache, lens, slots, offsets, mask, row_start, T = _packed_batch(
+        [2, 4, 1], N, 5, H, KH, D, S, torch.bfloat16, device)
+    args = dict(slots=slots, offsets=offsets, row_start=row_start, num_splits=2, block_n=16, min_chunk=16)
+    clean = attention(q, k_cache, v_cache, lens, mask, **args)
+    q[T:] = float("nan")
+    junk = attention(q, k_cache, v_cache, lens, mask, out=kt.poisoned(q.shape, torch.bfloat16, device), **args)
+    assert torch.equal(junk[:T], clean[:T])
+    assert torch.equal(junk[T:], torch.zeros_like(junk[T:]))
+
+
+def test_grouped_rows_with_a_sliding_window(seed, device, kt):
+    """A windowed target's packed forward: committed rows windowed per row (positions lens + depth),
+    the request's scratch rows always seen (window > U)."""
+    H, KH, D, S, N = 4, 1, 16, 96, 4
+    q, k_cache, v_cache, lens, slots, offsets, mask, row_start, T = _packed_batch(
+        [4, 2, 3], N, 2, H, KH, D, S, torch.float32, device)
+    pos = (lens.long() + mask[:, 0].sum(-1) - 1)[:, None].contiguous()
+    args = dict(slots=slots, offsets=offsets, pos=pos, window=9)
+    out = attention(q, k_cache, v_cache, lens, mask, row_start=row_start, num_splits=2, block_n=16, min_chunk=16,
+                    **args)
+    kt.close(out[:T], ref.attention_reference(q, k_cache, v_cache, lens, mask, **args)[:T])
+    with pytest.raises(ValueError, match="exceed"):
+        attention(q, k_cache, v_cache, lens, mask, row_start=row_start, slots=slots, offsets=offsets, pos=pos,
+                  window=N)
+
+
+def test_grouped_grid_comes_from_shapes():
+    """The grouped grid: (requests + 1 (the pad rows)) x kv heads, row blocks of U x G rows."""
+    from specir.backends.triton.kernels.attention import attention_config, attention_grid
+    cfg = attention_config(64, 8, 32, 8, 128, 512, sm=132, grouped=True)
+    assert attention_grid(cfg) == ((64 + 1) * 8, 1, cfg["num_splits"]) and cfg["grouped"]
+    assert cfg["block_m"] == 32 and cfg["num_splits"] == attention_config(64, 8, 32, 8, 128, 512, sm=132)["num_splits"]

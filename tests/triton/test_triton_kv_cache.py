@@ -63,3 +63,19 @@ def test_kv_compact_chain_moves_nothing(seed, device):
     acc_idx = torch.arange(T, dtype=torch.int32, device=device).repeat(B, 1)
     kv_compact(k_cache, v_cache, lens, acc_idx, torch.tensor([5, 3], dtype=torch.int32, device=device))
     assert torch.equal(k_cache, before[0]) and torch.equal(v_cache, before[1])
+
+
+def test_kv_write_skips_pad_rows(seed, device):
+    """With n_rows (a packed forward's real rows), tokens past it write nothing: a pad row that
+    repeats row 0's cache row with other values leaves row 0's KV as row 0 wrote it."""
+    P, KH, D, S = 4, 2, 16, 8
+    k_new, v_new = torch.randn(P, 1, KH, D, device=device), torch.randn(P, 1, KH, D, device=device)
+    lens = torch.tensor([2, 2, 5, 2], dtype=torch.int32, device=device)
+    slots = torch.tensor([1, 1, 0, 1], dtype=torch.int32, device=device)
+    offsets = torch.tensor([0, 1, 0, 0], dtype=torch.int32, device=device)   # row 3: a pad row (row 0's row)
+    k_cache, v_cache = torch.zeros(2, KH, S, D, device=device), torch.zeros(2, KH, S, D, device=device)
+    want_k, want_v = k_cache.clone(), v_cache.clone()
+    ref.kv_write_reference(want_k, want_v, k_new[:3], v_new[:3], lens[:3], slots=slots[:3], offsets=offsets[:3])
+    kv_write(k_cache, v_cache, k_new, v_new, lens, slots=slots, offsets=offsets,
+             n_rows=torch.tensor([3], dtype=torch.int32, device=device))
+    assert torch.equal(k_cache, want_k) and torch.equal(v_cache, want_v)

@@ -68,3 +68,27 @@ def test_rope_kv_write(seed, device, kt, dtype, slots_offsets_partial):
     assert torch.equal(written, ~torch.isnan(k_cache)) and torch.equal(written, ~torch.isnan(v_cache))
     kt.close(k_cache[written], want_k_cache[written], dtype)
     assert torch.equal(v_cache[written], want_v_cache[written])
+
+
+def test_rope_kv_write_skips_pad_rows(seed, device, kt):
+    """A packed forward's pad rows (tokens >= n_rows[0]) write no KV, even where they repeat a real
+    row's cache row with other values; their q is still rotated."""
+    P, H, KH, D, S = 5, 4, 2, 16, 12
+    q, k, v = (torch.randn(P, 1, n, D, device=device) for n in (H, KH, KH))
+    lens = torch.full((P,), 3, dtype=torch.int32, device=device)
+    slots = torch.tensor([1, 1, 0, 1, 1], dtype=torch.int32, device=device)
+    offsets = torch.tensor([0, 1, 0, 0, 0], dtype=torch.int32, device=device)  # rows 3, 4: pad rows (row 0's row)
+    n_rows = torch.tensor([3], dtype=torch.int32, device=device)
+    pos = (lens.long() + offsets.long())[:, None]
+    inv_freq = _inv_freq(D).to(device)
+    k_cache = kt.poisoned((2, KH, S, D), torch.float32, device)
+    v_cache = kt.poisoned((2, KH, S, D), torch.float32, device)
+    want_k, want_v = k_cache.clone(), v_cache.clone()
+    want_q, rotated = ref.rope_reference(q.reshape(-1, H, D), k.reshape(-1, KH, D), pos, inv_freq)
+    ref.kv_write_reference(want_k, want_v, rotated[:3].view(3, 1, KH, D), v[:3], lens[:3], slots=slots[:3],
+                           offsets=offsets[:3])
+    q_out = rope_kv_write(q, k, v, pos, inv_freq, k_cache, v_cache, lens, slots=slots, offsets=offsets, n_rows=n_rows)
+    kt.close(q_out.view(-1, H, D), want_q)
+    assert torch.equal(k_cache.isnan(), want_k.isnan()) and torch.equal(v_cache.isnan(), want_v.isnan())
+    kt.close(k_cache.nan_to_num(), want_k.nan_to_num())
+    assert torch.equal(v_cache.nan_to_num(), want_v.nan_to_num())

@@ -23,7 +23,9 @@ def test_gpu_bench_runs_every_section(tmp_path, capsys):
     assert not data["errors"], data["errors"]
     assert not data["skipped"], data["skipped"]
     sections = data["sections"]
-    assert set(sections) >= {"env", "copy", "models", "ar_step", "breakdown", "verify", "draft", "e2e", "peers"}
+    assert set(sections) >= {"env", "copy", "models", "ar_step", "breakdown", "verify", "packed_attn", "draft", "e2e",
+                             "peers"}
+    assert sections["packed_attn"]["bucket"] == 16 and sections["packed_attn"]["configs"]["grouped"]["grid"][0] == 3 * 2
     e2e = sections["e2e"]
     assert e2e["all_lossless"] and {r["pipeline"] for r in e2e["rows"]} == {"chain", "tree", "ngram",
                                                                             "chain-3l", "tree-3l"}

@@ -93,3 +93,21 @@ def test_ptx_for_sm90_without_a_gpu(tiny_pair, tmp_path, specir_cli, monkeypatch
     assert {"linear_bf16", "attention", "rope_kv_write", "argmax", "greedy_accept_tree"} <= set(with_ptx), manifest["notes"]
     text = (tmp_path / "build" / with_ptx["linear_bf16"][0]).read_text()
     assert ".target sm_90" in text and ".entry gemv_kernel" in text
+
+
+def test_a_packed_verify_records_its_grouped_attention(tiny_pair, tmp_path, specir_cli):
+    """batch-fusion's packed verify: launch_configs.json marks the forward packed and records the
+    attention as the runtime launches it, grouped by request (KH more programs for the pad rows)."""
+    from specir.ir.printer import print_pipeline
+    from specir.pass_infra import PassManager, build_passes
+    target, drafter = tiny_pair
+    spec = tmp_path / "fused.spec"
+    fused = PassManager(build_passes("batch-fusion")).run(pipeline("tree", target, drafter, dtype="bf16"))
+    spec.write_text(print_pipeline(fused))
+    code, _, err = specir_cli("compile", spec, "--target", "h200", "-o", tmp_path / "build")
+    assert code == 0, err
+    verify = json.loads((tmp_path / "build" / "launch_configs.json").read_text())["models"]["target"]["verify"]
+    assert verify["packed"] and verify["T"] == 5
+    attention = [r for r in verify["launches"] if r["kernel"] == "attention.attention"]
+    assert attention and all(r["tree_mask"] and r["config"]["grouped"] for r in attention)
+    assert all(r["config"]["grid"][0] == (1 + 1) * 2 for r in attention)  # (B + 1) x 2 kv heads

@@ -20,6 +20,18 @@ block, request, kv head) arrival counter, and the last split to arrive merges th
 all active splits (a vectorised [rows, splits, D] reduction) and writes the output; it then
 resets the counter to 0 (the counters start zeroed and are left zeroed: the same pattern as the
 split-K linear kernels). There is no second (merge) launch.
+
+Grouped (request-major) mode, for a packed forward (specir/step/ragged.py): q is [P, 1, H, D],
+P one-token rows, and row_start [R + 1] says request r owns the contiguous rows row_start[r] ..
+row_start[r + 1] - 1 (each row's lens, slots, offsets and mask row as in the per-row mode; lens
+and slots equal on a request's rows). One program group per (request, kv head, split) covers all
+of the request's rows (the T x G rows of a dense [B, T] launch, with T = U, the mask width, as the
+row bound), so a request's KV is read once, not once per row. Row p's own row is offsets[p]; the
+request's keys are rows 0 .. lens + offsets[last row] (nodes ascend within a request). Rows
+p >= row_start[R] are pad rows, in no request: KH extra programs (request index R) write zeros
+to their output and read no KV. grid = ((R + 1) * KH, row blocks of U x G rows, num_splits): from
+shapes only, like the per-row grid; a request with fewer rows (or none: a frozen slot) leaves the
+row blocks past its rows idle.
 """
 
 from __future__ import annotations
@@ -54,28 +66,22 @@ def counter_buffer(device, size: int) -> torch.Tensor:
 
 
 @triton.jit
-def _split_bounds(lens_ptr, offsets_ptr, b, T, max_seq, split, num_splits, min_chunk,
-                  BLOCK_N: tl.constexpr, HAS_OFFSETS: tl.constexpr):
-    """(prefix length, offset, kv length, chunk length, chunk start, chunk end) of split `split`
-    of request b. Keys are rows 0 .. lens + offset + T - 1 (clipped to max_seq)."""
-    prefix = tl.load(lens_ptr + b).to(tl.int32)
-    offset = 0
-    if HAS_OFFSETS:
-        offset = tl.load(offsets_ptr + b).to(tl.int32)
-    kv_len = tl.minimum(prefix + offset + T, max_seq)
+def _split_bounds(kv_len, split, num_splits, min_chunk, BLOCK_N: tl.constexpr):
+    """(chunk length, chunk start, chunk end) of split `split` of keys 0 .. kv_len - 1."""
     chunk = tl.maximum(tl.cdiv(tl.cdiv(kv_len, num_splits), BLOCK_N) * BLOCK_N, min_chunk)
     start = split * chunk
     end = tl.minimum(start + chunk, kv_len)
-    return prefix, offset, kv_len, chunk, start, end
+    return chunk, start, end
 
 
 @triton.jit
-def _merge_splits(o_part_ptr, lse_part_ptr, out_ptr, b, kh, row0, rows_end, T, n_active, num_splits,
-                  stride_ob, stride_ot, stride_oh,
+def _merge_splits(o_part_ptr, lse_part_ptr, out_ptr, kh, row0, rows_end, part_row0, out_base, stride_ot, stride_oh,
+                  n_active, num_splits,
                   KH: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
                   MR: tl.constexpr, SB: tl.constexpr, S_P2: tl.constexpr):
-    """Merge the partials of splits 0 .. n_active-1 for rows row0 .. rows_end-1 (row = t * G + g)
-    and store the output rows. Partials are read with .cg (L2: other programs wrote them)."""
+    """Merge the partials of splits 0 .. n_active-1 for rows row0 .. rows_end-1 (row = t * G + g;
+    query t's partials at flat row part_row0 + t, its output at out_base + t * stride_ot) and store
+    the output rows. Partials are read with .cg (L2: other programs wrote them)."""
     d = tl.arange(0, BLOCK_D)
     d_ok = d < D
     s_all = tl.arange(0, S_P2)
@@ -84,7 +90,7 @@ def _merge_splits(o_part_ptr, lse_part_ptr, out_ptr, b, kh, row0, rows_end, T, n
         r_ok = r < rows_end
         t = r // G
         head = kh * G + r % G
-        base = ((b.to(tl.int64) * T + t) * (KH * G) + head) * num_splits               # [MR]
+        base = ((part_row0 + t) * (KH * G) + head) * num_splits                        # [MR]
         lse_all = tl.load(lse_part_ptr + base[:, None] + s_all[None, :],
                           mask=r_ok[:, None] & (s_all < n_active)[None, :], other=float("-inf"),
                           cache_modifier=".cg")
@@ -102,8 +108,24 @@ def _merge_splits(o_part_ptr, lse_part_ptr, out_ptr, b, kh, row0, rows_end, T, n
                         mask=ok[:, :, None] & d_ok[None, None, :], other=0.0, cache_modifier=".cg")
             acc += tl.sum(w[:, :, None] * o, 1)
         result = acc / tl.where(l_sum > 0.0, l_sum, 1.0)[:, None]
-        o_ptrs = out_ptr + b.to(tl.int64) * stride_ob + t[:, None] * stride_ot + head[:, None] * stride_oh + d[None, :]
+        o_ptrs = out_ptr + out_base + t[:, None] * stride_ot + head[:, None] * stride_oh + d[None, :]
         tl.store(o_ptrs, round_to(result, out_ptr.dtype.element_ty), mask=r_ok[:, None] & d_ok[None, :])
+
+
+@triton.jit
+def _zero_pad_rows(out_ptr, first, P, kh, pid_m, m_programs, stride_ob, stride_oh,
+                   G: tl.constexpr, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Grouped mode: zeros into the kv head kh columns of the pad rows first .. P - 1 (row blocks
+    pid_m, pid_m + m_programs, ...): a pad row's attention output is defined and finite."""
+    d = tl.arange(0, BLOCK_D)
+    n = (P - first) * G
+    zeros = tl.zeros([BLOCK_M, BLOCK_D], out_ptr.dtype.element_ty)
+    for r0 in range(pid_m * BLOCK_M, n, m_programs * BLOCK_M):
+        r = r0 + tl.arange(0, BLOCK_M)
+        p = (first + r // G).to(tl.int64)
+        head = kh * G + r % G
+        tl.store(out_ptr + p[:, None] * stride_ob + head[:, None] * stride_oh + d[None, :], zeros,
+                 mask=(r < n)[:, None] & (d < D)[None, :])
 
 
 @triton.jit
@@ -124,37 +146,71 @@ def _online_softmax_step(m_i, l_i, acc, s, v, MASKED: tl.constexpr):
 @triton.jit
 def _attention_kernel(
     q_ptr, k_cache_ptr, v_cache_ptr, lens_ptr, mask_ptr, out_ptr, o_part_ptr, lse_part_ptr, cnt_ptr,
-    slots_ptr, offsets_ptr, pos_ptr,
+    slots_ptr, offsets_ptr, pos_ptr, row_start_ptr,
     stride_qb, stride_qt, stride_qh,
     stride_cb, stride_ch, stride_cs,
     stride_mb, stride_mt, stride_mu,
     stride_ob, stride_ot, stride_oh,
-    stride_pb, T, U, max_seq, qk_scale_log2, num_splits, min_chunk, window,
+    stride_pb, T, U, R, P, max_seq, qk_scale_log2, num_splits, min_chunk, window,
     KH: tl.constexpr, G: tl.constexpr, D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
     SPLIT: tl.constexpr, HAS_TREE_MASK: tl.constexpr, HAS_SLOTS: tl.constexpr, HAS_OFFSETS: tl.constexpr,
-    HAS_WINDOW: tl.constexpr,
+    HAS_WINDOW: tl.constexpr, GROUPED: tl.constexpr,
     MR: tl.constexpr, SB: tl.constexpr, S_P2: tl.constexpr,
 ):
     pid_m = tl.program_id(1)
     b = tl.program_id(0) // KH
     kh = tl.program_id(0) % KH
     split = tl.program_id(2)
-    prefix, offset, kv_len, chunk, start, end = _split_bounds(lens_ptr, offsets_ptr, b, T, max_seq, split,
-                                                              num_splits, min_chunk, BLOCK_N, HAS_OFFSETS)
-
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     t = rows // G
     head = kh * G + rows % G
-    row_ok = t < T
     d = tl.arange(0, BLOCK_D)
     d_ok = d < D
-    q = tl.load(q_ptr + b.to(tl.int64) * stride_qb + t[:, None] * stride_qt + head[:, None] * stride_qh + d[None, :],
-                mask=row_ok[:, None] & d_ok[None, :], other=0.0)
 
-    cache_b = b.to(tl.int64)
-    if HAS_SLOTS:
-        cache_b = tl.load(slots_ptr + b).to(tl.int64)
+    # Where query t of this program's request lives: its q / out / mask / pos rows at base + t * step,
+    # its partials at flat row part_row0 + t; `diagonal` its own scratch row, n_q the request's queries.
+    if GROUPED:  # request b owns packed rows row_start[b] .. row_start[b + 1] - 1, one token each
+        row0 = tl.load(row_start_ptr + b)
+        if b == R:  # the pad rows: zeros, no KV read
+            if split == 0:
+                _zero_pad_rows(out_ptr, row0, P, kh, pid_m, tl.num_programs(1), stride_ob, stride_oh,
+                               G, D, BLOCK_M, BLOCK_D)
+            return
+        n_q = tl.load(row_start_ptr + b + 1) - row0
+        row_ok = t < n_q
+        has_rows = pid_m * BLOCK_M < n_q * G     # a row block past the request's rows is idle
+        prefix = tl.load(lens_ptr + row0, mask=has_rows, other=0).to(tl.int32)
+        cache_b = tl.load(slots_ptr + row0, mask=has_rows, other=0).to(tl.int64)
+        diagonal = tl.load(offsets_ptr + row0 + t, mask=row_ok, other=0).to(tl.int32)
+        last = tl.load(offsets_ptr + row0 + n_q - 1, mask=has_rows, other=-1).to(tl.int32)
+        kv_len = tl.where(has_rows, tl.minimum(prefix + last + 1, max_seq), 0)
+        part_row0 = row0.to(tl.int64)
+        q_base, q_step = part_row0 * stride_qb, stride_qb
+        m_base, m_step = part_row0 * stride_mb, stride_mb
+        o_base, o_step = part_row0 * stride_ob, stride_ob
+        p_base, p_step = part_row0 * stride_pb, stride_pb
+    else:  # request b is q's row b: T tokens
+        n_q = T
+        row_ok = t < T
+        prefix = tl.load(lens_ptr + b).to(tl.int32)
+        offset = 0
+        if HAS_OFFSETS:
+            offset = tl.load(offsets_ptr + b).to(tl.int32)
+        cache_b = b.to(tl.int64)
+        if HAS_SLOTS:
+            cache_b = tl.load(slots_ptr + b).to(tl.int64)
+        diagonal = offset + t
+        kv_len = tl.minimum(prefix + offset + T, max_seq)
+        part_row0 = b.to(tl.int64) * T
+        q_base, q_step = b.to(tl.int64) * stride_qb, stride_qt
+        m_base, m_step = b.to(tl.int64) * stride_mb, stride_mt
+        o_base, o_step = b.to(tl.int64) * stride_ob, stride_ot
+        p_base, p_step = b.to(tl.int64) * stride_pb, 1
+    chunk, start, end = _split_bounds(kv_len, split, num_splits, min_chunk, BLOCK_N)
+
+    q = tl.load(q_ptr + q_base + t[:, None] * q_step + head[:, None] * stride_qh + d[None, :],
+                mask=row_ok[:, None] & d_ok[None, :], other=0.0)
     cache_base = cache_b * stride_cb + kh.to(tl.int64) * stride_ch
     k_base = k_cache_ptr + cache_base
     v_base = v_cache_ptr + cache_base
@@ -171,7 +227,7 @@ def _attention_kernel(
     qpos = tl.zeros([BLOCK_M], tl.int32)
     first = start
     if HAS_WINDOW:
-        qpos = tl.load(pos_ptr + b.to(tl.int64) * stride_pb + t, mask=row_ok, other=0).to(tl.int32)
+        qpos = tl.load(pos_ptr + p_base + t * p_step, mask=row_ok, other=0).to(tl.int32)
         lowest = tl.min(tl.where(row_ok, qpos, 2147483647), 0) - window + 1
         first = tl.maximum(start, (tl.maximum(lowest, 0) // BLOCK_N) * BLOCK_N)
     for n0 in range(first, prefix_end, BLOCK_N):
@@ -188,13 +244,14 @@ def _attention_kernel(
         kpos = n0 + cols
         key_ok = kpos < end
         u = kpos - prefix                      # column of the new / scratch rows
-        diagonal = offset + t                  # the query's own row
         k_t = tl.load(k_base + kpos[None, :] * stride_cs + d[:, None], mask=key_ok[None, :] & d_ok[:, None], other=0.0)
         v = tl.load(v_base + kpos[:, None] * stride_cs + d[None, :], mask=key_ok[:, None] & d_ok[None, :], other=0.0)
         if HAS_TREE_MASK:
-            new_ok = tl.load(mask_ptr + b.to(tl.int64) * stride_mb + t[:, None] * stride_mt + u[None, :] * stride_mu,
+            new_ok = tl.load(mask_ptr + m_base + t[:, None] * m_step + u[None, :] * stride_mu,
                              mask=row_ok[:, None] & ((u >= 0) & (u < U))[None, :], other=0) != 0
             new_ok = new_ok | (u[None, :] == diagonal[:, None])
+            if GROUPED:  # the request's keys reach its last node: columns past a row's own are ignored
+                new_ok = new_ok & (u[None, :] <= diagonal[:, None])
         else:
             new_ok = (u >= 0)[None, :] & (u[None, :] <= diagonal[:, None])
         visible = key_ok[None, :] & ((u < 0)[None, :] | new_ok)
@@ -209,7 +266,7 @@ def _attention_kernel(
 
     has_keys = l_i > 0.0
     result = acc / tl.where(has_keys, l_i, 1.0)[:, None]
-    o_ptrs = out_ptr + b.to(tl.int64) * stride_ob + t[:, None] * stride_ot + head[:, None] * stride_oh + d[None, :]
+    o_ptrs = out_ptr + o_base + t[:, None] * o_step + head[:, None] * stride_oh + d[None, :]
     if not SPLIT:
         tl.store(o_ptrs, round_to(result, out_ptr.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :])
     else:
@@ -218,7 +275,7 @@ def _attention_kernel(
             if n_active == 1:
                 tl.store(o_ptrs, round_to(result, out_ptr.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :])
             else:
-                part = ((b.to(tl.int64) * T + t) * (KH * G) + head) * num_splits + split      # [BLOCK_M]
+                part = ((part_row0 + t) * (KH * G) + head) * num_splits + split      # [BLOCK_M]
                 tl.store(o_part_ptr + part[:, None] * D + d[None, :], result, mask=row_ok[:, None] & d_ok[None, :])
                 lse = tl.where(has_keys, m_i + tl.log2(tl.where(has_keys, l_i, 1.0)), float("-inf"))
                 tl.store(lse_part_ptr + part, lse, mask=row_ok)
@@ -226,16 +283,19 @@ def _attention_kernel(
                 tile = pid_m + tl.num_programs(1) * tl.program_id(0)
                 arrived = tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel")
                 if arrived == n_active - 1:
-                    row0 = pid_m * BLOCK_M
-                    _merge_splits(o_part_ptr, lse_part_ptr, out_ptr, b, kh, row0, tl.minimum(row0 + BLOCK_M, T * G),
-                                  T, n_active, num_splits, stride_ob, stride_ot, stride_oh,
-                                  KH, G, D, BLOCK_D, MR, SB, S_P2)
+                    row_first = pid_m * BLOCK_M
+                    _merge_splits(o_part_ptr, lse_part_ptr, out_ptr, kh, row_first,
+                                  tl.minimum(row_first + BLOCK_M, n_q * G), part_row0, o_base, o_step, stride_oh,
+                                  n_active, num_splits, KH, G, D, BLOCK_D, MR, SB, S_P2)
                     tl.atomic_xchg(cnt_ptr + tile, 0)
 
 
 def attention_config(B, T, H, KH, D, max_seq, device=None, num_splits=None, block_m=None, block_n=None,
-                     num_warps=None, num_stages=None, min_chunk=None, sm=None, merge_rows=None, merge_splits=None):
+                     num_warps=None, num_stages=None, min_chunk=None, sm=None, merge_rows=None, merge_splits=None,
+                     grouped: bool = False):
     """Launch parameters chosen from shapes only (never from lens): a dict the wrapper uses.
+    B requests of T queries; `grouped` (the wrapper's row_start mode): B requests of at most T
+    packed one-token rows each, plus KH programs on grid axis 0 for the pad rows.
 
     Row blocks hold T*G queries of one kv head. A split covers at least `min_chunk` keys
     (default 4*T*G rounded up to BLOCK_N: the fp32 partials of a split, T*G*(D+1)*4 bytes per
@@ -266,14 +326,16 @@ def attention_config(B, T, H, KH, D, max_seq, device=None, num_splits=None, bloc
         merge_splits = max(1, min(triton.next_power_of_2(num_splits), MERGE_ELEMENTS // (merge_rows * block_d)))
     return dict(block_m=block_m, block_n=block_n, num_splits=num_splits, m_blocks=m_blocks, min_chunk=min_chunk,
                 num_warps=num_warps, num_stages=num_stages or 2, merge_rows=merge_rows, merge_splits=merge_splits,
-                grid=[B * KH, m_blocks, num_splits], launches=1)  # attention_grid's order
+                grid=[(B + grouped) * KH, m_blocks, num_splits], launches=1,  # attention_grid's order
+                grouped=bool(grouped))
 
 
 CUDA_GRID_YZ_LIMIT = 65535  # grid axes 1 and 2 (axis 0: 2**31 - 1)
 
 
 def attention_grid(cfg: dict) -> tuple[int, int, int]:
-    """attention_config's grid (B * KH, row blocks, splits), checked against CUDA's limits."""
+    """attention_config's grid (B * KH (grouped: (B + 1) * KH), row blocks, splits), checked
+    against CUDA's limits."""
     grid = tuple(cfg["grid"])
     if max(grid[1:]) > CUDA_GRID_YZ_LIMIT:
         raise ValueError(f"attention grid {grid}: row blocks and splits must stay <= {CUDA_GRID_YZ_LIMIT}")
@@ -286,7 +348,7 @@ def attention_workspace(B, T, H, D, num_splits, device) -> torch.Tensor:
 
 
 def attention(q, k_cache, v_cache, lens, tree_mask=None, scale=None, *, out=None, workspace=None,
-              slots=None, offsets=None, pos=None, window: int = 0, **config):
+              slots=None, offsets=None, pos=None, window: int = 0, row_start=None, **config):
     """q [B, T, H, D]; k_cache, v_cache [slots, KH, max_seq, D]; lens [B] int; tree_mask
     [B, T, U >= T] bool or None (causal). Returns out [B, T, H, D] in q.dtype.
 
@@ -297,6 +359,16 @@ def attention(q, k_cache, v_cache, lens, tree_mask=None, scale=None, *, out=None
     window (window > 0, with pos [B, T] the queries' positions): committed row r (position r) is
     seen only where pos[b, t] - r < window; without a tree mask the new rows too (row = position:
     prefills and chains); with one, window must exceed T (a tree's new rows lie within it).
+
+    row_start [R + 1] int32 (grouped mode, a packed forward): q [P, 1, H, D] is P one-token rows
+    and request r owns rows row_start[r] .. row_start[r + 1] - 1 (ascending, row_start[0] = 0), at
+    most U of them (one per node of the mask [P, 1, U], which is required, as are slots and
+    offsets: row p
+    is node offsets[p], ascending within a request; lens and slots equal on a request's rows). Each
+    row's output is the per-row mode's (same inputs without row_start: mask columns past a row's own
+    node are ignored), but a request's KV is read
+    once per (kv head, split), not once per row. Rows p >= row_start[R] are pad rows: their output
+    is zero (a window must then exceed U).
 
     `config` overrides launch parameters (num_splits, block_m, block_n, num_warps, num_stages,
     min_chunk, merge_rows, merge_splits: powers of two);
@@ -321,10 +393,6 @@ def attention(q, k_cache, v_cache, lens, tree_mask=None, scale=None, *, out=None
         return out
     if window and (pos is None or tuple(pos.shape) != (B, T) or pos.stride(1) != 1):
         raise ValueError(f"a window of {window} needs pos [{B}, {T}] (rows contiguous)")
-    if window and tree_mask is not None and window <= T:
-        raise ValueError(f"a window of {window} over a tree must exceed its T = {T} nodes")
-    cfg = attention_config(B, T, H, KH, D, max_seq, q.device, **config)
-    splits = cfg["num_splits"]
     if tree_mask is not None:
         if tree_mask.dim() != 3 or tree_mask.shape[:2] != (B, T) or tree_mask.shape[2] < T:
             raise ValueError(f"tree_mask shape {tuple(tree_mask.shape)} is not [{B}, {T}, U >= {T}]")
@@ -332,6 +400,20 @@ def attention(q, k_cache, v_cache, lens, tree_mask=None, scale=None, *, out=None
         mask_strides = mask.stride()
     else:
         mask, mask_strides = lens, (0, 0, 0)
+    U = T if tree_mask is None else tree_mask.shape[2]
+    grouped = row_start is not None
+    if grouped:
+        if T != 1 or tree_mask is None or offsets is None or slots is None:
+            raise ValueError(f"row_start (grouped rows) needs one-token rows (T = {T}), a tree mask, slots and "
+                             "offsets")
+        if row_start.dim() != 1 or row_start.numel() < 2 or row_start.dtype != torch.int32:
+            raise ValueError(f"row_start must be int32 [R + 1], R >= 1, not {row_start.dtype} {tuple(row_start.shape)}")
+    nodes = U if grouped else T  # the most new rows one request holds
+    if window and tree_mask is not None and window <= nodes:
+        raise ValueError(f"a window of {window} over a tree must exceed its T = {nodes} nodes")
+    R = row_start.numel() - 1 if grouped else B
+    cfg = attention_config(R, nodes, H, KH, D, max_seq, q.device, grouped=grouped, **config)
+    splits = cfg["num_splits"]
     if splits > 1:
         need = B * T * H * splits * (D + 1)
         if workspace is None:
@@ -339,23 +421,24 @@ def attention(q, k_cache, v_cache, lens, tree_mask=None, scale=None, *, out=None
         elif workspace.dtype != torch.float32 or workspace.numel() < need:
             raise ValueError(f"workspace must be fp32 with >= {need} elements")
         o_part, lse_part = workspace[: B * T * H * splits * D], workspace[B * T * H * splits * D: need]
-        counters = counter_buffer(q.device, cfg["m_blocks"] * B * KH)
+        counters = counter_buffer(q.device, cfg["m_blocks"] * cfg["grid"][0])
     else:
         o_part = lse_part = counters = out
     grid = attention_grid(cfg)
     _attention_kernel[grid](
         q, k_cache, v_cache, lens, mask, out, o_part, lse_part, counters,
         lens if slots is None else slots, lens if offsets is None else offsets, lens if not window else pos,
+        row_start if grouped else lens,
         q.stride(0), q.stride(1), q.stride(2),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         *mask_strides,
         out.stride(0), out.stride(1), out.stride(2),
         pos.stride(0) if window else 0,
-        T, T if tree_mask is None else tree_mask.shape[2], max_seq, scale * LOG2E, splits, cfg["min_chunk"], window,
+        T, U, R, B, max_seq, scale * LOG2E, splits, cfg["min_chunk"], window,
         KH=KH, G=H // KH, D=D,
         BLOCK_M=cfg["block_m"], BLOCK_N=cfg["block_n"], BLOCK_D=triton.next_power_of_2(D),
         SPLIT=splits > 1, HAS_TREE_MASK=tree_mask is not None,
-        HAS_SLOTS=slots is not None, HAS_OFFSETS=offsets is not None, HAS_WINDOW=bool(window),
+        HAS_SLOTS=slots is not None, HAS_OFFSETS=offsets is not None, HAS_WINDOW=bool(window), GROUPED=grouped,
         MR=cfg["merge_rows"], SB=cfg["merge_splits"], S_P2=triton.next_power_of_2(splits),
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
     )

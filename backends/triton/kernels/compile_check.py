@@ -22,14 +22,19 @@ def _cases():
     """(label, module, kernel, pointer dtypes, float args, constexprs, launch options)."""
     bf, f32 = "bf16", "fp32"
     att = dict(q_ptr=bf, k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", mask_ptr="u8", out_ptr=bf,
-               o_part_ptr=f32, lse_part_ptr=f32, cnt_ptr="i32", slots_ptr="i32", offsets_ptr="i32", pos_ptr="i64")
-    att_const = dict(KH=8, G=4, D=128, BLOCK_D=128, HAS_SLOTS=True, HAS_OFFSETS=True, HAS_WINDOW=False)
+               o_part_ptr=f32, lse_part_ptr=f32, cnt_ptr="i32", slots_ptr="i32", offsets_ptr="i32", pos_ptr="i64",
+               row_start_ptr="i32")
+    att_const = dict(KH=8, G=4, D=128, BLOCK_D=128, HAS_SLOTS=True, HAS_OFFSETS=True, HAS_WINDOW=False,
+                     GROUPED=False)
     merge_t1 = dict(MR=4, SB=16, S_P2=64)      # attention_config at T = 1 (rows 4), 64 splits
     merge_tree = dict(MR=64, SB=1, S_P2=4)     # T = 65 (rows 260), 3 splits
+    merge_packed = dict(MR=32, SB=2, S_P2=2)   # grouped, 64 requests of 8 packed rows (rows 32), 2 splits
     rope_ptrs = dict(q_ptr=bf, k_ptr=bf, v_ptr=bf, pos_ptr="i64", inv_freq_ptr=f32, q_out_ptr=bf, k_out_ptr=bf,
-                     k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", slots_ptr="i32", offsets_ptr="i32")
+                     k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", slots_ptr="i32", offsets_ptr="i32",
+                     n_rows_ptr="i32")
     rope_const = dict(H=32, KH=8, D=128, HALF=64, BLOCK_H=32, BLOCK_KH=8, BLOCK_HALF=64, BLOCK_D=128,
-                      BLOCK_TAIL=1, COPY_Q_TAIL=False, COPY_K_TAIL=False, HAS_SLOTS=True, HAS_OFFSETS=True)
+                      BLOCK_TAIL=1, COPY_Q_TAIL=False, COPY_K_TAIL=False, HAS_SLOTS=True, HAS_OFFSETS=True,
+                      HAS_N_ROWS=True)
     return [
         ("rms_norm", "norm", "_rms_norm_kernel", dict(x_ptr=bf, res_ptr=bf, w_ptr=bf, out_ptr=bf, res_out_ptr=bf),
          ["eps"], dict(HAS_RESIDUAL=False, BLOCK=4096), dict(num_warps=8)),
@@ -48,8 +53,8 @@ def _cases():
          dict(BLOCK=1024), dict(num_warps=4)),
         ("kv_write", "kv_cache", "_kv_write_kernel",
          dict(k_new_ptr=bf, v_new_ptr=bf, k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", n_new_ptr="i32",
-              slots_ptr="i32", offsets_ptr="i32"), [],
-         dict(KH=8, D=128, BLOCK_KH=8, BLOCK_D=128, HAS_N_NEW=True, HAS_SLOTS=True, HAS_OFFSETS=True),
+              slots_ptr="i32", offsets_ptr="i32", n_rows_ptr="i32"), [],
+         dict(KH=8, D=128, BLOCK_KH=8, BLOCK_D=128, HAS_N_NEW=True, HAS_SLOTS=True, HAS_OFFSETS=True, HAS_N_ROWS=True),
          dict(num_warps=4)),
         ("kv_compact", "kv_cache", "_kv_compact_kernel",
          dict(k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", acc_idx_ptr="i32", n_acc_ptr="i32", new_lens_ptr="i32",
@@ -67,6 +72,9 @@ def _cases():
         ("attention window tree", "attention", "_attention_kernel", att, ["qk_scale_log2"],
          dict(att_const, BLOCK_M=64, BLOCK_N=64, SPLIT=True, HAS_TREE_MASK=True, HAS_WINDOW=True, **merge_tree),
          dict(num_warps=8, num_stages=2)),
+        ("attention packed grouped", "attention", "_attention_kernel", att, ["qk_scale_log2"],
+         dict(att_const, BLOCK_M=32, BLOCK_N=64, SPLIT=True, HAS_TREE_MASK=True, GROUPED=True, **merge_packed),
+         dict(num_warps=4, num_stages=2)),
         ("attention fp32", "attention", "_attention_kernel",
          {k: (f32 if v == bf else v) for k, v in att.items()}, ["qk_scale_log2"],
          dict(att_const, BLOCK_M=16, BLOCK_N=64, SPLIT=False, HAS_TREE_MASK=False, MR=4, SB=1, S_P2=1),

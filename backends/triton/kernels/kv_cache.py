@@ -16,10 +16,12 @@ COMPACT_BLOCK = 512
 
 @triton.jit
 def _kv_write_kernel(k_new_ptr, v_new_ptr, k_cache_ptr, v_cache_ptr, lens_ptr, n_new_ptr, slots_ptr, offsets_ptr,
+                     n_rows_ptr,
                      stride_kn, stride_kh, stride_vn, stride_vh, stride_cb, stride_ch, stride_cs,
                      T, max_seq,
                      KH: tl.constexpr, D: tl.constexpr, BLOCK_KH: tl.constexpr, BLOCK_D: tl.constexpr,
-                     HAS_N_NEW: tl.constexpr, HAS_SLOTS: tl.constexpr, HAS_OFFSETS: tl.constexpr):
+                     HAS_N_NEW: tl.constexpr, HAS_SLOTS: tl.constexpr, HAS_OFFSETS: tl.constexpr,
+                     HAS_N_ROWS: tl.constexpr):
     n = tl.program_id(0).to(tl.int64)
     b = n // T
     t = n % T
@@ -32,6 +34,8 @@ def _kv_write_kernel(k_new_ptr, v_new_ptr, k_cache_ptr, v_cache_ptr, lens_ptr, n
     write = row < max_seq
     if HAS_N_NEW:
         write = write & (t < tl.load(n_new_ptr + b))
+    if HAS_N_ROWS:
+        write = write & (n < tl.load(n_rows_ptr))
     heads = tl.arange(0, BLOCK_KH)[:, None]
     cols = tl.arange(0, BLOCK_D)[None, :]
     ok = (heads < KH) & (cols < D)
@@ -78,10 +82,12 @@ def _check_caches(k_cache, v_cache):
         raise ValueError("k_cache and v_cache need the same shape, strides and a contiguous head_dim")
 
 
-def kv_write(k_cache, v_cache, k_new, v_new, lens, n_new=None, *, slots=None, offsets=None):
+def kv_write(k_cache, v_cache, k_new, v_new, lens, n_new=None, *, slots=None, offsets=None, n_rows=None):
     """Write k_new/v_new [B, T, KH, D] of token t of request b to row lens[b] + offsets[b] + t of
     cache slot slots[b], in place (offsets default 0: the contract's slot lens[b] + t; slots
-    default b). With n_new [B], only t < n_new[b] is written. Rows >= max_seq are never written."""
+    default b). With n_new [B], only t < n_new[b] is written; with n_rows (a one-element int
+    tensor on the device: a packed forward's real rows, ForwardInputs.row_start[-1:]) only tokens
+    b * T + t < n_rows[0] (the pad rows past it are not). Rows >= max_seq are never written."""
     _check_caches(k_cache, v_cache)
     B, T, KH, D = k_new.shape
     if v_new.shape != k_new.shape or k_new.stride(-1) != 1 or v_new.stride(-1) != 1:
@@ -91,12 +97,12 @@ def kv_write(k_cache, v_cache, k_new, v_new, lens, n_new=None, *, slots=None, of
         return
     _kv_write_kernel[(B * T,)](
         k3, v3, k_cache, v_cache, lens, lens if n_new is None else n_new,
-        lens if slots is None else slots, lens if offsets is None else offsets,
+        lens if slots is None else slots, lens if offsets is None else offsets, lens if n_rows is None else n_rows,
         k3.stride(0), k3.stride(1), v3.stride(0), v3.stride(1), *k_cache.stride()[:3],
         T, k_cache.shape[2],
         KH=KH, D=D, BLOCK_KH=triton.next_power_of_2(KH), BLOCK_D=triton.next_power_of_2(D),
         HAS_N_NEW=n_new is not None, HAS_SLOTS=slots is not None, HAS_OFFSETS=offsets is not None,
-        num_warps=4)
+        HAS_N_ROWS=n_rows is not None, num_warps=4)
 
 
 def kv_compact(k_cache, v_cache, lens, acc_idx, n_acc, new_lens_out=None, *, slots=None):

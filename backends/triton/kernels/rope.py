@@ -55,7 +55,7 @@ def _copy_heads(src_ptr, stride_src_h, dst_ptr, stride_dst_h, n_heads, store_ok,
 @triton.jit
 def _rope_kernel(
     q_ptr, k_ptr, v_ptr, pos_ptr, inv_freq_ptr, q_out_ptr, k_out_ptr,
-    k_cache_ptr, v_cache_ptr, lens_ptr, slots_ptr, offsets_ptr,
+    k_cache_ptr, v_cache_ptr, lens_ptr, slots_ptr, offsets_ptr, n_rows_ptr,
     stride_qn, stride_qh, stride_kn, stride_kh, stride_vn, stride_vh,
     stride_qon, stride_qoh, stride_kon, stride_koh,
     stride_cb, stride_ch, stride_cs,
@@ -64,7 +64,7 @@ def _rope_kernel(
     BLOCK_H: tl.constexpr, BLOCK_KH: tl.constexpr, BLOCK_HALF: tl.constexpr,
     BLOCK_D: tl.constexpr, BLOCK_TAIL: tl.constexpr,
     COPY_Q_TAIL: tl.constexpr, COPY_K_TAIL: tl.constexpr,
-    WRITE_CACHE: tl.constexpr, HAS_SLOTS: tl.constexpr, HAS_OFFSETS: tl.constexpr,
+    WRITE_CACHE: tl.constexpr, HAS_SLOTS: tl.constexpr, HAS_OFFSETS: tl.constexpr, HAS_N_ROWS: tl.constexpr,
 ):
     """Token n: rotate dims [0, 2*HALF) of its q and k heads; dims [2*HALF, D) pass through."""
     n = tl.program_id(0).to(tl.int64)
@@ -88,6 +88,8 @@ def _rope_kernel(
         if HAS_SLOTS:
             cache_b = tl.load(slots_ptr + b).to(tl.int64)
         in_cache = row < max_seq
+        if HAS_N_ROWS:  # a packed forward's pad rows (n >= its real rows) write nothing
+            in_cache = in_cache & (n < tl.load(n_rows_ptr))
         dst = cache_b * stride_cb + row * stride_cs
         _rotate_heads(k_src, stride_kh, k_cache_ptr + dst, stride_ch, cos, sin, KH, in_cache, HALF, BLOCK_KH, BLOCK_HALF)
         if COPY_K_TAIL:
@@ -112,7 +114,7 @@ def _same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _launch(q, k, v, pos, inv_freq, q_out, k_out, attention_scaling,
-            k_cache=None, v_cache=None, lens=None, tokens_per_request=1, slots=None, offsets=None):
+            k_cache=None, v_cache=None, lens=None, tokens_per_request=1, slots=None, offsets=None, n_rows=None):
     q3, k3, q_out3 = _tokens(q, "q"), _tokens(k, "k"), _tokens(q_out, "q_out")
     n, heads, d = q3.shape
     kv_heads = k3.shape[1]
@@ -142,6 +144,7 @@ def _launch(q, k, v, pos, inv_freq, q_out, k_out, attention_scaling,
     _rope_kernel[(n,)](
         q3, k3, v3, pos_flat.contiguous(), inv_freq.contiguous(), q_out3, k_out3,
         k_cache, v_cache, lens, lens if slots is None else slots, lens if offsets is None else offsets,
+        lens if n_rows is None else n_rows,
         q3.stride(0), q3.stride(1), k3.stride(0), k3.stride(1), v3.stride(0), v3.stride(1),
         q_out3.stride(0), q_out3.stride(1), k_out3.stride(0), k_out3.stride(1),
         *cache_strides,
@@ -152,7 +155,7 @@ def _launch(q, k, v, pos, inv_freq, q_out, k_out, attention_scaling,
         BLOCK_TAIL=triton.next_power_of_2(max(d - 2 * half, 1)),
         COPY_Q_TAIL=partial and not _same_memory(q3, q_out3), COPY_K_TAIL=copy_k_tail,
         WRITE_CACHE=write_cache, HAS_SLOTS=slots is not None, HAS_OFFSETS=offsets is not None,
-        num_warps=4,
+        HAS_N_ROWS=n_rows is not None, num_warps=4,
     )
 
 
@@ -172,16 +175,18 @@ def rope(q, k, pos, inv_freq, attention_scaling: float = 1.0, *, inplace: bool =
 
 
 def rope_kv_write(q, k, v, pos, inv_freq, k_cache, v_cache, lens, attention_scaling: float = 1.0, *,
-                  q_out=None, slots=None, offsets=None):
+                  q_out=None, slots=None, offsets=None, n_rows=None):
     """Rope on q (into q_out; q_out=q for in place) and on k, and the contract's kv_write of the
     rotated k and of v in the same launch: token t of request b goes to cache row
     lens[b] + offsets[b] + t of cache slot slots[b] (offsets default 0, slots default b).
 
     q [B, T, H, D], k/v [B, T, KH, D], pos [B, T], caches [slots, KH, max_seq, D], lens [B].
-    Rows >= max_seq are skipped. Returns q_out."""
+    Rows >= max_seq are skipped; with n_rows (a one-element int tensor on the device: a packed
+    forward's real rows, ForwardInputs.row_start[-1:]) so are tokens b * T + t >= n_rows[0] (pad
+    rows; q is still rotated). Returns q_out."""
     if pos.dim() != 2:
         raise ValueError("pos must be [B, T]")
     q_out = torch.empty_like(q) if q_out is None else q_out
     _launch(q, k, v, pos, inv_freq, q_out, None, attention_scaling,
-            k_cache, v_cache, lens, pos.shape[1], slots, offsets)
+            k_cache, v_cache, lens, pos.shape[1], slots, offsets, n_rows)
     return q_out

@@ -41,15 +41,16 @@ def _infer(op, ctx):
 
 def _forwards(op, info):
     N = width(op, info)
-    return [ModelForward(model_of(op), N, 1, "verify", N, mask_width=N)]
+    return [ModelForward(model_of(op), N, 1, "verify", N, mask_width=N, packed=True)]
 
 
-def _forward(ctx, state, size: int, N: int):
-    """(key, inputs, forward) of the packed forward over `size` rows, built once."""
-    key = ("packed", size, N)
+def _forward(ctx, state, size: int, N: int, B: int):
+    """(key, inputs, forward) of the packed forward over `size` rows of B request slots, built once
+    (its inputs carry row_start: an executor may group the rows by request)."""
+    key = ("packed", size, N, B)
     entry = state.forwards.get(key)
     if entry is None:
-        inputs = ragged.allocate(size, N, ctx.device)
+        inputs = ragged.allocate(size, N, ctx.device, requests=B)
         entry = state.forwards[key] = (inputs, state.executor.forward_on(state.cache, inputs))
     return (key, *entry)
 
@@ -58,14 +59,15 @@ def _prime(ctx, state, nodes, packed, most: int) -> None:
     """On a capturing backend, at the first packed step of a batch: every bucket up to `most` rows
     built, warmed and captured now (where the engine's warm-up runs), not when the live total first
     falls into it mid-decode (its kernels would compile and its graph be captured inside the timed
-    decode). Each primed forward is pad rows only (the packing's first token repeated: it rewrites
-    that token's KV row with the values the step's own forward writes next)."""
+    decode). Each primed forward is the packing's first token alone, then pad rows (ragged.first_row:
+    it writes that token's KV row with the values the step's own forward writes next; an executor
+    that ignores row_start computes the pad rows as that token too)."""
     if not ctx.captures_forwards(state) or state.graphs.get(("primed", nodes.width)):
         return
     state.graphs[("primed", nodes.width)] = True
     first = ragged.first_row(packed)
     for size in ragged.buckets(most):
-        key, inputs, forward = _forward(ctx, state, size, nodes.width)
+        key, inputs, forward = _forward(ctx, state, size, nodes.width, nodes.tokens.shape[0])
         ragged.forward_inputs(ragged.padded(first, size), nodes, state.lens, inputs)
         ctx.prepare(state, key, forward.run)
 
@@ -81,7 +83,7 @@ def lower(ctx, op, args):
         return Verified(nodes.tokens.new_zeros(B, N, 1).float(), nodes, state.name)
     _prime(ctx, state, nodes, packed, B * N)
     size = ragged.bucket(T)
-    key, inputs, forward = _forward(ctx, state, size, N)
+    key, inputs, forward = _forward(ctx, state, size, N, B)
     ragged.forward_inputs(ragged.padded(packed, size), nodes, state.lens, inputs)
     ctx.op_state[("ragged", id(op))] = packed  # the last step's packing, for tests and metrics
     logits = ctx.launch(state, key, forward.run)
