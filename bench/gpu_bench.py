@@ -73,7 +73,7 @@ class Sizes:
     device: str = "cuda"
     tiny: dict | None = None        # smoke test: explicit shapes instead of the named ones
     e2e_pipelines: tuple | None = None  # e2e: these pipelines only (None: all)
-    packed: tuple = (64, 7)         # packed_attn: requests x packed rows per request
+    packed: tuple = (64, 7, 65)     # packed_attn: requests x packed rows per request x mask width (the tree's verify width)
 
 
 QUICK = dict(tree_sizes=(1, 16, 64, 128), reps=20, prompts_per_workload=1, max_new=64, peer_tokens=16,
@@ -83,7 +83,7 @@ TINY_TARGET = dict(name="tiny-target", hidden_size=64, num_hidden_layers=1, num_
                    num_key_value_heads=2, head_dim=16, intermediate_size=96, vocab_size=300,
                    tie_word_embeddings=False)
 TINY_DRAFTER = dict(TINY_TARGET, name="tiny-drafter", tie_word_embeddings=True)
-SMOKE = dict(contexts=(16,), tree_sizes=(1, 3), reps=1, chain_k=2, tree=(2, 2, 3), ngram_k=2, packed=(2, 5),
+SMOKE = dict(contexts=(16,), tree_sizes=(1, 3), reps=1, chain_k=2, tree=(2, 2, 3), ngram_k=2, packed=(2, 5, 5),
              workloads=("code-completion",), prompts_per_workload=1, max_new=2, peer_tokens=2,
              activations="f32", device="cpu",
              tiny={"target": TINY_TARGET, "drafter": TINY_DRAFTER,
@@ -599,17 +599,19 @@ class Bench:
 
     def packed_attn(self):
         """The attention kernel alone over a packed verify forward's rows (one layer): R requests of
-        n rows each (nodes 0..n-1 of a chain at the first context), padded to ragged.bucket(R * n)
-        rows, grouped (row_start) and per row; floor: each request's KV read once."""
+        n rows each (nodes 0..n-1 of a chain at the first context) under a mask U wide (the verify
+        width of the draft the budget cut: the runtime sizes the grouped launch by U, as here),
+        padded to ragged.bucket(R * n) rows, grouped (row_start) and per row; floor: each request's
+        KV read once."""
         from specir.backends.triton.kernels.attention import attention, attention_config
         from specir.step import ragged
         c = self.state["configs"]["target"]
         H, KH, D = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
-        (R, n), ctx, dev = self.z.packed, self.z.contexts[0], self.device
+        (R, n, U), ctx, dev = self.z.packed, self.z.contexts[0], self.device
         T = R * n
         P = ragged.bucket(T)
         dtype = torch.bfloat16 if self.z.activations == "bf16" else torch.float32
-        max_seq = ctx + n
+        max_seq = ctx + U
         gen = torch.Generator().manual_seed(0)
         q = torch.randn(P, 1, H, D, generator=gen).to(dtype).to(dev)
         k_cache = torch.randn(R, KH, max_seq, D, generator=gen).to(dtype).to(dev)
@@ -619,9 +621,9 @@ class Bench:
         request, node = torch.cat([request, request[:1].expand(P - T)]), torch.cat([node, node[:1].expand(P - T)])
         lens = torch.full((P,), ctx, dtype=torch.int32, device=dev)
         slots, offsets = request.to(torch.int32).to(dev), node.to(torch.int32).to(dev)
-        mask = (torch.arange(n)[None, :] <= node[:, None])[:, None].to(dev)   # a chain: nodes 0..node
+        mask = (torch.arange(U)[None, :] <= node[:, None])[:, None].to(dev)   # a chain: nodes 0..node
         row_start = (torch.arange(R + 1) * n).to(torch.int32).to(dev)
-        configs = {"grouped": attention_config(R, n, H, KH, D, max_seq, dev, grouped=True),
+        configs = {"grouped": attention_config(R, U, H, KH, D, max_seq, dev, grouped=True),
                    "per_row": attention_config(P, 1, H, KH, D, max_seq, dev)}
         splits = max(cfg["num_splits"] for cfg in configs.values())
         workspace = torch.empty(P * H * splits * (D + 1), dtype=torch.float32, device=dev)
@@ -632,7 +634,7 @@ class Bench:
                  "per_row": lambda: attention(*args, **kw)}
         ms = {name: self.clock.ms(self.clock.graph(call)) for name, call in calls.items()}
         floor = R * 2 * KH * (ctx + n) * D * q.element_size() / self.state["copy_bw"] * 1e3
-        return {"requests": R, "rows_per_request": n, "bucket": P, "context": ctx, "heads": H, "kv_heads": KH,
+        return {"requests": R, "rows_per_request": n, "mask_width": U, "bucket": P, "context": ctx, "heads": H, "kv_heads": KH,
                 "head_dim": D, "grouped_ms": ms["grouped"], "per_row_ms": ms["per_row"], "kv_once_floor_ms": floor,
                 "configs": {name: {k: cfg[k] for k in ("grid", "block_m", "num_splits", "num_warps")}
                             for name, cfg in configs.items()}}

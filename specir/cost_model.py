@@ -5,7 +5,7 @@ embedding table (one row per token is read), plus the KV cache each of `requests
 attends over (its `context` rows and its share of the `tokens`), plus the recurrent state (ops'
 `states` interface: the committed state read once and one node state written per token), and
 returns the target's roofline time of those bytes and FLOPs (`Target.roofline`: their max, plus the
-fraction `step_serial` of the smaller where the target's fitted step rates say so); the matmul
+fraction `step_serial` of the smaller: 0 unless the target's fitted step rates say otherwise); the matmul
 FLOPs count the rows rounded up to the target's GEMM row tile (`Target.gemm_rows`).
 `estimate(pipeline, target)` prices the forwards every step op declares (its `forwards`
 interface: model, tokens, count) plus each op's declared fixed overhead; it reads no op names. Calibration by microbenchmarks refines the

@@ -28,10 +28,11 @@ sizing, kernel planning and the engine. Nothing else looks at step op names.
   accepts at position i of a profiled sequence (the target's greedy continuation, with the
   drafter's ranks along it); the acceptance model simulates the steps with it. A draft op that
   lacks it gets no prediction (a SpecirError naming it), never a silent tau of 1.
-- `emission(op, info, alpha) -> [float]`: optional, draft ops (and ops that narrow a draft); the
-  expected tokens a step emits per request when the verify keeps the op's n most confident nodes,
-  n = 0 .. width, at per-token acceptance alpha (specir/step/emission.py; batch-fusion's shrink
-  table reads it). Without it a draft is priced as one path of its depth (`emission_of`).
+- `emission(op, info, alpha, order) -> [float]`: optional, draft ops (and ops that narrow a
+  draft); the expected tokens a step emits per request when the verify keeps n of the op's nodes,
+  n = 0 .. width, at per-token acceptance alpha: its n most confident (`order = "confidence"`) or
+  its first n as listed (`"listed"`) (specir/step/emission.py; batch-fusion's shrink table reads
+  it). Without it a draft is priced as one path of its depth (`emission_of`).
 A step op without interfaces is a verifier error naming it; a missing one is never a silent 0.
 """
 from __future__ import annotations
@@ -107,14 +108,16 @@ class StepInfo:
         op = self.producer.get(value) if value else None
         return self.depth(op) if op is not None else 0
 
-    def emission_of(self, value: str, alpha: float) -> list[float]:
-        """The emission curve (specir/step/emission.py) of the draft `value`, from its producer's
-        `emission` interface, or one path of its depth where the producer declares none."""
+    def emission_of(self, value: str, alpha: float, order: str = "confidence") -> list[float]:
+        """The emission curve (specir/step/emission.py) of the draft `value` cut in `order`, from its
+        producer's `emission` interface, or one path of its depth where the producer declares none."""
         from .emission import chain_emission
-        op = self.producer[value]
+        op = self.producer.get(value)
+        if op is None:
+            raise KeyError(f"no step op produces {value!r}, so it has no emission curve")
         declared = self.interfaces(op).emission
         if declared is not None:
-            return declared(op, self, alpha)
+            return declared(op, self, alpha, order)
         return chain_emission(alpha, self.depth(op), self.width(op))
 
     def has_role(self, op, role: str) -> bool:

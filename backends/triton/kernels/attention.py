@@ -12,8 +12,8 @@ each request is cut into at most num_splits chunks, each a multiple of BLOCK_N l
 the device from the request's actual length (lens), not from the cache capacity: at context 512
 with 64-key chunks 9 splits work and the rest of the grid only reads lens and exits.
 grid = (B * KH, row blocks, num_splits) depends only on shapes, never on lens, so the launch is
-CUDA-graph safe (B * KH on axis 0, the only axis whose limit is not 65535: a packed verify's
-forward has one request row per token, 8192 x 8 kv heads at 64 requests of 65 nodes). When one
+CUDA-graph safe (B * KH on axis 0, the only axis whose limit is not 65535: B can be large, e.g. a
+packed forward run per row, 8192 one-token rows x 8 kv heads). When one
 chunk covers the whole range its program writes the output directly.
 Otherwise every active split stores its fp32 (output, log-sum-exp) partial, bumps a per-(row
 block, request, kv head) arrival counter, and the last split to arrive merges the partials of
@@ -26,7 +26,8 @@ P one-token rows, and row_start [R + 1] says request r owns the contiguous rows 
 row_start[r + 1] - 1 (each row's lens, slots, offsets and mask row as in the per-row mode; lens
 and slots equal on a request's rows). One program group per (request, kv head, split) covers all
 of the request's rows (the T x G rows of a dense [B, T] launch, with T = U, the mask width, as the
-row bound), so a request's KV is read once, not once per row. Row p's own row is offsets[p]; the
+row bound), so a request's KV is read once per (kv head, split, row block), not once per row (one
+row block while the request's rows x G fit in BLOCK_M). Row p's own row is offsets[p]; the
 request's keys are rows 0 .. lens + offsets[last row] (nodes ascend within a request). Rows
 p >= row_start[R] are pad rows, in no request: KH extra programs (request index R) write zeros
 to their output and read no KV. grid = ((R + 1) * KH, row blocks of U x G rows, num_splits): from

@@ -68,6 +68,13 @@ def keep(score: torch.Tensor | None, valid: torch.Tensor, live: torch.Tensor, bu
     return ok & (within < mine[:, None])
 
 
+def _emission(op, info, alpha, order):
+    """The draft's curve in the order this op keeps nodes: by confidence, or the first ones of each
+    request as listed (`split = "equal"`); "listed" when this op or a budget after it keeps listed nodes."""
+    mine = "listed" if op.attrs.get("split", "confidence") == "equal" else "confidence"
+    return info.emission_of(op.values[1], alpha, "listed" if "listed" in (mine, order) else "confidence")
+
+
 def lower(ctx, op, args):
     draft = args[1]
     table = ctx.op_state[id(op)]
@@ -92,4 +99,4 @@ register_op(OpDef(
                        doc="confidence: the batch's best nodes by draft score; equal: the same share each")},
     _infer, doc="One drafted-token budget per step, split across the batch by draft confidence.",
     step=StepInterfaces(width=_draft_width, depth=_draft_depth, forwards=no_forwards, lower=lower, setup=setup,
-                        effects=("budget",), emission=lambda op, info, alpha: info.emission_of(op.values[1], alpha))))
+                        effects=("budget",), emission=_emission)))

@@ -205,5 +205,5 @@ register_op(OpDef(
     _infer, doc="A token tree: static top-k expansion or dynamic by draft confidence.", role="draft",
     step=StepInterfaces(width=width, depth=lambda op, info: op.attrs["depth"], forwards=_forwards, lower=lower,
                         setup=setup, effects=("draft",), variant=off_variant, accepted=accepted,
-                        emission=lambda op, info, alpha: tree_emission(alpha, op.attrs["depth"], op.attrs["topk"],
-                                                                       width(op)))))
+                        emission=lambda op, info, alpha, order: tree_emission(
+                            alpha, op.attrs["depth"], op.attrs["topk"], width(op), order))))
