@@ -133,6 +133,7 @@ def _compile_all(spec: str, arch: int, folder: Path) -> dict:
     from triton.runtime.jit import JITFunction
 
     from specir.load import load_pipeline
+    from specir.step import ragged
 
     from .forward import ForwardInputs, StaticForward
     from .launch_configs import REPRESENTATIVE_CONTEXT
@@ -172,9 +173,8 @@ def _compile_all(spec: str, arch: int, folder: Path) -> dict:
                 if f.model != model.name:
                     continue
                 T = f.tokens
-                if f.packed:  # T one-token rows of one request (ragged.allocate): grouped attention, n_rows
-                    inputs = ForwardInputs.allocate(T, 1, "cpu", mask_width=f.mask_width, slots=True, offsets=True,
-                                                    requests=1)
+                if f.packed:  # T one-token rows of one request, as verify.packed builds them: grouped attention
+                    inputs = ragged.allocate(T, f.mask_width, "cpu", requests=1)
                 else:
                     inputs = ForwardInputs.allocate(1, T, "cpu", mask_width=f.mask_width or None,
                                                     offsets=f.purpose in ("draft", "tree-level"))

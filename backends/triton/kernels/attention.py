@@ -364,12 +364,11 @@ def attention(q, k_cache, v_cache, lens, tree_mask=None, scale=None, *, out=None
     row_start [R + 1] int32 (grouped mode, a packed forward): q [P, 1, H, D] is P one-token rows
     and request r owns rows row_start[r] .. row_start[r + 1] - 1 (ascending, row_start[0] = 0), at
     most U of them (one per node of the mask [P, 1, U], which is required, as are slots and
-    offsets: row p
-    is node offsets[p], ascending within a request; lens and slots equal on a request's rows). Each
-    row's output is the per-row mode's (same inputs without row_start: mask columns past a row's own
-    node are ignored), but a request's KV is read
-    once per (kv head, split), not once per row. Rows p >= row_start[R] are pad rows: their output
-    is zero (a window must then exceed U).
+    offsets: row p is node offsets[p], ascending within a request; lens and slots equal on a
+    request's rows). Each row's output is the per-row mode's (same inputs without row_start: mask
+    columns past a row's own node are ignored), but a request's KV is read once per (kv head,
+    split, row block), not once per row. Rows p >= row_start[R] are pad rows: their output is zero
+    (a window must then exceed U).
 
     `config` overrides launch parameters (num_splits, block_m, block_n, num_warps, num_stages,
     min_chunk, merge_rows, merge_splits: powers of two);
