@@ -1,0 +1,163 @@
+"""Where one decode step's time goes on the GPU: torch.profiler over a `specir bench`-shaped decode.
+
+    python bench/step_profile.py BUILD [BUILD ...] --batch-size 64 --workload code-completion \
+        --limit 8 --max-new-tokens 96 --out OUT
+
+For each build and batch size: warms the engine up exactly as `specir bench` does (kernels and graphs
+built first), times two generates of the first batch of the workload's prompts (the first is what
+`specir bench` times; a gap between them is first-time work inside the timed decode), then decodes
+the batch once more with only its decode steps under torch.profiler (CPU and CUDA activity; kernels
+inside CUDA-graph replays are recorded by CUPTI). Reports per step: the decode wall time, the summed
+GPU kernel time (their gap is host time the GPU waits for: syncs, Python, launches outside a
+graph), and the kernels grouped by name with their share. `--ar`: AR decoding of the first build's
+target too. Writes OUT/profile.json and a
+Chrome trace per row; prints a short table last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def _kernel_group(name: str) -> str:
+    """A kernel's family: Triton kernels keep their function name, library kernels a short stem."""
+    name = re.sub(r"_[0-9]+d[0-9]+d?.*$", "", name)
+    name = re.sub(r"\(.*$", "", name)
+    return name[:80]
+
+
+def _decode_profiled(engine, batch, max_new, sync):
+    """One generate of `batch` with only its decode steps under torch.profiler (prefill outside)."""
+    from torch.profiler import ProfilerActivity, profile
+    from specir.step.engine import request_seed
+    rows = engine.rows_needed(max(len(p) for p in batch), max_new)
+    decode = engine.open(len(batch), rows, False)
+    decode.add_many([(list(p), max_new, 0.0, request_seed(0, i)) for i, p in enumerate(batch)])
+    sync()
+    first_time = engine.backend.setup_s
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        start = time.perf_counter()
+        steps = 0
+        while decode.active():
+            decode.step()
+            steps += 1
+        sync()
+        wall = time.perf_counter() - start
+    return prof, wall, steps, decode.requests, engine.backend.setup_s - first_time
+
+
+def _kernels(prof, steps: int) -> tuple[float, list[dict]]:
+    from torch.autograd import DeviceType
+    kernels: dict[str, list[float]] = {}
+    for ev in prof.events():
+        if ev.device_type == DeviceType.CUDA:  # a kernel, memcpy or memset as the GPU ran it
+            g = kernels.setdefault(_kernel_group(ev.name), [0.0, 0])
+            g[0] += ev.time_range.elapsed_us() / 1e3  # ms
+            g[1] += 1
+    gpu_ms = sum(v[0] for v in kernels.values())
+    top = sorted(kernels.items(), key=lambda kv: -kv[1][0])
+    return gpu_ms, [{"name": k, "ms_per_step": v[0] / steps, "launches_per_step": v[1] / steps,
+                     "share": v[0] / max(gpu_ms, 1e-9)} for k, v in top[:40]]
+
+
+def profile_engine(name: str, engine, prompts, batch_size: int, max_new: int, out: str) -> dict:
+    """Warm-up as `specir bench` does, two timed generates (the first is what bench times), then
+    one decode under the profiler."""
+    import torch
+
+    from specir.runtime.bench import _batches, warm_up
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    warm_up(engine, prompts, batch_size, max_new)
+    batch = _batches(prompts, batch_size)[0]
+    runs = []
+    for _ in range(2):
+        setup0 = engine.setup_s
+        results = engine.generate(batch, max_new)
+        runs.append({"decode_s": engine.timings["decode_s"], "setup_s_added": engine.setup_s - setup0,
+                     "steps": max(len(r.accept_lengths) for r in results),
+                     "tokens": sum(len(r.tokens) for r in results)})
+    prof, wall, steps, requests, setup_added = _decode_profiled(engine, batch, max_new, sync)
+    gpu_ms, kernels = _kernels(prof, steps)
+    tag = f"{name}-b{batch_size}"
+    try:
+        prof.export_chrome_trace(os.path.join(out, f"trace-{tag}.json"))
+    except Exception as e:  # a trace is a convenience; the table below is the result
+        print(f"{tag}: no chrome trace ({e})", file=sys.stderr)
+    tokens = sum(len(r.generated) for r in requests)
+    return {"build": name, "batch_size": batch_size, "runs": runs, "steps": steps, "tokens": tokens,
+            "tau": tokens / max(sum(len(r.accept_lengths) for r in requests), 1),
+            "profiled_decode_s": wall, "profiled_setup_s": setup_added,
+            "step_ms": 1e3 * wall / steps, "gpu_ms_per_step": gpu_ms / steps,
+            "host_gap_ms_per_step": 1e3 * wall / steps - gpu_ms / steps, "kernels": kernels}
+
+
+def profile_build(build: str, batch_sizes: list[int], workload: str, limit: int, max_new: int, out: str,
+                  with_ar: bool) -> list[dict]:
+    from specir.cli.common_run import read_prompts
+    from specir.runtime.baseline import ar_pipeline, target_name
+    from specir.runtime.session import open_session
+    from specir.step.engine import StepEngine
+
+    session = open_session(build)
+    args = argparse.Namespace(workload=workload, prompts=None, limit=limit, max_new_tokens=max_new)
+    tgt = session.pipeline.model(target_name(session.pipeline))
+    _, prompts = read_prompts(args, str(session.target_folder()), tgt.graph.result_type.width,
+                              tgt.attrs.get("max_position"), limit=limit)
+    engine = session.engine()
+    name = os.path.basename(build.rstrip("/"))
+    rows = [profile_engine(name, engine, prompts, bs, max_new, out) for bs in batch_sizes]
+    if with_ar:
+        ar = StepEngine(ar_pipeline(session.pipeline), engine.backend, base=session.base)
+        rows += [profile_engine("ar", ar, prompts, bs, max_new, out) for bs in batch_sizes]
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("builds", nargs="+")
+    ap.add_argument("--batch-size", default="64")
+    ap.add_argument("--workload", default="code-completion")
+    ap.add_argument("--limit", type=int, default=8)
+    ap.add_argument("--max-new-tokens", type=int, default=96)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--ar", action="store_true", help="also profile AR decoding of the first build's target")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    rows = []
+    sizes = [int(x) for x in a.batch_size.split(",")]
+    for i, build in enumerate(a.builds):
+        t0 = time.time()
+        try:
+            got = profile_build(build, sizes, a.workload, a.limit, a.max_new_tokens, a.out, with_ar=i == 0 and a.ar)
+        except Exception as e:  # one build's failure leaves the others' rows
+            import traceback
+            traceback.print_exc()
+            got = [{"build": build, "error": f"{type(e).__name__}: {e}"}]
+        for row in got:
+            row["wall_s"] = round(time.time() - t0, 1)
+        rows += got
+        with open(os.path.join(a.out, "profile.json"), "w") as f:
+            json.dump(rows, f, indent=1)
+    for r in rows:
+        if "error" in r:
+            print(f"{r['build']}: {r['error']}")
+            continue
+        runs = ", ".join(f"{x['decode_s'] * 1e3:.0f} ms / {x['steps']} steps (+{x['setup_s_added']:.2f} s setup)"
+                         for x in r["runs"])
+        print(f"\n{r['build']} b{r['batch_size']}: generate 1, 2: {runs}; profiled decode: step {r['step_ms']:.2f} ms, "
+              f"GPU {r['gpu_ms_per_step']:.2f} ms, host gap {r['host_gap_ms_per_step']:.2f} ms, tau {r['tau']:.2f}, "
+              f"steps {r['steps']}")
+        for k in r["kernels"][:14]:
+            print(f"  {k['ms_per_step']:7.3f} ms {k['launches_per_step']:6.1f}x {100 * k['share']:5.1f}%  {k['name']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
