@@ -8,7 +8,9 @@ specir/step/emission.py: a chain's 1 + alpha + ... + alpha^n up to its depth, a 
 probable nodes), and step(b, n) prices, by the
 roofline of cost_model.forward_cost over b requests' rows (the shape the packed verify runs: each
 request reads its own KV cache), the target forward over b(1 + n) tokens plus the draft's forwards
-(they run whatever the budget).
+(they run whatever the budget), the ranking of their logits included (ModelForward.ranked: a
+tree's levels rank topk rows per request over the full vocabulary, which at a large batch costs
+more than the drafter's weights).
 `step_forwards`, `draft_seconds` and `forward_seconds` are those prices on their own.
 As b grows, the verify turns compute-bound and n shrinks; n = 0 (a plain AR verify) when no
 draft pays for its extra verify rows. The table reads the step ops' `forwards` interfaces only.
@@ -24,14 +26,14 @@ from .targets import Target
 
 
 def forward_seconds(pipeline: Pipeline, model: str, rows: int, target: Target, context: int = 512,
-                    requests: int = 1) -> float:
-    """The roofline seconds of one forward of `model` over `rows` tokens of `requests` requests
-    (cost_model.forward_cost)."""
+                    requests: int = 1, ranked_rows: int = 0) -> float:
+    """The roofline seconds of one forward of `model` over `rows` tokens of `requests` requests,
+    `ranked_rows` of whose logits are then ranked over the vocabulary (cost_model.forward_cost)."""
     m = pipeline.model(model)
     if m is None or m.graph is None:
         raise SpecirError(f"batch-fusion's shrink table needs the graph of @{model.lstrip('@')}, which is not expanded",
                           hint="load the pipeline through specir (its imports are expanded)")
-    return forward_cost(m, target, rows, context, requests).seconds
+    return forward_cost(m, target, rows, context, requests, ranked_rows).seconds
 
 
 def step_forwards(pipeline: Pipeline) -> tuple[str, int, list]:
@@ -56,7 +58,8 @@ def _last_verify(info: StepInfo):
 
 def draft_seconds(pipeline: Pipeline, drafts: list, batch: int, target: Target, context: int = 512) -> float:
     """The draft's forwards for `batch` requests (they run whatever the budget)."""
-    return sum(f.count * forward_seconds(pipeline, f.model, batch * f.tokens, target, context, batch) for f in drafts)
+    return sum(f.count * forward_seconds(pipeline, f.model, batch * f.tokens, target, context, batch, batch * f.ranked)
+               for f in drafts)
 
 
 def budget_table(pipeline: Pipeline, target: Target, max_batch: int, alpha: float, context: int = 512) -> list[int]:

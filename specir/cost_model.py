@@ -3,7 +3,9 @@
 Contract: `forward_cost(model, target, tokens, context, requests)` counts every weight except the
 embedding table (one row per token is read), plus the KV cache each of `requests` requests
 attends over (its `context` rows and its share of the `tokens`), plus the recurrent state (ops'
-`states` interface: the committed state read once and one node state written per token), and
+`states` interface: the committed state read once and one node state written per token), plus
+the bytes of ranking `ranked_rows` rows of its logits over the vocabulary afterwards (a draft
+op's ModelForward.ranked; specir/step/ranking.BYTES_PER_LOGIT by the logits' dtype), and
 returns the target's roofline time of those bytes and FLOPs (`Target.roofline`: their max, plus the
 fraction `step_serial` of the smaller: 0 unless the target's fitted step rates say otherwise); the matmul
 FLOPs count the rows rounded up to the target's GEMM row tile (`Target.gemm_rows`).
@@ -29,10 +31,11 @@ class ForwardCost:
     flops: float
     seconds: float
     state_bytes: float = 0.0
+    rank_bytes: float = 0.0
 
     def as_dict(self) -> dict:
         return {"weight_bytes": self.weight_bytes, "kv_bytes": self.kv_bytes, "state_bytes": self.state_bytes,
-                "flops": self.flops, "seconds": self.seconds}
+                "rank_bytes": self.rank_bytes, "flops": self.flops, "seconds": self.seconds}
 
 
 def _numel(shape) -> int:
@@ -42,7 +45,8 @@ def _numel(shape) -> int:
     return n
 
 
-def forward_cost(model: Model, target: Target, tokens: int = 1, context: int = 512, requests: int = 1) -> ForwardCost:
+def forward_cost(model: Model, target: Target, tokens: int = 1, context: int = 512, requests: int = 1,
+                 ranked_rows: int = 0) -> ForwardCost:
     embed = {op.attrs["weight"] for op in model.graph.ops if op.name == "embed"}
     lm_head_reads_embed = any(op.name in ("linear", "packed_linear") and op.attrs.get("weight") in embed
                               for op in model.graph.ops)
@@ -73,8 +77,19 @@ def forward_cost(model: Model, target: Target, tokens: int = 1, context: int = 5
         for spec in state_specs(op):
             size = 4.0 if spec.dtype == "f32" else act_size
             state_bytes += (1 + tokens) * _numel(spec.shape) * size
-    seconds = target.roofline(weight_bytes + kv_bytes + state_bytes, flops)
-    return ForwardCost(weight_bytes, kv_bytes, flops, seconds, state_bytes)
+    rank_bytes = ranked_rows * _vocab(model) * _rank_bytes_per_logit(act_size)
+    seconds = target.roofline(weight_bytes + kv_bytes + state_bytes + rank_bytes, flops)
+    return ForwardCost(weight_bytes, kv_bytes, flops, seconds, state_bytes, rank_bytes)
+
+
+def _vocab(model: Model) -> int:
+    width = getattr(model.graph.result_type, "width", None)
+    return int(width or 0)
+
+
+def _rank_bytes_per_logit(act_size: float) -> float:
+    from .step.ranking import BYTES_PER_LOGIT
+    return BYTES_PER_LOGIT["f32" if act_size >= 4 else "bf16"]
 
 
 def estimate(pipeline: Pipeline, target: Target, context: int = 512) -> dict:
@@ -93,7 +108,7 @@ def estimate(pipeline: Pipeline, target: Target, context: int = 512) -> dict:
                 model = pipeline.model(f.model)
                 if model is None or model.graph is None:
                     continue
-                cost = forward_cost(model, target, f.tokens, context)
+                cost = forward_cost(model, target, f.tokens, context, ranked_rows=f.ranked)
                 parts.append({"op": op.name, "model": "@" + model.name, "purpose": f.purpose, "calls": f.count,
                               "tokens": f.tokens, "seconds": f.count * cost.seconds,
                               **{k: v for k, v in cost.as_dict().items() if k != "seconds"}})

@@ -55,7 +55,7 @@ def step_time(pipeline: Pipeline, target: Target, calibration: Calibration, cont
             continue
         model = pipeline.model(part["model"])
         ops = len(model.graph.ops) if model is not None and model.graph is not None else 0
-        moved = part["weight_bytes"] + part["kv_bytes"] + part.get("state_bytes", 0.0)
+        moved = part["weight_bytes"] + part["kv_bytes"] + part.get("state_bytes", 0.0) + part.get("rank_bytes", 0.0)
         roof = max(moved / calibration.bandwidth, part["flops"] / calibration.flops)
         seconds = part["calls"] * (roof + ops * op_s)
         parts.append({**part, "seconds": seconds})

@@ -7,8 +7,10 @@ sizing, kernel planning and the engine. Nothing else looks at step op names.
 - `depth(op, info) -> int`: the longest path of drafted tokens (draft ops), or the most tokens one
   step can emit (verify ops: 1 + the depth of their draft); 0 for the others.
 - `forwards(op, info) -> [ModelForward]`: the model forwards the op runs per step (model, new
-  tokens T per request, how many, rows past the committed length they write). The cost model
-  prices them, cache sizing adds their scratch rows, kernel planning compiles their shapes.
+  tokens T per request, how many, rows past the committed length they write, rows per request
+  whose logits the op then ranks over the vocabulary). The cost model prices them (ranked rows at
+  specir/step/ranking.BYTES_PER_LOGIT per vocabulary entry), cache sizing adds their scratch rows,
+  kernel planning compiles their shapes.
 - `effects`: what the op reads and writes, as documentation the verifier checks against
   (`"draft"`, `"verify"`, `"accept"`, `"commit"`: the role; `"budget"`: narrows a draft;
   `"host"`: reads host state).
@@ -50,6 +52,7 @@ class ModelForward:
     scratch: int = 0  # rows past the committed length written, at most (offsets + T)
     mask_width: int = 0  # U of a tree mask; 0 for causal forwards
     packed: bool = False  # one-token rows grouped by request (ForwardInputs.row_start); tokens: a request's most rows
+    ranked: int = 0  # rows per request whose full-vocabulary logits the op ranks after the forward (ranking.py)
 
 
 @dataclass(frozen=True)

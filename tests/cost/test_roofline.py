@@ -54,3 +54,35 @@ def test_each_request_of_a_batch_reads_its_own_cache(target_model):
     # 8 requests of 1 new token each read 8 caches of 256 + 1 rows; one request of 8 reads 264 rows
     assert eight.kv_bytes == pytest.approx(one.kv_bytes * 8 * 257 / 264)
     assert eight.seconds > one.seconds
+
+
+def test_ranked_logit_rows_cost_their_bytes_by_the_logits_dtype(target_model):
+    from specir.step.ranking import BYTES_PER_LOGIT
+    t = get_target("h200")
+    vocab = target_model.graph.result_type.width
+    plain = forward_cost(target_model, t, tokens=8, requests=8)
+    ranked = forward_cost(target_model, t, tokens=8, requests=8, ranked_rows=8)
+    per_logit = BYTES_PER_LOGIT["f32" if target_model.attrs.get("dtype") == "f32" else "bf16"]
+    assert plain.rank_bytes == 0 and ranked.rank_bytes == pytest.approx(8 * vocab * per_logit)
+    assert ranked.seconds > plain.seconds
+
+
+def test_a_tree_draft_prices_ranking_its_levels(tmp_path):
+    """draft.tree ranks topk rows per request per level: at a large batch that is a real part of
+    the draft's price (batch_schedule.draft_seconds), and it grows with the batch."""
+    import subprocess
+    import sys
+    from specir.batch_schedule import draft_seconds, step_forwards
+    spec = subprocess.run([sys.executable, "-m", "specir.cli.main", "init", "--target-model",
+                           str(zoo_model_dir("code-target")), "--drafter", str(zoo_model_dir("code-drafter"))],
+                          capture_output=True, text=True, check=True).stdout
+    (tmp_path / "p.spec").write_text(spec)
+    opt = subprocess.run([sys.executable, "-m", "specir.cli.main", "opt", str(tmp_path / "p.spec"), "-p",
+                          "tree-verify{budget=32,topk=4,depth=4}"], capture_output=True, text=True, check=True).stdout
+    pipeline = load_pipeline("<opt>", text=opt)
+    _, _, drafts = step_forwards(pipeline)
+    assert [f.ranked for f in drafts] == [1, 4]  # the root's row, then topk rows per level
+    unranked = [dataclasses.replace(f, ranked=0) for f in drafts]
+    t = get_target("h200")
+    extra = [draft_seconds(pipeline, drafts, b, t) - draft_seconds(pipeline, unranked, b, t) for b in (1, 64)]
+    assert 0 < extra[0] < extra[1]

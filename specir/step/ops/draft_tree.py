@@ -28,6 +28,7 @@ from specir.ir.types import TREE
 from specir.step.catch_up import catch_up, resync
 from specir.step.emission import tree_emission
 from specir.step.interfaces import ModelForward, StepInterfaces
+from specir.step.ranking import top_log_probs
 from specir.step.values import Nodes
 
 from .common import OFF_AT, draft_mode, model_of, model_vocab, off_variant
@@ -68,10 +69,11 @@ def _infer(op, ctx):
 
 def _forwards(op, info):
     d, a, W = model_of(op), op.attrs, info.emit_width
-    out = [ModelForward(d, W, 1, "catch-up", W)]
+    out = [ModelForward(d, W, 1, "catch-up", W, ranked=1)]
     if a["depth"] > 1:
         fed = (a["depth"] - 1) * a["topk"]
-        out.append(ModelForward(d, a["topk"], a["depth"] - 1, "tree-level", W + fed, mask_width=fed))
+        out.append(ModelForward(d, a["topk"], a["depth"] - 1, "tree-level", W + fed, mask_width=fed,
+                                ranked=a["topk"]))
     return out
 
 
@@ -102,7 +104,7 @@ class TreeState:
 
     def root(self, logits: torch.Tensor) -> None:
         K = self.K
-        vals, toks = torch.topk(torch.log_softmax(logits.float(), dim=-1), K, dim=-1)
+        vals, toks = top_log_probs(logits, K)
         self.score[:, :K] = self._pruned(vals)
         self.token[:, :K] = toks
         self.parent[:, :K] = -1
@@ -125,7 +127,7 @@ class TreeState:
 
     def propose(self, level: int, logits: torch.Tensor) -> None:
         K = self.K
-        vals, toks = torch.topk(torch.log_softmax(logits.float(), dim=-1), K, dim=-1)
+        vals, toks = top_log_probs(logits, K)
         base = K + (level - 1) * K * K
         scores = self._pruned((self.score.gather(1, self.frontier)[:, :, None] + vals).reshape(self.B, K * K))
         self.score[:, base:base + K * K] = scores
