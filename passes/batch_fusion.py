@@ -13,6 +13,9 @@ Mechanisms, each an option the search toggles:
   batch grows, none (a plain AR verify) once the verify is compute-bound; printed as the
   `batch.budget` op's `tokens` list, and as the draft op's `off_at` (the live batch size from which
   the drafter only catches up: the step is then autoregressive, no drafting forward runs);
+- `narrow = true` (with a budget): the draft drafts no more than the budget keeps per request, as
+  the draft op's `narrow` interface says (draft.tree: `topk_at`, fewer children per node as the
+  batch grows, chosen so that the nodes the budget keeps are as likely as in the full tree);
 - `commit = "in-place"`: a tree's commit moves only the rows out of place (`kv = "in-place"`);
   `"compact"` keeps the full move. A chain's commit stays `kv = "prefix"` (nothing moves).
 Provides the fact `batch-fusion`.
@@ -36,6 +39,7 @@ from dataclasses import replace
 from specir.batch_schedule import budget_table
 from specir.errors import SpecirError
 from specir.ir.nodes import Attrs, Op, Pipeline
+from specir.step.interfaces import StepInfo
 from specir.step.ops.common import has_recurrent_state
 from specir.ir.opdefs import OPS, role_of, without_defaults
 from specir.pass_infra import Option, Pass
@@ -56,6 +60,8 @@ class BatchFusion(Pass):
                         search=(0.5, 0.7, 0.85)),
         "max_batch": Option(int, 64, "largest batch the shrink table covers", min=1, max=4096, search=(64,)),
         "commit": Option(str, "in-place", "a tree's KV commit", ("in-place", "compact")),
+        "narrow": Option(bool, False, "the draft drafts no more than the budget keeps per request (draft.tree: "
+                                      "fewer children per node as the batch grows)", search=(False, True)),
     }
     provides = frozenset({"batch-fusion"})
 
@@ -77,6 +83,9 @@ class BatchFusion(Pass):
         if has_recurrent_state(model):
             raise SpecirError(f"batch-fusion packs one row per token, but {verify.symbols[0]} has recurrent layers "
                               f"(their state is per request)", hint="drop batch-fusion for a hybrid target")
+        if self.narrow and not (self.shrink or self.budget):
+            raise self.option_error("narrow", "narrow=true narrows the draft to what a budget keeps, and there is "
+                                    "no budget", "add shrink=true or budget=N")
         if self.shrink and self.target not in all_targets():
             raise self.option_error("target", f"unknown target {self.target!r} for the shrink table",
                                     "targets: " + ", ".join(sorted(all_targets())))
@@ -99,19 +108,28 @@ class BatchFusion(Pass):
                 ops[i] = replace(ops[i], attrs=ops[i].attrs.set(kv=self.commit))
         models = tuple(m.with_mask("tree") if "@" + m.name == verify.symbols[0] else m for m in pipeline.models)
         out = replace(pipeline, models=models, step=replace(pipeline.step, ops=tuple(ops)))
-        if self.shrink:
+        if self.shrink or self.narrow:
             from specir.ir.verifier import infer_types
             typed = infer_types(out)
-            table = budget_table(typed, get_target(self.target), self.max_batch, self.alpha)
-            if self.budget:
-                table = [min(t, self.budget) for t in table]
-            off_at = _first_zero_tail(table)
+            if self.shrink:
+                table = budget_table(typed, get_target(self.target), self.max_batch, self.alpha)
+                if self.budget:
+                    table = [min(t, self.budget) for t in table]
+            else:
+                table = [self.budget] * self.max_batch
+            off_at = _first_zero_tail(table) if self.shrink else 0
+            info = StepInfo(typed)
             ops = []
             for op in typed.step.ops:
-                if op.result == fed:
+                if op.result == fed and self.shrink:
                     op = replace(op, attrs=op.attrs.set(tokens=tuple(table)))
-                elif op.result == draft and off_at and "off_at" in OPS[op.name].attrs:
-                    op = replace(op, attrs=op.attrs.set(off_at=off_at))
+                elif op.result == draft:
+                    if off_at and "off_at" in OPS[op.name].attrs:
+                        op = replace(op, attrs=op.attrs.set(off_at=off_at))
+                    narrowing = info.interfaces(op).narrow
+                    if self.narrow and narrowing is not None:
+                        per_request = [max(1, -(-t // b)) for b, t in enumerate(table, 1)]
+                        op = replace(op, attrs=op.attrs.set(**narrowing(op, info, self.alpha, per_request)))
                 ops.append(op)
             out = replace(out, step=replace(out.step, ops=tuple(ops)))
         return out

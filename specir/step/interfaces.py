@@ -35,6 +35,10 @@ sizing, kernel planning and the engine. Nothing else looks at step op names.
   n = 0 .. width, at per-token acceptance alpha: its n most confident (`order = "confidence"`) or
   its first n as listed (`"listed"`) (specir/step/emission.py; batch-fusion's shrink table reads
   it). Without it a draft is priced as one path of its depth (`emission_of`).
+- `narrow(op, info, alpha, nodes_by_live) -> dict`: optional, draft ops; the attributes that make
+  the op draft no more work than a budget keeping at most nodes_by_live[b - 1] of its nodes per
+  request at b live requests needs, without changing the emission of those nodes (draft.tree:
+  topk_at); {} when nothing narrower does. batch-fusion{narrow=true} sets them.
 A step op without interfaces is a verifier error naming it; a missing one is never a silent 0.
 """
 from __future__ import annotations
@@ -69,6 +73,7 @@ class StepInterfaces:
     variant: Callable | None = None
     accepted: Callable | None = None
     emission: Callable | None = None
+    narrow: Callable | None = None
 
     def lowering_for(self, backend: str) -> Callable:
         return self.lowerings.get(backend, self.lower)

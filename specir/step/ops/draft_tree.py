@@ -10,7 +10,12 @@ exceeds its parent's, so every kept node's parent is kept. `expand = "dynamic"`:
 path probability is below `threshold` get score -inf; they are never expanded and the nodes they
 fill are invalid (never accepted). With `off_at = N` > 0 and N or more live requests (host-known),
 no drafter forward runs and every drafted node is invalid; the first step back on, the drafter
-catches up on the tokens it skipped (catch_up.resync). The nodes carry their scores (confidence, read by batch.budget). Drafting is deterministic at every temperature (acceptance
+catches up on the tokens it skipped (catch_up.resync). With `topk_at = [k1, k2, ...]` (each 1 ..
+topk) the tree is built with topk = k_b at b live requests (host-known; the last entry for more):
+its level forwards feed k_b rows per request and rank k_b rows, and the nodes past its
+k_b + (depth - 1) k_b^2 candidates are invalid (the width stays that of `topk`), so a draft that a
+budget cuts to a few nodes per request costs what those nodes need (batch-fusion{narrow=true}
+sets it). The op's forwards and emission stay those of `topk` (an upper bound on the narrower ones). The nodes carry their scores (confidence, read by batch.budget). Drafting is deterministic at every temperature (acceptance
 samples over the candidates losslessly).
 Candidates C = K + (depth - 1) K^2; width N = min(budget, C) drafted nodes (verify width N + 1);
 depth `depth`. Forwards on @drafter: one catch-up of the emit width, depth - 1 of K tokens with a
@@ -31,7 +36,7 @@ from specir.step.interfaces import ModelForward, StepInterfaces
 from specir.step.ranking import top_log_probs
 from specir.step.values import Nodes
 
-from .common import OFF_AT, draft_mode, model_of, model_vocab, off_variant
+from .common import OFF_AT, model_of, model_vocab, off_variant
 
 MAX_CANDIDATES = 1 << 16  # topk + (depth - 1) topk^2: the candidate table of one request
 
@@ -56,6 +61,10 @@ def _infer(op, ctx):
     for key, most in (("depth", MAX_DRAFT_TOKENS), ("topk", MAX_DRAFT_TOKENS), ("budget", MAX_TREE_BUDGET)):
         if a[key] > most:
             raise TypeRuleError(f"{key} must be at most {most}, got {a[key]}", "e.g. {budget = 32, depth = 4, topk = 4}")
+    for k in a.get("topk_at") or ():
+        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= a["topk"]:
+            raise TypeRuleError(f"topk_at entries must be integers between 1 and topk ({a['topk']}), got "
+                                f"{list(a['topk_at'])}", "e.g. {topk = 4, topk_at = [4, 2, 1]}")
     vocab = model_vocab(ctx, op.operands[0])
     if vocab is not None and a["topk"] > vocab:
         raise TypeRuleError(f"topk {a['topk']} is more than the drafter's vocabulary of {vocab} tokens",
@@ -80,11 +89,12 @@ def _forwards(op, info):
 class TreeState:
     """The candidate table of one batch, in fixed shapes (see the module docstring)."""
 
-    def __init__(self, B: int, depth: int, topk: int, budget: int, device, log_min: float):
+    def __init__(self, B: int, depth: int, topk: int, budget: int, device, log_min: float, width: int | None = None):
         K = topk
         self.B, self.depth, self.K, self.log_min = B, depth, K, log_min
         self.C = K + (depth - 1) * K * K
         self.N = min(budget, self.C)
+        self.width = max(width or self.N, self.N)  # nodes listed; past N invalid (a narrower tree of a wider op)
         self.U = max((depth - 1) * K, 1)
         z = lambda *shape, dtype: torch.zeros(*shape, dtype=dtype, device=device)  # noqa: E731
         self.score = z(B, self.C, dtype=torch.float32)
@@ -97,7 +107,7 @@ class TreeState:
         self.arange_k = torch.arange(K, device=device)
         self.eye_k = torch.eye(K, dtype=torch.bool, device=device)
         self.node_numbers = torch.arange(1, self.N + 1, device=device)[None, :].expand(B, self.N).contiguous()
-        self.eye_n = torch.eye(self.N + 1, dtype=torch.bool, device=device)[None].expand(B, -1, -1).contiguous()
+        self.eye_n = torch.eye(self.width + 1, dtype=torch.bool, device=device)[None].expand(B, -1, -1).contiguous()
 
     def _pruned(self, scores: torch.Tensor) -> torch.Tensor:
         return scores if self.log_min == -math.inf else torch.where(scores >= self.log_min, scores, -math.inf)
@@ -150,19 +160,55 @@ class TreeState:
         depths = torch.cat([torch.zeros_like(parent_node[:, :1]), self.cand_depth.gather(1, chosen)], dim=1)
         valid = torch.cat([torch.ones_like(chosen[:, :1], dtype=torch.bool),
                            self.score.gather(1, chosen) > -math.inf], dim=1)
-        up = parents.long().clamp(min=0)[:, :, None].expand(-1, -1, N + 1)
+        score = torch.cat([torch.zeros_like(self.score[:, :1]), self.score.gather(1, chosen)], dim=1)
+        pad = self.width - N
+        if pad:  # invalid children of the root, never verified by a packed verify nor accepted
+            tokens = torch.cat([tokens, tokens.new_zeros(self.B, pad)], dim=1)
+            parents = torch.cat([parents, parents.new_zeros(self.B, pad)], dim=1)
+            depths = torch.cat([depths, depths.new_ones(self.B, pad)], dim=1)
+            valid = torch.cat([valid, valid.new_zeros(self.B, pad)], dim=1)
+            score = torch.cat([score, score.new_full((self.B, pad), -math.inf)], dim=1)
+        up = parents.long().clamp(min=0)[:, :, None].expand(-1, -1, self.width + 1)
         anc = self.eye_n.clone()
         for _ in range(self.depth):
             anc = self.eye_n | anc.gather(1, up)
-        score = torch.cat([torch.zeros_like(self.score[:, :1]), self.score.gather(1, chosen)], dim=1)
         return Nodes(tokens, parents, depths, valid, anc, max_depth=self.depth, max_children=self.K, score=score)
+
+
+def topk_now(op, live: int) -> int:
+    """The children per node this step builds with `live` requests decoding (topk_at, else topk)."""
+    table = op.attrs.get("topk_at") or ()
+    return table[min(max(live, 1), len(table)) - 1] if table else op.attrs["topk"]
 
 
 def setup(ctx, op) -> None:
     a = op.attrs
     threshold = float(a.get("threshold", 0.0))
     log_min = math.log(threshold) if a.get("expand", "static") == "dynamic" and threshold > 0 else -math.inf
-    ctx.op_state[id(op)] = TreeState(ctx.B, a["depth"], a["topk"], a["budget"], ctx.device, log_min)
+    ctx.op_state[id(op)] = {k: TreeState(ctx.B, a["depth"], k, a["budget"], ctx.device, log_min, width(op))
+                            for k in sorted({a["topk"], *(a.get("topk_at") or ())})}
+
+
+def _variant(ctx, op):
+    """(drafting mode: off_variant's, children per node: topk_now), host-known."""
+    return off_variant(ctx, op), topk_now(op, ctx.live_requests())
+
+
+def narrow(op, info, alpha: float, nodes_by_live: list[int]) -> dict:
+    """topk_at for a budget that keeps at most nodes_by_live[b - 1] nodes per request at b live:
+    at each size the fewest children per node whose tree's most probable n nodes are as likely
+    (the emission model, specir/step/emission.py) as the full tree's: {} when that is topk everywhere."""
+    a = op.attrs
+    depth, topk, full = a["depth"], a["topk"], width(op)
+    best = tree_emission(alpha, depth, topk, full)
+    table = []
+    for n in nodes_by_live:
+        n = max(1, min(n, full))
+        table.append(next(k for k in range(1, topk + 1)
+                          if k == topk or tree_emission(alpha, depth, k, n)[n] >= best[n] - 1e-12))
+    while len(table) > 1 and table[-1] == table[-2]:
+        table.pop()
+    return {} if all(k == topk for k in table) else {"topk_at": tuple(table)}
 
 
 def accepted(op, profile):
@@ -177,8 +223,8 @@ def accepted(op, profile):
 
 def lower(ctx, op, args):
     state = ctx.state(model_of(op), "draft")
-    tree: TreeState = ctx.op_state[id(op)]
-    mode = draft_mode(ctx, op)
+    mode, k = ctx.variants.get(id(op), ("on", op.attrs["topk"]))
+    tree: TreeState = ctx.op_state[id(op)][k]
     if mode == "off":
         nodes = tree.nodes(ctx.pending)
         nodes.valid = nodes.valid & (nodes.depths == 0)
@@ -203,9 +249,11 @@ register_op(OpDef(
                         doc="static: best-first by cumulative draft probability up to the budget; "
                             "dynamic: also drop candidates whose path probability is below `threshold`"),
      "threshold": AttrSpec("float", 0.0, doc="dynamic expansion: minimum path probability", valid=in_range(0, 1)),
-     "off_at": OFF_AT},
+     "off_at": OFF_AT,
+     "topk_at": AttrSpec("list", (), doc="children per node by live batch size (entry b - 1 at b live requests, "
+                                         "the last beyond); empty: topk at every size")},
     _infer, doc="A token tree: static top-k expansion or dynamic by draft confidence.", role="draft",
     step=StepInterfaces(width=width, depth=lambda op, info: op.attrs["depth"], forwards=_forwards, lower=lower,
-                        setup=setup, effects=("draft",), variant=off_variant, accepted=accepted,
+                        setup=setup, effects=("draft",), variant=_variant, accepted=accepted, narrow=narrow,
                         emission=lambda op, info, alpha, order: tree_emission(
                             alpha, op.attrs["depth"], op.attrs["topk"], width(op), order))))

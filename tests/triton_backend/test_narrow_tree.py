@@ -1,0 +1,62 @@
+"""draft.tree {topk_at}: fewer children per node as the live batch grows (batch-fusion{narrow=true}),
+lossless on the reference and Triton backends; the rule keeps the nodes a budget keeps as likely."""
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from specir.errors import SpecirError
+from specir.ir.parser import parse
+from specir.ir.printer import print_pipeline
+from specir.load import load_pipeline
+from specir.pass_infra import PassManager, build_passes
+from specir.runtime.session import make_engine
+from specir.step.ops.draft_tree import narrow, topk_now
+from tests.triton_backend.pipelines import PROMPTS, forced, pipeline
+
+
+def test_the_rule_picks_the_fewest_children_that_keep_the_best_nodes():
+    """alpha 0.85, depth 6, topk 8: six nodes per request are the top-choice chain (topk 1); 7-10
+    need a second child somewhere, 16 four, 37 six; the table's repeated tail is dropped."""
+    op = types.SimpleNamespace(attrs={"depth": 6, "topk": 8, "budget": 64})
+    assert narrow(op, None, 0.85, [37, 16, 7, 6, 6, 6]) == {"topk_at": (6, 4, 2, 1)}
+    assert narrow(op, None, 0.85, [64] * 4) == {}  # the whole tree: nothing narrower
+    assert [topk_now(types.SimpleNamespace(attrs={"topk": 8, "topk_at": (8, 4, 1)}), b) for b in (0, 1, 2, 3, 9)] \
+        == [8, 8, 4, 1, 1]
+
+
+def test_batch_fusion_narrow_sets_topk_at_and_needs_a_budget(tiny_pair):
+    target, drafter = tiny_pair
+    tree = pipeline("tree", target, drafter)
+    p = PassManager(build_passes("batch-fusion{budget=3,narrow=true,max_batch=4}")).run(tree)
+    draft = next(op for op in p.step.ops if op.name == "draft.tree")
+    assert draft.attrs["topk_at"] == (2, 1)  # 3 nodes for one request: a sibling too; 2 or fewer: the chain
+    with pytest.raises(SpecirError, match="narrow"):
+        PassManager(build_passes("batch-fusion{narrow=true}")).run(tree)
+
+
+def test_topk_at_past_topk_is_a_type_error(tiny_pair):
+    target, drafter = tiny_pair
+    text = print_pipeline(pipeline("tree", target, drafter)).replace("topk = 2}", "topk = 2, topk_at = [3]}")
+    with pytest.raises(SpecirError, match="topk_at entries must be integers between 1 and topk"):
+        load_pipeline("<test>", text=text)
+
+
+@pytest.mark.parametrize("backend", ["reference", "triton"])
+def test_a_narrowed_tree_is_lossless_as_the_batch_changes(tiny_pair, device, backend):
+    """topk_at = [2, 1]: two live requests draft a chain (one child per node), the one left the full
+    tree; the two shapes' level forwards are both built, every token is forced, drafted tokens are
+    accepted under both."""
+    target, drafter = tiny_pair
+    p = PassManager(build_passes("batch-fusion{budget=8}")).run(pipeline("tree", target, drafter))
+    p = parse(print_pipeline(p).replace("topk = 2}", "topk = 2, topk_at = [2, 1]}"))
+    engine = make_engine(p, backend, device if backend == "triton" else "cpu", None)
+    decode = engine.open(2, engine.rows_needed(8, 8), sampling=False)
+    short, long_ = decode.add(PROMPTS[1], 3), decode.add(PROMPTS[0], 8)
+    while decode.active():
+        decode.step()
+    forwards = decode.session.ctx.state("drafter", "draft").forwards
+    assert ("tree-level", 1) in forwards and ("tree-level", 2) in forwards, list(forwards)
+    report = forced(p, target, [short.prompt, long_.prompt], [short.generated, long_.generated])
+    assert report.checked == 11 and report.mismatches == 0, report.as_dict()
