@@ -111,28 +111,46 @@ class BatchFusion(Pass):
         if self.shrink or self.narrow:
             from specir.ir.verifier import infer_types
             typed = infer_types(out)
-            if self.shrink:
-                table = budget_table(typed, get_target(self.target), self.max_batch, self.alpha)
-                if self.budget:
-                    table = [min(t, self.budget) for t in table]
-            else:
-                table = [self.budget] * self.max_batch
-            off_at = _first_zero_tail(table) if self.shrink else 0
             info = StepInfo(typed)
+            narrowed = {}
+            for _ in range(3 if self.narrow else 1):  # the table prices the narrowed draft; narrow again from it
+                priced = _with_draft_attrs(typed, draft, narrowed)
+                table = self._table(priced)
+                if not self.narrow:
+                    break
+                op = next(o for o in priced.step.ops if o.result == draft)
+                narrowing = info.interfaces(op).narrow
+                wanted = {} if narrowing is None else narrowing(
+                    op, info, self.alpha, [max(1, -(-t // b)) for b, t in enumerate(table, 1)])
+                if wanted == narrowed:
+                    break
+                narrowed = wanted
+            off_at = _first_zero_tail(table) if self.shrink else 0
             ops = []
-            for op in typed.step.ops:
+            for op in _with_draft_attrs(typed, draft, narrowed).step.ops:
                 if op.result == fed and self.shrink:
                     op = replace(op, attrs=op.attrs.set(tokens=tuple(table)))
-                elif op.result == draft:
-                    if off_at and "off_at" in OPS[op.name].attrs:
-                        op = replace(op, attrs=op.attrs.set(off_at=off_at))
-                    narrowing = info.interfaces(op).narrow
-                    if self.narrow and narrowing is not None:
-                        per_request = [max(1, -(-t // b)) for b, t in enumerate(table, 1)]
-                        op = replace(op, attrs=op.attrs.set(**narrowing(op, info, self.alpha, per_request)))
+                elif op.result == draft and off_at and "off_at" in OPS[op.name].attrs:
+                    op = replace(op, attrs=op.attrs.set(off_at=off_at))
                 ops.append(op)
             out = replace(out, step=replace(out.step, ops=tuple(ops)))
         return out
+
+
+    def _table(self, pipeline: Pipeline) -> list[int]:
+        """Drafted tokens per live batch size: the shrink table (capped by budget), else the budget."""
+        if not self.shrink:
+            return [self.budget] * self.max_batch
+        table = budget_table(pipeline, get_target(self.target), self.max_batch, self.alpha)
+        return [min(t, self.budget) for t in table] if self.budget else table
+
+
+def _with_draft_attrs(pipeline: Pipeline, draft: str, attrs: dict) -> Pipeline:
+    """`pipeline` with `attrs` set on the op that defines `draft`."""
+    if not attrs:
+        return pipeline
+    ops = tuple(replace(op, attrs=op.attrs.set(**attrs)) if op.result == draft else op for op in pipeline.step.ops)
+    return replace(pipeline, step=replace(pipeline.step, ops=ops))
 
 
 def _first_zero_tail(table: list[int]) -> int:

@@ -8,7 +8,8 @@ specir/step/emission.py: a chain's 1 + alpha + ... + alpha^n up to its depth, a 
 probable nodes), and step(b, n) prices, by the
 roofline of cost_model.forward_cost over b requests' rows (the shape the packed verify runs: each
 request reads its own KV cache), the target forward over b(1 + n) tokens plus the draft's forwards
-(they run whatever the budget), the ranking of their logits included (ModelForward.ranked: a
+(they run whatever the budget; each draft op as it runs at b live requests, its `at_live`
+interface: a narrowed tree's fewer children per node), the ranking of their logits included (ModelForward.ranked: a
 tree's levels rank topk rows per request over the full vocabulary, which at a large batch costs
 more than the drafter's weights).
 `step_forwards`, `draft_seconds` and `forward_seconds` are those prices on their own.
@@ -36,12 +37,18 @@ def forward_seconds(pipeline: Pipeline, model: str, rows: int, target: Target, c
     return forward_cost(m, target, rows, context, requests, ranked_rows).seconds
 
 
-def step_forwards(pipeline: Pipeline) -> tuple[str, int, list]:
-    """(the verifying model, the most drafted tokens a request can verify, the draft's forwards)."""
+def step_forwards(pipeline: Pipeline, live: int | None = None) -> tuple[str, int, list]:
+    """(the verifying model, the most drafted tokens a request can verify, the draft's forwards);
+    with `live`, the draft ops as they run with that many requests decoding (their `at_live`)."""
     info = StepInfo(pipeline)
     verify = _last_verify(info)
-    drafts = [f for op in pipeline.step.ops if not info.has_role(op, "verify")
-              for f in info.interfaces(op).forwards(op, info)]
+    drafts = []
+    for op in pipeline.step.ops:
+        if info.has_role(op, "verify"):
+            continue
+        iface = info.interfaces(op)
+        running = iface.at_live(op, live) if live is not None and iface.at_live is not None else op
+        drafts += iface.forwards(running, info)
     return verify.symbols[0][1:], info.width(verify) - 1, drafts
 
 
@@ -63,11 +70,11 @@ def draft_seconds(pipeline: Pipeline, drafts: list, batch: int, target: Target, 
 
 
 def budget_table(pipeline: Pipeline, target: Target, max_batch: int, alpha: float, context: int = 512) -> list[int]:
-    verifier, width, drafts = step_forwards(pipeline)
+    verifier, width, _ = step_forwards(pipeline)
     tau = emission_curve(pipeline, alpha)
     table = []
     for b in range(1, max_batch + 1):
-        draft_s = draft_seconds(pipeline, drafts, b, target, context)
+        draft_s = draft_seconds(pipeline, step_forwards(pipeline, b)[2], b, target, context)
         best_n, best_rate = 0, b / forward_seconds(pipeline, verifier, b, target, context, b)  # plain AR: no drafter
         for n in range(1, width + 1):
             rate = b * tau[n] / (forward_seconds(pipeline, verifier, b * (1 + n), target, context, b) + draft_s)

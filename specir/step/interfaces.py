@@ -35,6 +35,9 @@ sizing, kernel planning and the engine. Nothing else looks at step op names.
   n = 0 .. width, at per-token acceptance alpha: its n most confident (`order = "confidence"`) or
   its first n as listed (`"listed"`) (specir/step/emission.py; batch-fusion's shrink table reads
   it). Without it a draft is priced as one path of its depth (`emission_of`).
+- `at_live(op, live) -> op`: optional; the op as it runs with `live` requests decoding, its
+  live-dependent attributes resolved (draft.tree: its topk_at entry as topk); the shrink table
+  prices that op's forwards at that batch size.
 - `narrow(op, info, alpha, nodes_by_live) -> dict`: optional, draft ops; the attributes that make
   the op draft no more work than a budget keeping at most nodes_by_live[b - 1] of its nodes per
   request at b live requests needs, without changing the emission of those nodes (draft.tree:
@@ -74,6 +77,7 @@ class StepInterfaces:
     accepted: Callable | None = None
     emission: Callable | None = None
     narrow: Callable | None = None
+    at_live: Callable | None = None
 
     def lowering_for(self, backend: str) -> Callable:
         return self.lowerings.get(backend, self.lower)

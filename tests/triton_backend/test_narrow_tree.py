@@ -60,3 +60,15 @@ def test_a_narrowed_tree_is_lossless_as_the_batch_changes(tiny_pair, device, bac
     assert ("tree-level", 1) in forwards and ("tree-level", 2) in forwards, list(forwards)
     report = forced(p, target, [short.prompt, long_.prompt], [short.generated, long_.generated])
     assert report.checked == 11 and report.mismatches == 0, report.as_dict()
+
+
+def test_the_shrink_table_prices_the_narrowed_draft(tiny_pair):
+    """batch_schedule.step_forwards(live=b): draft.tree's at_live resolves topk_at, so the table
+    prices one fed row per request per level where the tree is a chain."""
+    from specir.batch_schedule import step_forwards
+    target, drafter = tiny_pair
+    p = PassManager(build_passes("batch-fusion{budget=8}")).run(pipeline("tree", target, drafter))
+    p = parse(print_pipeline(p).replace("topk = 2}", "topk = 2, topk_at = [2, 1]}"))
+    level = lambda live: [f for f in step_forwards(p, live)[2] if f.purpose == "tree-level"][0]  # noqa: E731
+    assert (level(1).tokens, level(1).ranked) == (2, 2) and (level(3).tokens, level(3).ranked) == (1, 1)
+    assert [f.tokens for f in step_forwards(p)[2] if f.purpose == "tree-level"] == [2]  # unresolved: topk

@@ -23,6 +23,7 @@ tree mask over the (depth - 1) K fed rows.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -189,6 +190,13 @@ def setup(ctx, op) -> None:
                             for k in sorted({a["topk"], *(a.get("topk_at") or ())})}
 
 
+def at_live(op, live: int):
+    """The op as it drafts with `live` requests decoding: topk_at's entry as its topk."""
+    if not op.attrs.get("topk_at"):
+        return op
+    return dataclasses.replace(op, attrs=op.attrs.set(topk=topk_now(op, live), topk_at=None))
+
+
 def _variant(ctx, op):
     """(drafting mode: off_variant's, children per node: topk_now), host-known."""
     return off_variant(ctx, op), topk_now(op, ctx.live_requests())
@@ -254,6 +262,6 @@ register_op(OpDef(
                                          "the last beyond); empty: topk at every size")},
     _infer, doc="A token tree: static top-k expansion or dynamic by draft confidence.", role="draft",
     step=StepInterfaces(width=width, depth=lambda op, info: op.attrs["depth"], forwards=_forwards, lower=lower,
-                        setup=setup, effects=("draft",), variant=_variant, accepted=accepted, narrow=narrow,
+                        setup=setup, effects=("draft",), variant=_variant, accepted=accepted, narrow=narrow, at_live=at_live,
                         emission=lambda op, info, alpha, order: tree_emission(
                             alpha, op.attrs["depth"], op.attrs["topk"], width(op), order))))
