@@ -112,19 +112,7 @@ class BatchFusion(Pass):
             from specir.ir.verifier import infer_types
             typed = infer_types(out)
             info = StepInfo(typed)
-            narrowed = {}
-            for _ in range(3 if self.narrow else 1):  # the table prices the narrowed draft; narrow again from it
-                priced = _with_draft_attrs(typed, draft, narrowed)
-                table = self._table(priced)
-                if not self.narrow:
-                    break
-                op = next(o for o in priced.step.ops if o.result == draft)
-                narrowing = info.interfaces(op).narrow
-                wanted = {} if narrowing is None else narrowing(
-                    op, info, self.alpha, [max(1, -(-t // b)) for b, t in enumerate(table, 1)])
-                if wanted == narrowed:
-                    break
-                narrowed = wanted
+            narrowed, table = self._narrowed(typed, info, draft) if self.narrow else ({}, self._table(typed))
             off_at = _first_zero_tail(table) if self.shrink else 0
             ops = []
             for op in _with_draft_attrs(typed, draft, narrowed).step.ops:
@@ -136,6 +124,28 @@ class BatchFusion(Pass):
             out = replace(out, step=replace(out.step, ops=tuple(ops)))
         return out
 
+
+    def _narrowed(self, typed: Pipeline, info: StepInfo, draft: str) -> tuple[dict, list[int]]:
+        """(the draft op's narrowed attributes, the table priced with them): narrow from the table,
+        reprice the table with the narrowed draft, until they agree. Where that never settles (a
+        cheaper draft lifts a zero of the table that the wider draft had, and back), the widest of
+        the narrowings visited, with the table priced for it: the printed table always prices the
+        printed draft, and the draft is never narrower than a table it was derived from wanted."""
+        narrowed, seen = {}, []  # seen: the narrowings derived so far
+        while True:
+            priced = _with_draft_attrs(typed, draft, narrowed)
+            table = self._table(priced)
+            op = next(o for o in priced.step.ops if o.result == draft)
+            narrowing = info.interfaces(op).narrow
+            wanted = {} if narrowing is None else narrowing(
+                op, info, self.alpha, [max(1, -(-t // b)) for b, t in enumerate(table, 1)])
+            if wanted == narrowed:
+                return narrowed, table
+            if wanted in seen or len(seen) >= 8:
+                widest = _widest(seen + [wanted], op.attrs.get("topk"), self.max_batch)
+                return widest, self._table(_with_draft_attrs(typed, draft, widest))
+            seen.append(wanted)
+            narrowed = wanted
 
     def _table(self, pipeline: Pipeline) -> list[int]:
         """Drafted tokens per live batch size: the shrink table (capped by budget), else the budget."""
@@ -151,6 +161,17 @@ def _with_draft_attrs(pipeline: Pipeline, draft: str, attrs: dict) -> Pipeline:
         return pipeline
     ops = tuple(replace(op, attrs=op.attrs.set(**attrs)) if op.result == draft else op for op in pipeline.step.ops)
     return replace(pipeline, step=replace(pipeline.step, ops=ops))
+
+
+def _widest(states: list[dict], topk, sizes: int) -> dict:
+    """The elementwise widest of draft.tree narrowings ({}: topk everywhere, the widest)."""
+    if any(not s for s in states) or topk is None:
+        return {}
+    at = lambda t, b: t[min(b, len(t)) - 1]  # noqa: E731
+    table = [max(at(s["topk_at"], b) for s in states) for b in range(1, sizes + 1)]
+    while len(table) > 1 and table[-1] == table[-2]:
+        table.pop()
+    return {} if all(k == topk for k in table) else {"topk_at": tuple(table)}
 
 
 def _first_zero_tail(table: list[int]) -> int:
