@@ -20,7 +20,7 @@ Stages (each skipped when the remaining budget cannot fit it; each writes under 
              builds itself, weights inflated in memory) on the CLI's workload, prompts, tokens and
              batch sizes, row by row against the CLI's tree / chain figures (the 5 % agreement)
   gpu_bench  `python bench/gpu_bench.py --quick` (every section) on the same weights
-Builds: chain, tree, tree-bf12, chain-bf and tree-bf (batch-fusion with the shrink table). A build
+Builds: chain, tree, tree-bf12, chain-bf, tree-bf (batch-fusion with the shrink table) and tree-bf-narrow. A build
 folder a warm machine kept from the last call is reused. A table of the bench rows is printed last;
 OUT/session.json holds everything (the builds' pipeline.spec, bench rows, agreement), OUT/log.txt
 every command's output.
@@ -43,6 +43,8 @@ BUILDS = {"chain": "", "tree": TREE, "tree-bf12": TREE + ",pack-weights{format=b
           # code pair's acceptance (tau 3.6 at k = 4: about 0.85 per token)
           "chain-bf": "batch-fusion{shrink=true,alpha=0.85}",
           "tree-bf": TREE + ",batch-fusion{shrink=true,alpha=0.85}",
+          # the same with the draft narrowed to what the budget keeps (draft.tree topk_at)
+          "tree-bf-narrow": TREE + ",batch-fusion{shrink=true,alpha=0.85,narrow=true}",
           # the README's GPU section, verbatim (tests/step/test_readme_gpu_pipelines.py checks them on a CPU)
           "readme-tree": "tree-verify",
           "readme-bf12": "tree-verify{budget=64},pack-weights{format=bf12}",
