@@ -82,6 +82,7 @@ def main(argv=None) -> int:
     ap.add_argument("--work", default="/tmp/specir-shapes")
     args = ap.parse_args(argv)
     from specir.batch_schedule import budget_table, draft_seconds, forward_seconds, step_forwards
+    from specir.live_table import entry
     from specir.load import load_pipeline
     from specir.pass_infra import PassManager, build_passes
     from specir.targets import get_target
@@ -135,19 +136,18 @@ def main(argv=None) -> int:
             for alpha in (0.85, 0.7):
                 table = budget_table(p, target, 64, alpha)
                 print(f"\n{label} + batch-fusion{{shrink=true,alpha={alpha}}} table (drafted tokens at 1, 8, 16, 32, 48, "
-                      f"64 live): {[table[min(b, len(table)) - 1] for b in (1, 8, 16, 32, 48, 64)]}")
+                      f"64 live): {[entry(table, b) for b in (1, 8, 16, 32, 48, 64)]}")
         if target is h200:  # what batch-fusion{narrow=true} writes (the pass prices the registry's h200)
             for alpha in (0.85, 0.7):
                 fused = PassManager(build_passes(f"{TREE},batch-fusion{{shrink=true,alpha={alpha},narrow=true}}")).run(base)
                 draft = next(op for op in fused.step.ops if op.name == "draft.tree")
                 tokens = next(op for op in fused.step.ops if op.name == "batch.budget").attrs["tokens"]
                 topk_at = draft.attrs.get("topk_at") or (draft.attrs["topk"],)
-                at = lambda t, b: t[min(b, len(t)) - 1]  # noqa: E731
                 sizes = (1, 8, 16, 32, 48, 64)
                 ms = [1e3 * draft_seconds(fused, step_forwards(fused, b)[2], b, target, args.context) for b in sizes]
                 print(f"\ntree + batch-fusion{{shrink=true,alpha={alpha},narrow=true}} at 1, 8, 16, 32, 48, 64 live: "
-                      f"drafted tokens {[at(tokens, b) for b in sizes]}, children per node "
-                      f"{[at(topk_at, b) for b in sizes]}, draft ms {[round(m, 1) for m in ms]}")
+                      f"drafted tokens {[entry(tokens, b) for b in sizes]}, children per node "
+                      f"{[entry(topk_at, b) for b in sizes]}, draft ms {[round(m, 1) for m in ms]}")
     return 0
 
 

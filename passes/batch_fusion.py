@@ -39,6 +39,7 @@ from dataclasses import replace
 from specir.batch_schedule import budget_table
 from specir.errors import SpecirError
 from specir.ir.nodes import Attrs, Op, Pipeline
+from specir.live_table import entry
 from specir.step.interfaces import StepInfo
 from specir.step.ops.common import has_recurrent_state
 from specir.ir.opdefs import OPS, role_of, without_defaults
@@ -128,22 +129,26 @@ class BatchFusion(Pass):
     def _narrowed(self, typed: Pipeline, info: StepInfo, draft: str) -> tuple[dict, list[int]]:
         """(the draft op's narrowed attributes, the table priced with them): narrow from the table,
         reprice the table with the narrowed draft, until they agree. Where that never settles (a
-        cheaper draft lifts a zero of the table that the wider draft had, and back), the widest of
-        the narrowings visited, with the table priced for it: the printed table always prices the
-        printed draft, and the draft is never narrower than a table it was derived from wanted."""
-        narrowed, seen = {}, []  # seen: the narrowings derived so far
+        cheaper draft lifts a zero of the table that the wider draft had, and back), the draft is
+        narrowed for the most nodes per request any table visited kept at each size, and the table
+        priced for that: the printed table always prices the printed draft, and the draft is never
+        narrower than a table it was derived from wanted."""
+        narrowed, seen, wants = {}, [], []  # the narrowings derived so far, the nodes per request they came from
         while True:
             priced = _with_draft_attrs(typed, draft, narrowed)
             table = self._table(priced)
             op = next(o for o in priced.step.ops if o.result == draft)
             narrowing = info.interfaces(op).narrow
-            wanted = {} if narrowing is None else narrowing(
-                op, info, self.alpha, [max(1, -(-t // b)) for b, t in enumerate(table, 1)])
+            if narrowing is None:
+                return {}, table
+            per_request = [max(1, -(-entry(table, b) // b)) for b in range(1, self.max_batch + 1)]
+            wants.append(per_request)
+            wanted = narrowing(op, info, self.alpha, per_request)
             if wanted == narrowed:
                 return narrowed, table
             if wanted in seen or len(seen) >= 8:
-                widest = _widest(seen + [wanted], op.attrs.get("topk"), self.max_batch)
-                return widest, self._table(_with_draft_attrs(typed, draft, widest))
+                most = narrowing(op, info, self.alpha, [max(n) for n in zip(*wants)])
+                return most, self._table(_with_draft_attrs(typed, draft, most))
             seen.append(wanted)
             narrowed = wanted
 
@@ -161,17 +166,6 @@ def _with_draft_attrs(pipeline: Pipeline, draft: str, attrs: dict) -> Pipeline:
         return pipeline
     ops = tuple(replace(op, attrs=op.attrs.set(**attrs)) if op.result == draft else op for op in pipeline.step.ops)
     return replace(pipeline, step=replace(pipeline.step, ops=ops))
-
-
-def _widest(states: list[dict], topk, sizes: int) -> dict:
-    """The elementwise widest of draft.tree narrowings ({}: topk everywhere, the widest)."""
-    if any(not s for s in states) or topk is None:
-        return {}
-    at = lambda t, b: t[min(b, len(t)) - 1]  # noqa: E731
-    table = [max(at(s["topk_at"], b) for s in states) for b in range(1, sizes + 1)]
-    while len(table) > 1 and table[-1] == table[-2]:
-        table.pop()
-    return {} if all(k == topk for k in table) else {"topk_at": tuple(table)}
 
 
 def _first_zero_tail(table: list[int]) -> int:

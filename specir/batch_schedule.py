@@ -21,6 +21,7 @@ from __future__ import annotations
 from .errors import SpecirError
 
 from .cost_model import forward_cost
+from .live_table import trimmed
 from .ir.nodes import Pipeline
 from .step.interfaces import StepInfo
 from .targets import Target
@@ -81,6 +82,4 @@ def budget_table(pipeline: Pipeline, target: Target, max_batch: int, alpha: floa
             if rate > best_rate * (1 + 1e-9):
                 best_n, best_rate = n, rate
         table.append(best_n * b)
-    while len(table) > 1 and table[-1] == table[-2]:  # the last entry covers larger batches
-        table.pop()
-    return table
+    return trimmed(table)  # the last entry covers larger batches

@@ -41,7 +41,8 @@ sizing, kernel planning and the engine. Nothing else looks at step op names.
 - `narrow(op, info, alpha, nodes_by_live) -> dict`: optional, draft ops; the attributes that make
   the op draft no more work than a budget keeping at most nodes_by_live[b - 1] of its nodes per
   request at b live requests needs, without changing the emission of those nodes (draft.tree:
-  topk_at); {} when nothing narrower does. batch-fusion{narrow=true} sets them.
+  topk_at); {} when nothing narrower does; more nodes at a size never give a narrower op there.
+  batch-fusion{narrow=true} sets them.
 A step op without interfaces is a verifier error naming it; a missing one is never a silent 0.
 """
 from __future__ import annotations

@@ -31,6 +31,7 @@ import torch
 from specir.acceptance_model import RANK_CAP, rank_tree, tree_accepted
 from specir.ir.opdefs import MAX_DRAFT_TOKENS, MAX_TREE_BUDGET, AttrSpec, OpDef, TypeRuleError, in_range, register_op, symbol, value
 from specir.ir.types import TREE
+from specir.live_table import entry, trimmed
 from specir.step.catch_up import catch_up, resync
 from specir.step.emission import tree_emission
 from specir.step.interfaces import ModelForward, StepInterfaces
@@ -178,8 +179,8 @@ class TreeState:
 
 def topk_now(op, live: int) -> int:
     """The children per node this step builds with `live` requests decoding (topk_at, else topk)."""
-    table = op.attrs.get("topk_at") or ()
-    return table[min(max(live, 1), len(table)) - 1] if table else op.attrs["topk"]
+    table = op.attrs.get("topk_at")
+    return entry(table, live) if table else op.attrs["topk"]
 
 
 def setup(ctx, op) -> None:
@@ -214,8 +215,7 @@ def narrow(op, info, alpha: float, nodes_by_live: list[int]) -> dict:
         n = max(1, min(n, full))
         table.append(next(k for k in range(1, topk + 1)
                           if k == topk or tree_emission(alpha, depth, k, n)[n] >= best[n] - 1e-12))
-    while len(table) > 1 and table[-1] == table[-2]:
-        table.pop()
+    table = trimmed(table)
     return {} if all(k == topk for k in table) else {"topk_at": tuple(table)}
 
 
