@@ -601,7 +601,7 @@ class Bench:
         """The attention kernel alone over a packed verify forward's rows (one layer): R requests of
         n rows each (nodes 0..n-1 of a chain at the first context) under a mask U wide (the verify
         width of the draft the budget cut: the runtime sizes the grouped launch by U, as here),
-        padded to ragged.bucket(R * n) rows, grouped (row_start) and per row; floor: each request's
+        padded to ragged.capacity(R * n) rows, grouped (row_start) and per row; floor: each request's
         KV read once."""
         from specir.backends.triton.kernels.attention import attention, attention_config
         from specir.step import ragged
@@ -609,7 +609,7 @@ class Bench:
         H, KH, D = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
         (R, n, U), ctx, dev = self.z.packed, self.z.contexts[0], self.device
         T = R * n
-        P = ragged.bucket(T)
+        P = ragged.capacity(T)
         dtype = torch.bfloat16 if self.z.activations == "bf16" else torch.float32
         max_seq = ctx + U
         gen = torch.Generator().manual_seed(0)

@@ -4,7 +4,8 @@
 
 Builds the shipped zoo pair's pipeline (`specir init --target-model <zoo code-target> --drafter
 <zoo code-drafter>`: a chain, k = 4) and three rewrites of it: `tree-verify{budget=64,topk=8,depth=6}`,
-`batch-fusion{shrink=true,alpha=0.85}` (on the chain) and the tree + that batch-fusion; runs each on
+`batch-fusion{shrink=true,alpha=0.85}` (on the chain) and the tree + that batch-fusion, and the zoo
+target with the n-gram proposer under batch-fusion (ngram-bf, the one with a host segment); runs each on
 the torch reference step backend (CPU) at every batch size (greedy, code-completion prompts), one
 warm-up decode step, then --steps steps counted and --steps more timed. Per step it reports, per
 step segment (specir/step/program.py; the ops of each named):
@@ -50,6 +51,8 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 TREE = "tree-verify{budget=64,topk=8,depth=6}"
 FUSION = "batch-fusion{shrink=true,alpha=0.85}"
 PIPELINES = {"chain": "", "tree": TREE, "chain-bf": FUSION, "tree-bf": f"{TREE},{FUSION}"}
+# (drafter, passes): the n-gram proposer reads each request's token history (a host segment)
+DRAFTERS = {"ngram-bf": ("ngram", "batch-fusion")}
 US_PER_OP = 6.0  # assumed: one eager kernel launch on a GPU (host side), microseconds
 US_PER_SYNC = 20.0  # assumed: one device->host synchronisation (pipeline drain + copy), microseconds
 SYNC_OPS = {"_local_scalar_dense": "item", "nonzero": "nonzero", "masked_select": "masked_select",
@@ -215,12 +218,23 @@ def zoo_pipelines(names=None) -> dict:
     from specir.load import load_pipeline
     from specir.pass_infra import PassManager, build_passes
     from specir.zoo.paths import zoo_model_dir
-    spec = subprocess.run([sys.executable, "-m", "specir.cli.main", "init", "--target-model",
-                           str(zoo_model_dir("code-target")), "--drafter", str(zoo_model_dir("code-drafter"))],
-                          capture_output=True, text=True, check=True).stdout
-    base = load_pipeline("<init>", text=spec)
-    return {name: PassManager(build_passes(passes)).run(base) if passes else base
-            for name, passes in PIPELINES.items() if names is None or name in names}
+
+    def base(drafter: str):
+        spec = subprocess.run([sys.executable, "-m", "specir.cli.main", "init", "--target-model",
+                               str(zoo_model_dir("code-target")), "--drafter", drafter],
+                              capture_output=True, text=True, check=True).stdout
+        return load_pipeline("<init>", text=spec)
+
+    wanted = {name: (str(zoo_model_dir("code-drafter")), passes) for name, passes in PIPELINES.items()}
+    wanted.update(DRAFTERS)
+    bases: dict = {}
+    out = {}
+    for name, (drafter, passes) in wanted.items():
+        if names is None or name in names:
+            if drafter not in bases:
+                bases[drafter] = base(drafter)
+            out[name] = PassManager(build_passes(passes)).run(bases[drafter]) if passes else bases[drafter]
+    return out
 
 
 def zoo_prompts(n: int, tokens: int) -> list[list[int]]:

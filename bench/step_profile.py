@@ -10,7 +10,9 @@ the batch once more with only its decode steps under torch.profiler (CPU and CUD
 inside CUDA-graph replays are recorded by CUPTI). Reports per step: the decode wall time, the summed
 GPU kernel time (their gap is host time the GPU waits for: syncs, Python, launches outside a
 graph), and the kernels grouped by name with their share. `--ar`: AR decoding of the first build's
-target too. Writes OUT/profile.json and a
+target too. Then one more decode with CUDA events around each step segment (StepProgram.observer):
+each segment's ops and its mean GPU-stream milliseconds per step, so draft, verify, accept and commit
+are priced apart (a segment's time includes the GPU waiting on its host work). Writes OUT/profile.json and a
 Chrome trace per row; prints a short table last.
 """
 from __future__ import annotations
@@ -53,6 +55,45 @@ def _decode_profiled(engine, batch, max_new, sync):
     return prof, wall, steps, decode.requests, engine.backend.setup_s - first_time
 
 
+def _segments(engine, batch, max_new, sync) -> list[dict]:
+    """One more decode of `batch` with CUDA events around every step segment: per segment its ops,
+    host or device, and mean ms per step (event to event on the current stream)."""
+    import contextlib
+
+    import torch
+    from specir.step.engine import request_seed
+    if not torch.cuda.is_available():
+        return []
+    marks: list[tuple[int, object, object]] = []
+
+    @contextlib.contextmanager
+    def observer(index, segment):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        yield
+        b.record()
+        marks.append((index, a, b))
+
+    rows = engine.rows_needed(max(len(p) for p in batch), max_new)
+    decode = engine.open(len(batch), rows, False)
+    decode.add_many([(list(p), max_new, 0.0, request_seed(0, i)) for i, p in enumerate(batch)])
+    sync()
+    engine.program.observer, steps = observer, 0
+    try:
+        while decode.active():
+            decode.step()
+            steps += 1
+    finally:
+        engine.program.observer = None
+    sync()
+    totals: dict[int, float] = {}
+    for index, a, b in marks:
+        totals[index] = totals.get(index, 0.0) + a.elapsed_time(b)
+    described = engine.program.describe()
+    return [{"segment": i, "ops": described[i]["ops"], "host": described[i]["host"],
+             "ms_per_step": totals.get(i, 0.0) / max(steps, 1)} for i in range(len(described))]
+
+
 def _kernels(prof, steps: int) -> tuple[float, list[dict]]:
     from torch.autograd import DeviceType
     kernels: dict[str, list[float]] = {}
@@ -85,6 +126,7 @@ def profile_engine(name: str, engine, prompts, batch_size: int, max_new: int, ou
                      "tokens": sum(len(r.tokens) for r in results)})
     prof, wall, steps, requests, setup_added = _decode_profiled(engine, batch, max_new, sync)
     gpu_ms, kernels = _kernels(prof, steps)
+    segments = _segments(engine, batch, max_new, sync)
     tag = f"{name}-b{batch_size}"
     try:
         prof.export_chrome_trace(os.path.join(out, f"trace-{tag}.json"))
@@ -95,7 +137,8 @@ def profile_engine(name: str, engine, prompts, batch_size: int, max_new: int, ou
             "tau": tokens / max(sum(len(r.accept_lengths) for r in requests), 1),
             "profiled_decode_s": wall, "profiled_setup_s": setup_added,
             "step_ms": 1e3 * wall / steps, "gpu_ms_per_step": gpu_ms / steps,
-            "host_gap_ms_per_step": 1e3 * wall / steps - gpu_ms / steps, "kernels": kernels}
+            "host_gap_ms_per_step": 1e3 * wall / steps - gpu_ms / steps, "kernels": kernels,
+            "segments": segments}
 
 
 def profile_build(build: str, batch_sizes: list[int], workload: str, limit: int, max_new: int, out: str,
@@ -154,7 +197,10 @@ def main() -> int:
         print(f"\n{r['build']} b{r['batch_size']}: generate 1, 2: {runs}; profiled decode: step {r['step_ms']:.2f} ms, "
               f"GPU {r['gpu_ms_per_step']:.2f} ms, host gap {r['host_gap_ms_per_step']:.2f} ms, tau {r['tau']:.2f}, "
               f"steps {r['steps']}")
-        for k in r["kernels"][:14]:
+        for g in r.get("segments", []):
+            print(f"  segment {g['segment']} ({'host' if g['host'] else 'device'}) {g['ms_per_step']:7.3f} ms  "
+                  f"{' '.join(g['ops'])}")
+        for k in r["kernels"][:10]:
             print(f"  {k['ms_per_step']:7.3f} ms {k['launches_per_step']:6.1f}x {100 * k['share']:5.1f}%  {k['name']}")
     return 0
 

@@ -53,6 +53,7 @@ class StepContext:
         self.op_state: dict[int, object] = {}
         self.requests: list = []  # host-side requests by slot (host ops read their token history)
         self.variants: dict[int, object] = {}  # this step's op variants (id(op) -> value), set by the program
+        self.info = None  # the pipeline's StepInfo (set by the engine's session; op setups read it)
 
     def add_model(self, name: str, role: str, executor) -> ModelState:
         key = (name, role)

@@ -164,6 +164,7 @@ class Session:
         self.engine, self.B, self.max_seq, self.sampling = engine, B, max_seq, sampling
         self.ctx = StepContext(B, max_seq, engine.device, engine.backend, sampling=sampling,
                                emit_width=engine.info.emit_width)
+        self.ctx.info = engine.info  # the step's facts, for ops' setup (e.g. a packed verify's row bounds)
         for name, role in engine.roles:
             self.ctx.add_model(name, role, engine.executors[name])
         for op in engine.pipeline.step.ops:

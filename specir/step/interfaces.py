@@ -43,6 +43,9 @@ sizing, kernel planning and the engine. Nothing else looks at step op names.
   request at b live requests needs, without changing the emission of those nodes (draft.tree:
   topk_at); {} when nothing narrower does; more nodes at a size never give a narrower op there.
   batch-fusion{narrow=true} sets them.
+- `drafted_most(op, info, live) -> int`: optional, ops that narrow a draft (batch.budget): the most
+  drafted nodes (pending tokens excluded) the op's result holds over all `live` live requests;
+  without it, live x the op's width. A packed verify sizes its forward from it (no host read).
 A step op without interfaces is a verifier error naming it; a missing one is never a silent 0.
 """
 from __future__ import annotations
@@ -79,6 +82,7 @@ class StepInterfaces:
     emission: Callable | None = None
     narrow: Callable | None = None
     at_live: Callable | None = None
+    drafted_most: Callable | None = None
 
     def lowering_for(self, backend: str) -> Callable:
         return self.lowerings.get(backend, self.lower)
@@ -132,6 +136,13 @@ class StepInfo:
         if declared is not None:
             return declared(op, self, alpha, order)
         return chain_emission(alpha, self.depth(op), self.width(op))
+
+    def drafted_most_of(self, value: str, live: int) -> int:
+        """The most drafted nodes `value` holds over `live` live requests (its producer's
+        `drafted_most`, else live x its width)."""
+        op = self.producer[value]
+        declared = self.interfaces(op).drafted_most
+        return int(declared(op, self, live)) if declared is not None else live * self.width(op)
 
     def has_role(self, op, role: str) -> bool:
         return role in self.interfaces(op).effects

@@ -5,31 +5,31 @@ Contract (the layout vLLM's spec-decode metadata uses):
   offsets[b + 1] - 1 (a frozen slot or an invalid node owns none); `request` [T] int64 (the slot of
   each packed token) and `node` [T] int64 (its node index in that request), request-major, nodes
   ascending, so a parent is packed before its children.
-- `pack(nodes, live)`: the valid nodes of the live requests (a host read: the total T is data).
+- `pack(nodes, live, rows=None)`: the valid nodes of the live requests, on the device, in a list of
+  `rows` entries (a host-known bound of the packed total T, e.g. `capacity` of what a budget keeps:
+  no host read, so a captured step can pack); rows past T are pad rows repeating row 0 (the same
+  slot, node, token, position and mask row), and offsets[B] = T says where they start. The caller
+  guarantees T <= rows. `rows=None` packs exactly T rows (a host read of T, for tests and tools).
+- `capacity(bound)`: the forward size for at most `bound` packed tokens: exact up to 8, then a
+  power of two up to 64, then a multiple of 64, so a long-lived engine builds a bounded set of
+  forward shapes (each holds buffers of its size) instead of one per packed size.
 - `allocate(size, width, device, requests=B)`: the inputs of a forward of `size` rows over a
   mask of `width` nodes; with `requests`, a row_start [B + 1] too (ForwardInputs: how rows group).
 - `forward_inputs(ragged, nodes, lens, inputs)`: one forward over the packed list in the executor
-  contract of specir.step.forward_inputs, as T one-token rows: row i is request `request[i]`'s node
+  contract of specir.step.forward_inputs, as one-token rows: row i is request `request[i]`'s node
   `node[i]`, written at cache row lens + node of that request's slot, at position lens + depth,
   seeing its committed rows and the scratch rows of its ancestors (its tree-mask row; a chain:
-  nodes 0..node); `inputs.row_start`, where allocated, gets `offsets`. Every linear layer runs
-  over exactly T rows.
-- `unpack(logits, ragged, B, N, buffers=None)`: the packed logits [T', 1, V] (T' >= T) back at
-  [B, N, V] (zero where a node was not verified: acceptance never reads those); rows past T are
-  dropped. With `buffers` (a dict the caller keeps, e.g. in its op_state) the result is one buffer
-  per (B, N, V, dtype, device) reused step after step: each call zeroes only the rows the previous
-  call wrote there (the rest are zero already), so the result is the same as a fresh one's, and is
-  valid until the next call with the same `buffers`.
-- `bucket(T)` / `padded(ragged, size)`: the forward runs over `bucket(T)` rows (T rounded up to a
-  power of two from 8 on; `buckets(most)` lists every such size up to `bucket(most)`), so a
-  long-lived engine builds a bounded set of forward shapes (each holds buffers of its size)
-  instead of one per packed size; a pad row repeats row 0 (the same
-  slot, node, token, position and mask row) and its logits are dropped. Rows past offsets[B] are
-  pad rows to an executor that reads row_start: it writes no KV for them (the Triton backend,
-  which then computes their attention as zeros); one that ignores row_start computes them as
-  row 0 and rewrites row 0's KV row with row 0's own values.
-- `first_row(ragged)`: the packing of its first token alone (offsets say so: every other row of a
-  forward over it is a pad row).
+  nodes 0..node); `inputs.row_start`, where allocated, gets `offsets`. Rows past offsets[B] are pad
+  rows to an executor that reads row_start: it writes no KV for them (the Triton backend, which
+  then computes their attention as zeros); one that ignores row_start computes them as row 0 and
+  rewrites row 0's KV row with row 0's own values.
+- `unpack(logits, ragged, B, N, buffers=None)`: the packed logits [rows, 1, V] back at [B, N, V]
+  (zero where a node was not verified: acceptance never reads those); pad rows are dropped. With
+  `buffers` (a dict the caller keeps, e.g. in its op_state) the result is one buffer per
+  (B, N, V, dtype, device) reused step after step: each call zeroes only the rows the previous
+  call wrote there (their flat indices kept in a persistent buffer, so a captured replay zeroes
+  the right rows), so the result is the same as a fresh one's, and is valid until the next call
+  with the same `buffers`. Capture-safe.
 """
 from __future__ import annotations
 
@@ -48,8 +48,13 @@ class Ragged:
     node: torch.Tensor
 
     @property
-    def total(self) -> int:
+    def rows(self) -> int:
+        """Entries of the packed list (the packed total and then pad rows)."""
         return int(self.request.shape[0])
+
+    def total(self) -> int:
+        """The packed total T (a host read)."""
+        return int(self.offsets[-1])
 
     def sizes(self) -> list[int]:
         """Packed tokens per request (host list)."""
@@ -57,41 +62,30 @@ class Ragged:
         return [o[i + 1] - o[i] for i in range(len(o) - 1)]
 
 
-def pack(nodes: Nodes, live: torch.Tensor) -> Ragged:
+def pack(nodes: Nodes, live: torch.Tensor, rows: int | None = None) -> Ragged:
     keep = nodes.valid & (live != 0)[:, None]
+    B, N = keep.shape
     counts = keep.sum(dim=1).to(torch.int32)
     offsets = torch.cat([counts.new_zeros(1), counts.cumsum(0).to(torch.int32)])
-    request, node = keep.nonzero(as_tuple=True)
-    return Ragged(offsets, request, node)
+    if rows is None:
+        rows = int(offsets[-1])
+    # each kept node's place in the list (request-major, nodes ascending); dropped nodes go to row `rows`
+    place = torch.where(keep, offsets[:-1, None].long() + keep.long().cumsum(dim=1) - 1, rows).reshape(-1)
+    slot = torch.arange(B, device=keep.device)[:, None].expand(B, N).reshape(-1)
+    index = torch.arange(N, device=keep.device)[None, :].expand(B, N).reshape(-1)
+    first = keep.any(dim=1).long().argmax()  # row 0's request (its node 0 is kept first): pad rows repeat it
+    request = first.reshape(1).repeat(rows + 1).scatter_(0, place, slot)
+    first_node = keep[first].long().argmax()
+    node = first_node.reshape(1).repeat(rows + 1).scatter_(0, place, index)
+    return Ragged(offsets, request[:rows], node[:rows])
 
 
-def bucket(total: int) -> int:
-    return total if total <= 8 else 1 << (total - 1).bit_length()
-
-
-def buckets(most: int) -> list[int]:
-    """Every forward size `bucket` gives for packed totals 1 .. most."""
-    sizes = list(range(1, min(most, 8) + 1))
-    size = 16
-    while most > 8 and size // 2 < most:
-        sizes.append(size)
-        size *= 2
-    return sizes
-
-
-def first_row(ragged: Ragged) -> Ragged:
-    """The packing of its first token alone: its request owns row 0, every other request none
-    (padded to any size, the other rows are pad rows). Offsets computed on the device."""
-    slots = torch.arange(ragged.offsets.shape[0], device=ragged.request.device)
-    return Ragged((slots > ragged.request[0]).to(torch.int32), ragged.request[:1], ragged.node[:1])
-
-
-def padded(ragged: Ragged, size: int) -> Ragged:
-    extra = size - ragged.total
-    if extra <= 0:
-        return ragged
-    return Ragged(ragged.offsets, torch.cat([ragged.request, ragged.request[:1].expand(extra)]),
-                  torch.cat([ragged.node, ragged.node[:1].expand(extra)]))
+def capacity(bound: int) -> int:
+    if bound <= 8:
+        return bound
+    if bound <= 64:
+        return 1 << (bound - 1).bit_length()
+    return -(-bound // 64) * 64
 
 
 def allocate(total: int, width: int, device, requests: int | None = None) -> ForwardInputs:
@@ -117,24 +111,27 @@ def forward_inputs(ragged: Ragged, nodes: Nodes, lens: torch.Tensor, inputs: For
 
 @dataclass
 class Unpacked:
-    """A reused `unpack` result and the (request, node) rows the last call wrote into it."""
+    """A reused `unpack` result ([B * N + 1, V]: the last row takes pad rows) and the flat rows the
+    last call wrote into it (a persistent buffer; unused entries point at the pad row)."""
     out: torch.Tensor
-    request: torch.Tensor | None = None
-    node: torch.Tensor | None = None
+    written: torch.Tensor
 
 
 def unpack(logits: torch.Tensor, ragged: Ragged, B: int, N: int, buffers: dict | None = None) -> torch.Tensor:
-    V = logits.shape[-1]
-    if buffers is None:
-        out = logits.new_zeros(B, N, V)
+    V, rows = logits.shape[-1], ragged.rows
+    dump = B * N
+    key = (B, N, V, logits.dtype, logits.device)
+    entry = None if buffers is None else buffers.get(key)
+    if entry is None:
+        entry = Unpacked(logits.new_zeros(dump + 1, V),
+                         torch.full((capacity(dump),), dump, dtype=torch.long, device=logits.device))
+        if buffers is not None:
+            buffers[key] = entry
     else:
-        key = (B, N, V, logits.dtype, logits.device)
-        entry = buffers.get(key)
-        if entry is None:
-            entry = buffers[key] = Unpacked(logits.new_zeros(B, N, V))
-        else:
-            entry.out[entry.request, entry.node] = 0
-        entry.request, entry.node = ragged.request, ragged.node
-        out = entry.out
-    out[ragged.request, ragged.node] = logits[:ragged.total, 0]
-    return out
+        entry.out.index_fill_(0, entry.written, 0)
+    verified = torch.arange(rows, device=logits.device) < ragged.offsets[-1]
+    flat = torch.where(verified, ragged.request * N + ragged.node, dump)
+    entry.out.index_copy_(0, flat, logits[:rows, 0])
+    entry.written.fill_(dump)
+    entry.written[:rows] = flat
+    return entry.out[:dump].view(B, N, V)

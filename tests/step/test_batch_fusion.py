@@ -67,8 +67,10 @@ def test_fused_tokens_equal_plain_decoding_at_batch_1_to_8(engines, name):
 
 
 def test_packed_forward_has_no_padding(engines):
-    """The packed verify runs exactly the valid nodes of the live requests: a finished request costs
-    no row, and the offsets are the cumulative per-request sizes."""
+    """The packed verify runs the valid nodes of the live requests: a finished request costs no row,
+    the offsets are the cumulative per-request sizes, and the forward's rows are the host-known bound
+    (two live requests' pending tokens + the budget of 10 drafted tokens, to ragged.capacity), the
+    rows past the packed total pad rows."""
     engine = engines["tree-budget-confidence"]
     verify = next(op for op in engine.pipeline.step.ops if op.name == "verify.packed")
     decode = engine.open(3, engine.rows_needed(20, 12), sampling=False)
@@ -81,7 +83,8 @@ def test_packed_forward_has_no_padding(engines):
     packed = decode.session.ctx.op_state[("ragged", id(verify))]
     sizes = packed.sizes()
     assert sizes[a.slot] == 0 and sizes[b.slot] >= 1 and sizes[c.slot] >= 1
-    assert packed.total == sum(sizes) <= 2 + 10  # two pending tokens + the budget of 10 drafted tokens
+    assert packed.total() == sum(sizes) <= 2 + 10  # two pending tokens + the budget of 10 drafted tokens
+    assert packed.rows == ragged.capacity(2 + 10) == 16
     assert packed.offsets.tolist() == [0] + list(torch.tensor(sizes).cumsum(0).tolist())
 
 
@@ -115,7 +118,8 @@ def test_pack_offsets_and_mask_rows():
     packed = ragged.pack(nodes, torch.tensor([1, 1, 0]))
     assert packed.offsets.tolist() == [0, 3, 4, 4]
     assert packed.request.tolist() == [0, 0, 0, 1] and packed.node.tolist() == [0, 1, 2, 0]
-    inputs = ragged.allocate(packed.total, 3, "cpu")
+    assert packed.rows == packed.total() == 4  # rows=None: exactly the packed total
+    inputs = ragged.allocate(packed.rows, 3, "cpu")
     ragged.forward_inputs(packed, nodes, torch.tensor([10, 20, 30], dtype=torch.int32), inputs)
     assert inputs.ids[:, 0].tolist() == [5, 1, 2, 6]
     assert inputs.pos[:, 0].tolist() == [10, 11, 12, 20]
@@ -123,36 +127,43 @@ def test_pack_offsets_and_mask_rows():
                                           [True, False, False]]
     assert inputs.row_start is None  # allocated only with `requests`
     grouped = ragged.allocate(8, 3, "cpu", requests=3)
-    ragged.forward_inputs(ragged.padded(packed, 8), nodes, torch.tensor([10, 20, 30], dtype=torch.int32), grouped)
+    padded = ragged.pack(nodes, torch.tensor([1, 1, 0]), rows=8)  # a host-known bound: no host read
+    assert padded.request.tolist() == [0, 0, 0, 1, 0, 0, 0, 0] and padded.node.tolist() == [0, 1, 2, 0, 0, 0, 0, 0]
+    ragged.forward_inputs(padded, nodes, torch.tensor([10, 20, 30], dtype=torch.int32), grouped)
     assert grouped.row_start.tolist() == [0, 3, 4, 4] and grouped.ids[4:, 0].tolist() == [5] * 4  # 4 pad rows
 
 
-def test_first_row_packs_its_first_token_alone():
-    """ragged.first_row (the primed forwards): the first token's request owns row 0, every other
-    request none, so a forward over it padded is one real row and pad rows."""
+def test_pad_rows_repeat_the_first_live_requests_first_node():
+    """With a bound past the packed total, pad rows repeat row 0: the first live request's node 0 (a
+    frozen or empty slot before it owns no row); capacity gives a bounded set of forward sizes."""
     nodes = Nodes.chain(torch.tensor([5, 6, 7]), None)
-    nodes.valid = torch.tensor([[False] * 3, [True, True, False], [True, False, False]])
-    first = ragged.first_row(ragged.pack(nodes, torch.tensor([1, 1, 1])))
-    assert first.offsets.tolist() == [0, 0, 1, 1] and first.request.tolist() == [1] and first.total == 1
-    assert first.sizes() == [0, 1, 0]
+    nodes.valid = torch.tensor([[True] * 3, [True, True, False], [True, False, False]])
+    packed = ragged.pack(nodes, torch.tensor([0, 1, 1]), rows=6)
+    assert packed.offsets.tolist() == [0, 0, 2, 3] and packed.sizes() == [0, 2, 1]
+    assert packed.request.tolist() == [1, 1, 2, 1, 1, 1] and packed.node.tolist() == [0, 1, 0, 0, 0, 0]
+    assert [ragged.capacity(b) for b in (1, 8, 9, 33, 64, 65, 129, 320)] == [1, 8, 16, 64, 64, 128, 192, 320]
 
 
 def test_unpack_reuses_one_buffer_and_matches_a_fresh_one():
     """ragged.unpack with the caller's buffers: one [B, N, V] buffer per shape, reused step after
-    step; each result equals a freshly zeroed unpack (stale rows of the last step are cleared)."""
+    step; each result equals a freshly zeroed unpack (stale rows of the last step are cleared, pad
+    rows written nowhere)."""
     gen = torch.Generator().manual_seed(0)
     buffers, seen = {}, set()
     for step, valid in enumerate([[[1, 1, 1], [1, 1, 0]], [[1, 0, 0], [1, 1, 1]], [[0, 0, 0], [1, 0, 0]],
                                   [[1, 1, 0], [0, 0, 0]]]):
         nodes = Nodes.chain(torch.tensor([5, 6]), None)
         nodes.valid = torch.tensor(valid, dtype=torch.bool)
-        packed = ragged.pack(nodes, torch.tensor([1, 1]))
-        logits = torch.randn(ragged.bucket(packed.total) + 1, 1, 7, generator=gen) + 3  # no zero logits
+        packed = ragged.pack(nodes, torch.tensor([1, 1]), rows=[None, 6][step % 2])  # pad rows every other step
+        logits = torch.randn(packed.rows + 1, 1, 7, generator=gen) + 3  # no zero logits
         got = ragged.unpack(logits, packed, 2, 3, buffers)
         assert torch.equal(got, ragged.unpack(logits, packed, 2, 3)), step
+        kept = nodes.valid.reshape(-1)
+        assert torch.equal(got.reshape(6, 7)[~kept], torch.zeros(int((~kept).sum()), 7)), step
+        assert torch.equal(got.reshape(6, 7)[kept], logits[:packed.total(), 0]), step
         seen.add(got.data_ptr())
     assert len(seen) == 1 and len(buffers) == 1
-    wide = ragged.unpack(torch.randn(4, 1, 7), packed, 2, 4, buffers)  # another shape: its own buffer
+    wide = ragged.unpack(torch.randn(packed.rows, 1, 7), packed, 2, 4, buffers)  # another shape: its own buffer
     assert wide.shape == (2, 4, 7) and len(buffers) == 2
 
 
@@ -243,10 +254,10 @@ def test_off_at_drafts_nothing_then_resyncs(engines, pair, tmp_path):
 
 @pytest.mark.parametrize("temperature", [0.0, 0.7])
 def test_fused_steps_replayed_from_captures_equal_eager(pair, tmp_path, temperature):
-    """With emulated CUDA graphs (tests/step/test_capture_replay.py): the packed verify runs between
-    captured segments, its forward captured per packed size and replayed, and drafting's on / off / resync variants each get their own capture (resync
-    never replays); requests finishing at different times cross the off threshold both ways, and
-    every token equals the eager run's."""
+    """With emulated CUDA graphs (tests/step/test_capture_replay.py): the packed verify runs inside
+    the captured step (no host read), one capture per forward size (its variant, from the live count)
+    and per drafting's on / off / resync variant (resync never replays); requests finishing at
+    different times cross the off threshold both ways, and every token equals the eager run's."""
     from specir.backends.reference.step_backend import TableStepBackend
     from specir.step.engine import StepEngine
     from tests.step.test_capture_replay import EmulatedGraphs
@@ -276,12 +287,14 @@ def test_fused_steps_replayed_from_captures_equal_eager(pair, tmp_path, temperat
     assert run(captured) == want
     assert graphs.captured == first, "the same batch run again captured again"
     assert graphs.captured >= 2 and graphs.replays > graphs.captured
-    packed_graphs = [k for s in captured.sessions.values() for m in s.ctx.models.values() for k, v in m.graphs.items()
-                     if k[0] == "packed" and v != "warmed"]
-    widths = {k[2] for k in packed_graphs}
-    assert len(widths) == 1, widths
-    # every bucket up to B x N rows captured at the first packed step (primed), not mid-decode
-    assert sorted(k[1] for k in packed_graphs) == ragged.buckets(3 * widths.pop())
+    sessions = list(captured.sessions.values())
+    assert not [k for s in sessions for m in s.ctx.models.values() for k in m.graphs if k[0] == "packed"], \
+        "the packed forward is part of the captured step, not a graph of its own"
+    verify = next(op for op in pipeline.step.ops if op.name == "verify.packed")
+    table = sessions[0].ctx.op_state[("rows", id(verify))]
+    assert table[1:] == [ragged.capacity(min(9 * b, b + 10)) for b in (1, 2, 3)], table  # N = 9, budget 10
+    sizes = {variant for s in sessions for key in s.captures for variant in key[2] if isinstance(variant, int)}
+    assert sizes and sizes <= set(table), (sizes, table)
     assert want[0][1][0] == 1, "three live requests: drafting should be off"
 
 

@@ -183,7 +183,7 @@ def test_many_requests_of_one_token(seed, device, kt):
 def _packed_batch(counts, N, pad, H, KH, D, S, dtype, device):
     """A packed forward's attention inputs: request r (cache slot slots_of[r], lens_of[r]) owns
     counts[r] rows, its valid nodes (a random ascending subset of a random N-node tree), rows
-    request-major; then `pad` pad rows repeating row 0 (ragged.padded). Returns (q, k_cache,
+    request-major; then `pad` pad rows repeating row 0 (ragged.pack with a bound). Returns (q, k_cache,
     v_cache, lens, slots, offsets, mask, row_start, T). Mask columns past a row's own node are random."""
     R = len(counts)
     tree = random_tree_mask(R, N)

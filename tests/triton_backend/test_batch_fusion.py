@@ -1,7 +1,7 @@
 """batch-fusion on the Triton backend (the interpreter on a CPU): the packed verify (one forward of
 one-token rows, per-row slot, lens, offset and mask row; attention grouped by request through
-row_start) gives plain decoding's tokens, pad rows included; the packed verify runs on the host
-between device segments (its size is data); a pad row never writes KV."""
+row_start) gives plain decoding's tokens, pad rows included; the packed verify runs inside the
+device segment (packed on the device into a host-known number of rows); a pad row never writes KV."""
 from __future__ import annotations
 
 import torch
@@ -14,17 +14,18 @@ from tests.triton_backend.pipelines import PROMPTS, forced, pipeline
 
 def test_packed_tree_verify_is_lossless_on_the_triton_backend(tiny_pair, device, monkeypatch):
     """Three requests of up to 5 nodes under a budget of 7 drafted tokens: 10 packed rows while all
-    three are live, a 16-row forward (6 pad rows), fewer (no pad rows) once some finish."""
+    three are live, in a 16-row forward (6 pad rows: the bound 3 + 7 to ragged.capacity)."""
     target, drafter = tiny_pair
     p = PassManager(build_passes("batch-fusion{budget=7}")).run(pipeline("tree", target, drafter))
     engine = make_engine(p, "triton", device, None)
-    assert [seg["host"] for seg in engine.program.describe()] == [False, True, False]
-    shapes, padded = [], ragged.padded
+    assert [seg["host"] for seg in engine.program.describe()] == [False]
+    shapes, pack = [], ragged.pack
 
-    def recording(packed, size):
-        shapes.append((packed.total, size))
-        return padded(packed, size)
-    monkeypatch.setattr(ragged, "padded", recording)
+    def recording(nodes, live, rows=None):
+        packed = pack(nodes, live, rows)
+        shapes.append((packed.total(), packed.rows))
+        return packed
+    monkeypatch.setattr(ragged, "pack", recording)
     prompts = PROMPTS + [[9, 8, 7, 6, 5, 4, 3, 2]]
     results = engine.generate(prompts, 5)
     assert all(len(r.tokens) == 5 for r in results)
@@ -56,8 +57,8 @@ def test_pad_rows_of_a_packed_forward_write_no_kv(tiny_pair, device):
     nodes = Nodes(torch.randint(3, 250, (B, N)), parents, mask.sum(-1) - 1,
                   torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 1]], dtype=torch.bool), mask)
     nodes = Nodes(*(x.to(device) for x in (nodes.tokens, nodes.parents, nodes.depths, nodes.valid, nodes.mask)))
-    packed = ragged.pack(nodes, torch.ones(B, dtype=torch.int32, device=device))
-    T, P = packed.total, ragged.bucket(packed.total)
+    packed = ragged.pack(nodes, torch.ones(B, dtype=torch.int32, device=device), rows=ragged.capacity(10))
+    T, P = packed.total(), packed.rows
     assert (T, P) == (10, 16)
     lens = torch.tensor([5, 9, 2], dtype=torch.int32, device=device)
     base = model.new_cache(B, 32)
@@ -71,7 +72,7 @@ def test_pad_rows_of_a_packed_forward_write_no_kv(tiny_pair, device):
             cache.k[layer].copy_(base.k[layer])
             cache.v[layer].copy_(base.v[layer])
         inputs = ragged.allocate(P, N, device, requests=requests)
-        ragged.forward_inputs(ragged.padded(packed, P), nodes, lens, inputs)
+        ragged.forward_inputs(packed, nodes, lens, inputs)
         assert requests is None or inputs.row_start.tolist() == packed.offsets.tolist()
         if junk:
             inputs.ids[T:] = 7

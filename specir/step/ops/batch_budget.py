@@ -68,6 +68,11 @@ def keep(score: torch.Tensor | None, valid: torch.Tensor, live: torch.Tensor, bu
     return ok & (within < mine[:, None])
 
 
+def _drafted_most(op, info, live: int) -> int:
+    tokens = op.attrs["tokens"]
+    return min(tokens[min(max(live, 1), len(tokens)) - 1], info.drafted_most_of(op.values[1], live))
+
+
 def _emission(op, info, alpha, order):
     """The draft's curve in the order this op keeps nodes: by confidence, or the first ones of each
     request as listed (`split = "equal"`); "listed" when this op or a budget after it keeps listed nodes."""
@@ -99,4 +104,5 @@ register_op(OpDef(
                        doc="confidence: the batch's best nodes by draft score; equal: the same share each")},
     _infer, doc="One drafted-token budget per step, split across the batch by draft confidence.",
     step=StepInterfaces(width=_draft_width, depth=_draft_depth, forwards=no_forwards, lower=lower, setup=setup,
-                        effects=("budget",), emission=_emission)))
+                        effects=("budget",), emission=_emission,
+                        drafted_most=_drafted_most)))

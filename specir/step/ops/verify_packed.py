@@ -4,14 +4,14 @@ Semantics: the same logits as verify.chain / verify.tree over the same nodes (no
 token, then the chain or the tree; positions lens + depth; a chain causally, a tree under its
 ancestor mask), but the target runs once over the packed list of the valid nodes of the live
 requests (specir/step/ragged.py: cumulative offsets, per-token slot, cache row, position and
-mask row), without per-request padding: a frozen slot, or a node a budget dropped, costs nothing
-(the packed total is rounded up to a power of two past 8 rows, ragged.bucket, so the engine keeps a
-bounded set of forward shapes). The result is logits [B, N, V], zero at the nodes not verified
-(never read by acceptance), in one buffer per (B, N, V, dtype) that the op keeps and reuses each
-step (ragged.unpack zeroes only the rows the last step wrote).
-The packed size is data (a host read), so the op runs between captured segments (needs_host); its
-forward is captured per bucket on a capturing backend (StepContext.launch), every bucket up to
-B x N rows at the batch's first packed step (_prime).
+mask row), without per-request padding: a frozen slot, or a node a budget dropped, costs nothing.
+The result is logits [B, N, V], zero at the nodes not verified (never read by acceptance), in one
+buffer per (B, N, V, dtype) that the op keeps and reuses each step (ragged.unpack).
+Capture-safe (device-side verify inputs, as SGLang builds them): the packing happens on the device
+into a forward of `ragged.capacity(bound)` rows, where the bound is host-known, the live requests'
+pending tokens plus the most drafted nodes the draft holds at that live count
+(StepInfo.drafted_most_of: a budget's table entry); rows past the packed total are pad rows. The
+row count is the op's `variant`, so the program keeps one capture of the step per forward size.
 Width: 1 + the draft's width per request at most; depth 1 + the draft's depth. One forward.
 Recurrent targets are refused by the type rule (their state is per request, not per row).
 """
@@ -24,7 +24,7 @@ from specir.step.interfaces import ModelForward, StepInterfaces
 from specir.step.values import Nodes, Verified
 
 from .common import has_recurrent_state, model_of
-from .verify import depth, width
+from .verify import _draft_value, depth, width
 
 
 def _infer(op, ctx):
@@ -44,32 +44,29 @@ def _forwards(op, info):
     return [ModelForward(model_of(op), N, 1, "verify", N, mask_width=N, packed=True)]
 
 
-def _forward(ctx, state, size: int, N: int, B: int):
-    """(key, inputs, forward) of the packed forward over `size` rows of B request slots, built once
+def _forward(ctx, state, rows: int, N: int, B: int):
+    """(inputs, forward) of the packed forward over `rows` rows of B request slots, built once
     (its inputs carry row_start: an executor may group the rows by request)."""
-    key = ("packed", size, N, B)
+    key = ("packed", rows, N, B)
     entry = state.forwards.get(key)
     if entry is None:
-        inputs = ragged.allocate(size, N, ctx.device, requests=B)
+        inputs = ragged.allocate(rows, N, ctx.device, requests=B)
         entry = state.forwards[key] = (inputs, state.executor.forward_on(state.cache, inputs))
-    return (key, *entry)
+    return entry
 
 
-def _prime(ctx, state, nodes, packed, most: int) -> None:
-    """On a capturing backend, at the first packed step of a batch: every bucket up to `most` rows
-    built, warmed and captured now (where the engine's warm-up runs), not when the live total first
-    falls into it mid-decode (its kernels would compile and its graph be captured inside the timed
-    decode). Each primed forward is the packing's first token alone, then pad rows (ragged.first_row:
-    it writes that token's KV row with the values the step's own forward writes next; an executor
-    that ignores row_start computes the pad rows as that token too)."""
-    if not ctx.captures_forwards(state) or state.graphs.get(("primed", nodes.width)):
-        return
-    state.graphs[("primed", nodes.width)] = True
-    first = ragged.first_row(packed)
-    for size in ragged.buckets(most):
-        key, inputs, forward = _forward(ctx, state, size, nodes.width, nodes.tokens.shape[0])
-        ragged.forward_inputs(ragged.padded(first, size), nodes, state.lens, inputs)
-        ctx.prepare(state, key, forward.run)
+def setup(ctx, op) -> None:
+    """The forward's rows by live count (index = live requests, 0 .. B): the pending tokens plus the
+    most drafted nodes the draft holds then, never past live x N, to ragged.capacity."""
+    info, draft = ctx.info, _draft_value(op)
+    N = width(op, info)
+    most = (lambda live: 0) if draft is None else (lambda live: info.drafted_most_of(draft, live))
+    ctx.op_state[("rows", id(op))] = [0] + [ragged.capacity(min(live * N, live + most(live)))
+                                            for live in range(1, ctx.B + 1)]
+
+
+def variant(ctx, op) -> int:
+    return ctx.op_state[("rows", id(op))][ctx.live_requests()]
 
 
 def lower(ctx, op, args):
@@ -77,23 +74,21 @@ def lower(ctx, op, args):
     draft = args[1]
     nodes = draft if isinstance(draft, Nodes) else Nodes.chain(ctx.pending, draft)
     B, N = nodes.tokens.shape
-    packed = ragged.pack(nodes, ctx.active)
-    T = packed.total
-    if T == 0:  # nothing live: the step commits nothing
+    # the live count's bound, never past every slot's nodes (a draft turned off has width 0 this step)
+    rows = min(ctx.variants.get(id(op)) or variant(ctx, op), ragged.capacity(B * N))
+    if rows == 0:  # nothing live: the step commits nothing
         return Verified(nodes.tokens.new_zeros(B, N, 1).float(), nodes, state.name)
-    _prime(ctx, state, nodes, packed, B * N)
-    size = ragged.bucket(T)
-    key, inputs, forward = _forward(ctx, state, size, N, B)
-    ragged.forward_inputs(ragged.padded(packed, size), nodes, state.lens, inputs)
+    packed = ragged.pack(nodes, ctx.active, rows)
+    inputs, forward = _forward(ctx, state, rows, N, B)
+    ragged.forward_inputs(packed, nodes, state.lens, inputs)
     ctx.op_state[("ragged", id(op))] = packed  # the last step's packing, for tests and metrics
-    logits = ctx.launch(state, key, forward.run)
     buffers = ctx.op_state.setdefault(("unpacked", id(op)), {})
-    return Verified(ragged.unpack(logits, packed, B, N, buffers), nodes, state.name)
+    return Verified(ragged.unpack(forward.run(), packed, B, N, buffers), nodes, state.name)
 
 
 register_op(OpDef("verify.packed", "step",
                   (symbol("target"), value("ctx", "context"), value("draft", "tokens", "tree")),
                   {}, _infer, pure=False, role="verify",
                   doc="One target forward over every live request's draft, packed without padding.",
-                  step=StepInterfaces(width=width, depth=depth, forwards=_forwards, lower=lower,
-                                      effects=("verify", "host"), needs_host=True, overhead_s=30e-6)))
+                  step=StepInterfaces(width=width, depth=depth, forwards=_forwards, lower=lower, setup=setup,
+                                      variant=variant, effects=("verify",), overhead_s=30e-6)))
