@@ -73,10 +73,9 @@ def pack(nodes: Nodes, live: torch.Tensor, rows: int | None = None) -> Ragged:
     place = torch.where(keep, offsets[:-1, None].long() + keep.long().cumsum(dim=1) - 1, rows).reshape(-1)
     slot = torch.arange(B, device=keep.device)[:, None].expand(B, N).reshape(-1)
     index = torch.arange(N, device=keep.device)[None, :].expand(B, N).reshape(-1)
-    first = keep.any(dim=1).long().argmax()  # row 0's request (its node 0 is kept first): pad rows repeat it
-    request = first.reshape(1).repeat(rows + 1).scatter_(0, place, slot)
-    first_node = keep[first].long().argmax()
-    node = first_node.reshape(1).repeat(rows + 1).scatter_(0, place, index)
+    first = keep.reshape(-1).long().argmax().reshape(1)  # row 0 (the first kept node): pad rows repeat it
+    request = torch.div(first, N, rounding_mode="floor").repeat(rows + 1).scatter_(0, place, slot)
+    node = (first % N).repeat(rows + 1).scatter_(0, place, index)
     return Ragged(offsets, request[:rows], node[:rows])
 
 

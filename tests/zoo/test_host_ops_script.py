@@ -13,6 +13,7 @@ from tests.helpers.bench_scripts import load_bench_script
 def test_counter_counts_host_segment_ops_and_keeps_tokens():
     mod = load_bench_script("host_ops")
     prompts = mod.zoo_prompts(2, 16)
+    syncs = {}
     for name, pipeline in mod.zoo_pipelines(["chain", "chain-bf", "ngram-bf"]).items():
         engine = make_engine(pipeline, "reference", "cpu", None)
         r = mod.measure(engine, prompts, warm=1, steps=1, max_new=16)
@@ -22,11 +23,13 @@ def test_counter_counts_host_segment_ops_and_keeps_tokens():
             assert r["host_ops"] > 0 and host[0]["forward_ops"] == 0  # the lookup launches no forward
         else:
             assert host == [] and r["host_ops"] == 0
-            syncs = [k for s in r["segments"] for k in s["sync_kinds"] if k not in ("cpu",)]
-            assert "nonzero" not in syncs, (name, syncs)  # the packed verify packs on the device
+            syncs[name] = [s["sync_kinds"] for s in r["segments"]]
         assert r["device_ops"] > 0 and r["outside"]["sync_kinds"].get("cpu") == 1  # the engine's readback
         assert r["tokens"] == mod.decode_tokens(engine, prompts, 3, max_new=16), name  # warm + counted + timed
         assert engine.program.observer is None
+    # the packed verify and the budget add no device->host read to the chain's step (the reference
+    # backend's drafter catch-up reads its feed length in both)
+    assert syncs["chain-bf"] == syncs["chain"], syncs
 
 
 def test_observer_is_entered_around_each_segment_in_order():
