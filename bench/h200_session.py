@@ -45,6 +45,8 @@ BUILDS = {"chain": "", "tree": TREE, "tree-bf12": TREE + ",pack-weights{format=b
           "tree-bf": TREE + ",batch-fusion{shrink=true,alpha=0.85}",
           # the same with the draft narrowed to what the budget keeps (draft.tree topk_at)
           "tree-bf-narrow": TREE + ",batch-fusion{shrink=true,alpha=0.85,narrow=true}",
+          # issue 14's done-when, verbatim: every option at its default (no budget: each request its whole tree)
+          "issue-bf": "tree-verify,batch-fusion",
           # the README's GPU section, verbatim (tests/step/test_readme_gpu_pipelines.py checks them on a CPU)
           "readme-tree": "tree-verify",
           "readme-bf12": "tree-verify{budget=64},pack-weights{format=bf12}",

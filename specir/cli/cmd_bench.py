@@ -99,8 +99,8 @@ def _run_arrivals(args, session, engine, ar_engine, workloads, sizes, rates, out
             for name, prompts in workloads.items() for rate in rates for bs in sizes]
     meta = {"source": args.source or "<default zoo pair>", "target": session.target.name,
             "backend": session.backend, "max_new_tokens": args.max_new_tokens, "mode": "poisson arrivals",
-            "timing": "tokens_per_s: tokens over busy seconds (prefill and steps; idle gaps skipped); latency: "
-                      "arrival to last token on that clock"}
+            "timing": "tokens_per_s: tokens over busy seconds (prefill and steps; idle gaps skipped; first-time "
+                      "captures off the clock, in setup_s); latency: arrival to last token on that clock"}
     payload = {**meta, "rows": [r.as_dict() for r in rows]}
     atomic_write_text(out / "bench.json", json.dumps(payload, indent=2) + "\n")
     if args.json:

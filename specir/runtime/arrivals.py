@@ -6,8 +6,13 @@ DecodeSession of `capacity` slots: before each step every request that has arriv
 joins while a slot is free (first come, first served), then one step runs for the live ones;
 finished requests leave. The clock is the time spent working (prefill and steps); when nothing is
 live it jumps to the next arrival (idle time is not spent, so a run is as long as its work).
+First-time work met on the way (kernel builds, CUDA-graph captures of a step shape the run had not
+met: a batch-fusion step has a shape per forward size, so a batch that shrinks request by request
+meets several) is the engine's setup, as in the static bench: it is kept off the clock and
+reported apart (`setup_s`), as a server captures its shapes before it takes traffic.
 Returns an `ArrivalRun`: every request's tokens in prompt order, the number of live requests at
-each step, the busy seconds, and per request its latency (finish - arrival) and steps.
+each step, the busy seconds, per request its latency (finish - arrival) and steps, and the setup
+seconds kept off the clock.
 `compare(engine, ar_engine, prompts, rate, ...)` runs both engines on the same schedule and
 returns an `ArrivalRow` (tok/s over busy time, speedup, tau, mean live batch, mean latency, and,
 with `reference`, token-forcing mismatches of every request of the pipeline's run).
@@ -35,12 +40,15 @@ class ArrivalRun:
     busy_s: float
     latency_s: list[float]
     steps: list[int] = field(default_factory=list)
+    setup_s: float = 0.0
 
 
 def serve(engine, prompts: list[list[int]], times: list[float], max_new: int, capacity: int) -> ArrivalRun:
     decode = engine.open(capacity, engine.rows_needed(max(len(p) for p in prompts), max_new), sampling=False)
     order = sorted(range(len(prompts)), key=lambda i: times[i])
-    waiting, clock, busy = list(order), 0.0, 0.0
+    waiting, clock, busy, setup = list(order), 0.0, 0.0, 0.0
+    backend = getattr(engine, "backend", None)
+    first_time = lambda: getattr(backend, "setup_s", 0.0)  # noqa: E731
     requests, finished_at, live_per_step = {}, {}, []
     while waiting or decode.active():
         if not decode.active() and waiting and times[waiting[0]] > clock:
@@ -48,13 +56,15 @@ def serve(engine, prompts: list[list[int]], times: list[float], max_new: int, ca
         joining = []
         while waiting and times[waiting[0]] <= clock and len(joining) < decode.free_slots():
             joining.append(waiting.pop(0))
-        start = time.perf_counter()
+        start, before = time.perf_counter(), first_time()
         if joining:
             added = decode.add_many([(prompts[i], max_new, 0.0, 0) for i in joining])
             requests.update(zip(joining, added))
         live_per_step.append(decode.active())
         decode.step()
-        spent = time.perf_counter() - start
+        setup_now = first_time() - before
+        spent = time.perf_counter() - start - setup_now
+        setup += setup_now
         busy += spent
         clock += spent
         for i, r in requests.items():
@@ -62,7 +72,8 @@ def serve(engine, prompts: list[list[int]], times: list[float], max_new: int, ca
                 finished_at[i] = clock
     n = len(prompts)
     return ArrivalRun([requests[i].generated for i in range(n)], live_per_step, busy,
-                      [finished_at[i] - times[i] for i in range(n)], [len(requests[i].accept_lengths) for i in range(n)])
+                      [finished_at[i] - times[i] for i in range(n)], [len(requests[i].accept_lengths) for i in range(n)],
+                      setup)
 
 
 @dataclass
@@ -80,6 +91,7 @@ class ArrivalRow:
     ar_mean_latency_s: float
     mean_latency_s: float
     agree_with_ar: float
+    setup_s: float = 0.0  # first-time work (captures) of the pipeline's run, off its clock
     mismatches: int | None = None
     near_ties: int | None = None
 
@@ -100,7 +112,7 @@ def compare(engine, ar_engine, prompts: list[list[int]], rate: float, capacity: 
     row = ArrivalRow(workload, rate, capacity, len(prompts), tokens, ar_tps, tps, tps / ar_tps,
                      tokens / max(1, sum(run.steps)), sum(run.live_per_step) / max(1, len(run.live_per_step)),
                      sum(ar.latency_s) / len(prompts), sum(run.latency_s) / len(prompts),
-                     sum(a == b for a, b in zip(run.tokens, ar.tokens)) / len(prompts))
+                     sum(a == b for a, b in zip(run.tokens, ar.tokens)) / len(prompts), run.setup_s)
     if reference is not None:
         report = force(reference, prompts, run.tokens)
         row.mismatches, row.near_ties = report.mismatches, report.near_ties
@@ -110,11 +122,11 @@ def compare(engine, ar_engine, prompts: list[list[int]], rate: float, capacity: 
 def format_rows(rows: list[ArrivalRow]) -> str:
     checked = any(r.mismatches is not None for r in rows)
     lines = ["| workload | rate (req/s) | slots | requests | mean live | AR tok/s | tok/s | speedup | tau | "
-             "AR latency s | latency s | = AR |" + (" mismatches |" if checked else ""),
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if checked else "")]
+             "AR latency s | latency s | = AR | setup s |" + (" mismatches |" if checked else ""),
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if checked else "")]
     for r in rows:
         lines.append(f"| {r.workload} | {r.arrival_rate:g} | {r.capacity} | {r.requests} | {r.mean_live:.2f} | "
                      f"{r.ar_tokens_per_s:.1f} | {r.tokens_per_s:.1f} | {r.speedup:.2f}x | {r.tau:.2f} | "
-                     f"{r.ar_mean_latency_s:.3f} | {r.mean_latency_s:.3f} | {r.agree_with_ar:.0%} |"
+                     f"{r.ar_mean_latency_s:.3f} | {r.mean_latency_s:.3f} | {r.agree_with_ar:.0%} | {r.setup_s:.2f} |"
                      + (f" {r.mismatches} |" if checked else ""))
     return "\n".join(lines)

@@ -23,13 +23,17 @@ Contract (the layout vLLM's spec-decode metadata uses):
   rows to an executor that reads row_start: it writes no KV for them (the Triton backend, which
   then computes their attention as zeros); one that ignores row_start computes them as row 0 and
   rewrites row 0's KV row with row 0's own values.
-- `unpack(logits, ragged, B, N, buffers=None)`: the packed logits [rows, 1, V] back at [B, N, V]
+- `unpack(logits, ragged, B, N, buffers=None, most_rows=None)`: the packed logits [rows, 1, V] back at [B, N, V]
   (zero where a node was not verified: acceptance never reads those); pad rows are dropped. With
   `buffers` (a dict the caller keeps, e.g. in its op_state) the result is one buffer per
   (B, N, V, dtype, device) reused step after step: each call zeroes only the rows the previous
   call wrote there (their flat indices kept in a persistent buffer, so a captured replay zeroes
   the right rows), so the result is the same as a fresh one's, and is valid until the next call
-  with the same `buffers`. Capture-safe.
+  with the same `buffers`. That index buffer holds `most_rows` entries (the most rows any call
+  passes: a caller that knows its forward sizes says so; default capacity(B * N)), so a step
+  zeroes at most that many rows of V logits, not B * N (at batch 64 of a 64-node tree and a
+  128k vocabulary, 1 GB). Capture-safe while calls stay within `most_rows` (a larger call
+  regrows the index buffer, outside capture).
 """
 from __future__ import annotations
 
@@ -116,18 +120,22 @@ class Unpacked:
     written: torch.Tensor
 
 
-def unpack(logits: torch.Tensor, ragged: Ragged, B: int, N: int, buffers: dict | None = None) -> torch.Tensor:
+def unpack(logits: torch.Tensor, ragged: Ragged, B: int, N: int, buffers: dict | None = None,
+           most_rows: int | None = None) -> torch.Tensor:
     V, rows = logits.shape[-1], ragged.rows
     dump = B * N
     key = (B, N, V, logits.dtype, logits.device)
     entry = None if buffers is None else buffers.get(key)
+    written = max(rows, most_rows or capacity(dump))
     if entry is None:
         entry = Unpacked(logits.new_zeros(dump + 1, V),
-                         torch.full((capacity(dump),), dump, dtype=torch.long, device=logits.device))
+                         torch.full((written,), dump, dtype=torch.long, device=logits.device))
         if buffers is not None:
             buffers[key] = entry
     else:
         entry.out.index_fill_(0, entry.written, 0)
+        if rows > entry.written.numel():  # past the declared most: a longer index buffer (outside capture)
+            entry.written = torch.cat([entry.written, entry.written.new_full((rows - entry.written.numel(),), dump)])
     verified = torch.arange(rows, device=logits.device) < ragged.offsets[-1]
     flat = torch.where(verified, ragged.request * N + ragged.node, dump)
     entry.out.index_copy_(0, flat, logits[:rows, 0])

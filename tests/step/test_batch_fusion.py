@@ -144,10 +144,12 @@ def test_pad_rows_repeat_the_first_live_requests_first_node():
     assert [ragged.capacity(b) for b in (1, 8, 9, 33, 64, 65, 129, 320)] == [1, 8, 16, 64, 64, 128, 192, 320]
 
 
-def test_unpack_reuses_one_buffer_and_matches_a_fresh_one():
+@pytest.mark.parametrize("most_rows", [None, 2])
+def test_unpack_reuses_one_buffer_and_matches_a_fresh_one(most_rows):
     """ragged.unpack with the caller's buffers: one [B, N, V] buffer per shape, reused step after
     step; each result equals a freshly zeroed unpack (stale rows of the last step are cleared, pad
-    rows written nowhere)."""
+    rows written nowhere), also when a call passes more rows than the declared `most_rows` (its
+    index of written rows grows to the largest call, never to B x N)."""
     gen = torch.Generator().manual_seed(0)
     buffers, seen = {}, set()
     for step, valid in enumerate([[[1, 1, 1], [1, 1, 0]], [[1, 0, 0], [1, 1, 1]], [[0, 0, 0], [1, 0, 0]],
@@ -156,13 +158,14 @@ def test_unpack_reuses_one_buffer_and_matches_a_fresh_one():
         nodes.valid = torch.tensor(valid, dtype=torch.bool)
         packed = ragged.pack(nodes, torch.tensor([1, 1]), rows=[None, 6][step % 2])  # pad rows every other step
         logits = torch.randn(packed.rows + 1, 1, 7, generator=gen) + 3  # no zero logits
-        got = ragged.unpack(logits, packed, 2, 3, buffers)
+        got = ragged.unpack(logits, packed, 2, 3, buffers, most_rows=most_rows)
         assert torch.equal(got, ragged.unpack(logits, packed, 2, 3)), step
         kept = nodes.valid.reshape(-1)
         assert torch.equal(got.reshape(6, 7)[~kept], torch.zeros(int((~kept).sum()), 7)), step
         assert torch.equal(got.reshape(6, 7)[kept], logits[:packed.total(), 0]), step
         seen.add(got.data_ptr())
     assert len(seen) == 1 and len(buffers) == 1
+    assert next(iter(buffers.values())).written.numel() == (6 if most_rows else ragged.capacity(6))
     wide = ragged.unpack(torch.randn(packed.rows, 1, 7), packed, 2, 4, buffers)  # another shape: its own buffer
     assert wide.shape == (2, 4, 7) and len(buffers) == 2
 

@@ -22,6 +22,8 @@ def test_the_rule_picks_the_fewest_children_that_keep_the_best_nodes():
     op = types.SimpleNamespace(attrs={"depth": 6, "topk": 8, "budget": 64})
     assert narrow(op, None, 0.85, [37, 16, 7, 6, 6, 6]) == {"topk_at": (6, 4, 2, 1)}
     assert narrow(op, None, 0.85, [64] * 4) == {}  # the whole tree: nothing narrower
+    # four nodes per request are never deeper than four: the levels narrow too
+    assert narrow(op, None, 0.85, [37, 16, 4]) == {"topk_at": (6, 4, 1), "depth_at": (6, 6, 4)}
     assert [topk_now(types.SimpleNamespace(attrs={"topk": 8, "topk_at": (8, 4, 1)}), b) for b in (0, 1, 2, 3, 9)] \
         == [8, 8, 4, 1, 1]
 
@@ -41,23 +43,29 @@ def test_topk_at_past_topk_is_a_type_error(tiny_pair):
     text = print_pipeline(pipeline("tree", target, drafter)).replace("topk = 2}", "topk = 2, topk_at = [3]}")
     with pytest.raises(SpecirError, match="topk_at entries must be integers between 1 and topk"):
         load_pipeline("<test>", text=text)
+    text = print_pipeline(pipeline("tree", target, drafter)).replace("topk = 2}", "topk = 2, depth_at = [0]}")
+    with pytest.raises(SpecirError, match="depth_at entries must be integers between 1 and depth"):
+        load_pipeline("<test>", text=text)
 
 
 @pytest.mark.parametrize("backend", ["reference", "triton"])
-def test_a_narrowed_tree_is_lossless_as_the_batch_changes(tiny_pair, device, backend):
+@pytest.mark.parametrize("narrowing,levels", [("topk_at = [2, 1]", {("tree-level", 1, 2), ("tree-level", 2, 2)}),
+                                              ("topk_at = [2, 1], depth_at = [2, 1]", {("tree-level", 2, 2)})])
+def test_a_narrowed_tree_is_lossless_as_the_batch_changes(tiny_pair, device, backend, narrowing, levels):
     """topk_at = [2, 1]: two live requests draft a chain (one child per node), the one left the full
     tree; the two shapes' level forwards are both built, every token is forced, drafted tokens are
-    accepted under both."""
+    accepted under both. With depth_at = [2, 1] too, two live requests draft the root's children
+    only (no level forward runs)."""
     target, drafter = tiny_pair
     p = PassManager(build_passes("batch-fusion{budget=8}")).run(pipeline("tree", target, drafter))
-    p = parse(print_pipeline(p).replace("topk = 2}", "topk = 2, topk_at = [2, 1]}"))
+    p = parse(print_pipeline(p).replace("topk = 2}", f"topk = 2, {narrowing}}}"))
     engine = make_engine(p, backend, device if backend == "triton" else "cpu", None)
     decode = engine.open(2, engine.rows_needed(8, 8), sampling=False)
     short, long_ = decode.add(PROMPTS[1], 3), decode.add(PROMPTS[0], 8)
     while decode.active():
         decode.step()
     forwards = decode.session.ctx.state("drafter", "draft").forwards
-    assert ("tree-level", 1) in forwards and ("tree-level", 2) in forwards, list(forwards)
+    assert {k for k in forwards if k[0] == "tree-level"} == levels, list(forwards)
     report = forced(p, target, [short.prompt, long_.prompt], [short.generated, long_.generated])
     assert report.checked == 11 and report.mismatches == 0, report.as_dict()
 

@@ -15,7 +15,11 @@ topk) the tree is built with topk = k_b at b live requests (host-known; the last
 its level forwards feed k_b rows per request and rank k_b rows, and the nodes past its
 k_b + (depth - 1) k_b^2 candidates are invalid (the width stays that of `topk`), so a draft that a
 budget cuts to a few nodes per request costs what those nodes need (batch-fusion{narrow=true}
-sets it). The op's forwards and emission stay those of `topk` (an upper bound on the narrower ones). The nodes carry their scores (confidence, read by batch.budget). Drafting is deterministic at every temperature (acceptance
+sets it). With `depth_at = [d1, d2, ...]` (each 1 .. depth) likewise the tree is `d_b` levels
+deep at b live requests: d_b - 1 level forwards run, and the nodes past its candidates are invalid
+(a budget that keeps n nodes per request never keeps a node deeper than n, since a child's score
+never exceeds its parent's: batch-fusion{narrow=true} sets d_b = min(depth, n)). The op's forwards
+and emission stay those of `topk` and `depth` (an upper bound on the narrower ones). The nodes carry their scores (confidence, read by batch.budget). Drafting is deterministic at every temperature (acceptance
 samples over the candidates losslessly).
 Candidates C = K + (depth - 1) K^2; width N = min(budget, C) drafted nodes (verify width N + 1);
 depth `depth`. Forwards on @drafter: one catch-up of the emit width, depth - 1 of K tokens with a
@@ -63,6 +67,10 @@ def _infer(op, ctx):
     for key, most in (("depth", MAX_DRAFT_TOKENS), ("topk", MAX_DRAFT_TOKENS), ("budget", MAX_TREE_BUDGET)):
         if a[key] > most:
             raise TypeRuleError(f"{key} must be at most {most}, got {a[key]}", "e.g. {budget = 32, depth = 4, topk = 4}")
+    for d in a.get("depth_at") or ():
+        if not isinstance(d, int) or isinstance(d, bool) or not 1 <= d <= a["depth"]:
+            raise TypeRuleError(f"depth_at entries must be integers between 1 and depth ({a['depth']}), got "
+                                f"{list(a['depth_at'])}", "e.g. {depth = 6, depth_at = [6, 4]}")
     for k in a.get("topk_at") or ():
         if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= a["topk"]:
             raise TypeRuleError(f"topk_at entries must be integers between 1 and topk ({a['topk']}), got "
@@ -183,40 +191,57 @@ def topk_now(op, live: int) -> int:
     return entry(table, live) if table else op.attrs["topk"]
 
 
+def depth_now(op, live: int) -> int:
+    """The levels this step builds with `live` requests decoding (depth_at, else depth)."""
+    table = op.attrs.get("depth_at")
+    return entry(table, live) if table else op.attrs["depth"]
+
+
+def _shapes(op, B: int) -> set[tuple[int, int]]:
+    """(children per node, levels) of every tree the op builds at 1 .. B live requests."""
+    return {(op.attrs["topk"], op.attrs["depth"])} | {(topk_now(op, b), depth_now(op, b)) for b in range(1, B + 1)}
+
+
 def setup(ctx, op) -> None:
     a = op.attrs
     threshold = float(a.get("threshold", 0.0))
     log_min = math.log(threshold) if a.get("expand", "static") == "dynamic" and threshold > 0 else -math.inf
-    ctx.op_state[id(op)] = {k: TreeState(ctx.B, a["depth"], k, a["budget"], ctx.device, log_min, width(op))
-                            for k in sorted({a["topk"], *(a.get("topk_at") or ())})}
+    ctx.op_state[id(op)] = {(k, d): TreeState(ctx.B, d, k, a["budget"], ctx.device, log_min, width(op))
+                            for k, d in sorted(_shapes(op, ctx.B))}
 
 
 def at_live(op, live: int):
-    """The op as it drafts with `live` requests decoding: topk_at's entry as its topk."""
-    if not op.attrs.get("topk_at"):
+    """The op as it drafts with `live` requests decoding: topk_at's and depth_at's entries as its
+    topk and depth."""
+    if not op.attrs.get("topk_at") and not op.attrs.get("depth_at"):
         return op
-    return dataclasses.replace(op, attrs=op.attrs.set(topk=topk_now(op, live), topk_at=None))
+    return dataclasses.replace(op, attrs=op.attrs.set(topk=topk_now(op, live), depth=depth_now(op, live),
+                                                      topk_at=None, depth_at=None))
 
 
 def _variant(ctx, op):
-    """(drafting mode: off_variant's, children per node: topk_now), host-known."""
-    return off_variant(ctx, op), topk_now(op, ctx.live_requests())
+    """(drafting mode: off_variant's, children per node: topk_now, levels: depth_now), host-known."""
+    live = ctx.live_requests()
+    return off_variant(ctx, op), topk_now(op, live), depth_now(op, live)
 
 
 def narrow(op, info, alpha: float, nodes_by_live: list[int]) -> dict:
-    """topk_at for a budget that keeps at most nodes_by_live[b - 1] nodes per request at b live:
-    at each size the fewest children per node whose tree's most probable n nodes are as likely
-    (the emission model, specir/step/emission.py) as the full tree's: {} when that is topk everywhere."""
+    """topk_at and depth_at for a budget that keeps at most nodes_by_live[b - 1] nodes per request
+    at b live: at each size the fewest children per node whose tree's most probable n nodes are as
+    likely (the emission model, specir/step/emission.py) as the full tree's, and min(depth, n)
+    levels (n best nodes are never deeper than n); each {} where it is topk / depth everywhere."""
     a = op.attrs
     depth, topk, full = a["depth"], a["topk"], width(op)
     best = tree_emission(alpha, depth, topk, full)
-    table = []
+    children, levels = [], []
     for n in nodes_by_live:
         n = max(1, min(n, full))
-        table.append(next(k for k in range(1, topk + 1)
-                          if k == topk or tree_emission(alpha, depth, k, n)[n] >= best[n] - 1e-12))
-    table = trimmed(table)
-    return {} if all(k == topk for k in table) else {"topk_at": tuple(table)}
+        children.append(next(k for k in range(1, topk + 1)
+                             if k == topk or tree_emission(alpha, depth, k, n)[n] >= best[n] - 1e-12))
+        levels.append(min(depth, n))
+    children, levels = trimmed(children), trimmed(levels)
+    out = {} if all(k == topk for k in children) else {"topk_at": tuple(children)}
+    return out if all(d == depth for d in levels) else {**out, "depth_at": tuple(levels)}
 
 
 def accepted(op, profile):
@@ -231,8 +256,8 @@ def accepted(op, profile):
 
 def lower(ctx, op, args):
     state = ctx.state(model_of(op), "draft")
-    mode, k = ctx.variants.get(id(op), ("on", op.attrs["topk"]))
-    tree: TreeState = ctx.op_state[id(op)][k]
+    mode, k, d = ctx.variants.get(id(op), ("on", op.attrs["topk"], op.attrs["depth"]))
+    tree: TreeState = ctx.op_state[id(op)][(k, d)]
     if mode == "off":
         nodes = tree.nodes(ctx.pending)
         nodes.valid = nodes.valid & (nodes.depths == 0)
@@ -240,7 +265,7 @@ def lower(ctx, op, args):
     tree.root(catch_up(ctx, state) if mode == "on" else resync(ctx, state))
     K = tree.K
     for level in range(1, tree.depth):
-        inputs, forward = ctx.forward(state, ("tree-level", K), K, mask_width=tree.U, offsets=True)
+        inputs, forward = ctx.forward(state, ("tree-level", K, tree.depth), K, mask_width=tree.U, offsets=True)
         tree.level_inputs(level, inputs.ids, inputs.mask)
         inputs.offsets.fill_((level - 1) * K)
         inputs.pos.copy_((state.lens.long()[:, None] + (level - 1)).expand(-1, K))
@@ -259,7 +284,9 @@ register_op(OpDef(
      "threshold": AttrSpec("float", 0.0, doc="dynamic expansion: minimum path probability", valid=in_range(0, 1)),
      "off_at": OFF_AT,
      "topk_at": AttrSpec("list", (), doc="children per node by live batch size (entry b - 1 at b live requests, "
-                                         "the last beyond); empty: topk at every size")},
+                                         "the last beyond); empty: topk at every size"),
+     "depth_at": AttrSpec("list", (), doc="levels by live batch size (entry b - 1 at b live requests, the last "
+                                          "beyond); empty: depth at every size")},
     _infer, doc="A token tree: static top-k expansion or dynamic by draft confidence.", role="draft",
     step=StepInterfaces(width=width, depth=lambda op, info: op.attrs["depth"], forwards=_forwards, lower=lower,
                         setup=setup, effects=("draft",), variant=_variant, accepted=accepted, narrow=narrow, at_live=at_live,

@@ -6,7 +6,8 @@ ancestor mask), but the target runs once over the packed list of the valid nodes
 requests (specir/step/ragged.py: cumulative offsets, per-token slot, cache row, position and
 mask row), without per-request padding: a frozen slot, or a node a budget dropped, costs nothing.
 The result is logits [B, N, V], zero at the nodes not verified (never read by acceptance), in one
-buffer per (B, N, V, dtype) that the op keeps and reuses each step (ragged.unpack).
+buffer per (B, N, V, dtype) that the op keeps and reuses each step (ragged.unpack: zeroing at most
+the rows of the op's largest forward, not B x N).
 Capture-safe (device-side verify inputs, as SGLang builds them): the packing happens on the device
 into a forward of `ragged.capacity(bound)` rows, where the bound is host-known, the live requests'
 pending tokens plus the most drafted nodes the draft holds at that live count
@@ -83,7 +84,8 @@ def lower(ctx, op, args):
     ragged.forward_inputs(packed, nodes, state.lens, inputs)
     ctx.op_state[("ragged", id(op))] = packed  # the last step's packing, for tests and metrics
     buffers = ctx.op_state.setdefault(("unpacked", id(op)), {})
-    return Verified(ragged.unpack(forward.run(), packed, B, N, buffers), nodes, state.name)
+    most = min(max(ctx.op_state[("rows", id(op))]), ragged.capacity(B * N))  # the largest forward of any live count
+    return Verified(ragged.unpack(forward.run(), packed, B, N, buffers, most_rows=most), nodes, state.name)
 
 
 register_op(OpDef("verify.packed", "step",
