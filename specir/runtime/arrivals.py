@@ -11,8 +11,9 @@ met: a batch-fusion step has a shape per forward size, so a batch that shrinks r
 meets several) is the engine's setup, as in the static bench: it is kept off the clock and
 reported apart (`setup_s`), as a server captures its shapes before it takes traffic.
 Returns an `ArrivalRun`: every request's tokens in prompt order, the number of live requests at
-each step, the busy seconds, per request its latency (finish - arrival) and steps, and the setup
-seconds kept off the clock.
+each step, the busy seconds and the part of them spent in decode steps (the rest is prefill of
+joining requests), per request its latency (finish - arrival) and steps, and the setup seconds
+kept off the clock.
 `compare(engine, ar_engine, prompts, rate, ...)` runs both engines on the same schedule and
 returns an `ArrivalRow` (tok/s over busy time, speedup, tau, mean live batch, mean latency, and,
 with `reference`, token-forcing mismatches of every request of the pipeline's run).
@@ -41,6 +42,7 @@ class ArrivalRun:
     latency_s: list[float]
     steps: list[int] = field(default_factory=list)
     setup_s: float = 0.0
+    decode_s: float = 0.0  # of busy_s, in decode steps (DecodeSession.step_seconds); the rest prefill
 
 
 def serve(engine, prompts: list[list[int]], times: list[float], max_new: int, capacity: int) -> ArrivalRun:
@@ -73,7 +75,7 @@ def serve(engine, prompts: list[list[int]], times: list[float], max_new: int, ca
     n = len(prompts)
     return ArrivalRun([requests[i].generated for i in range(n)], live_per_step, busy,
                       [finished_at[i] - times[i] for i in range(n)], [len(requests[i].accept_lengths) for i in range(n)],
-                      setup)
+                      setup, sum(decode.step_seconds))
 
 
 @dataclass
@@ -92,6 +94,10 @@ class ArrivalRow:
     mean_latency_s: float
     agree_with_ar: float
     setup_s: float = 0.0  # first-time work (captures) of the pipeline's run, off its clock
+    ar_busy_s: float = 0.0  # each run's busy seconds (tokens / tok/s) ...
+    busy_s: float = 0.0
+    ar_decode_s: float = 0.0  # ... and of them, in decode steps (the rest: prefill of joining requests)
+    decode_s: float = 0.0
     mismatches: int | None = None
     near_ties: int | None = None
 
@@ -112,7 +118,8 @@ def compare(engine, ar_engine, prompts: list[list[int]], rate: float, capacity: 
     row = ArrivalRow(workload, rate, capacity, len(prompts), tokens, ar_tps, tps, tps / ar_tps,
                      tokens / max(1, sum(run.steps)), sum(run.live_per_step) / max(1, len(run.live_per_step)),
                      sum(ar.latency_s) / len(prompts), sum(run.latency_s) / len(prompts),
-                     sum(a == b for a, b in zip(run.tokens, ar.tokens)) / len(prompts), run.setup_s)
+                     sum(a == b for a, b in zip(run.tokens, ar.tokens)) / len(prompts), run.setup_s,
+                     ar.busy_s, run.busy_s, ar.decode_s, run.decode_s)
     if reference is not None:
         report = force(reference, prompts, run.tokens)
         row.mismatches, row.near_ties = report.mismatches, report.near_ties
@@ -122,11 +129,12 @@ def compare(engine, ar_engine, prompts: list[list[int]], rate: float, capacity: 
 def format_rows(rows: list[ArrivalRow]) -> str:
     checked = any(r.mismatches is not None for r in rows)
     lines = ["| workload | rate (req/s) | slots | requests | mean live | AR tok/s | tok/s | speedup | tau | "
-             "AR latency s | latency s | = AR | setup s |" + (" mismatches |" if checked else ""),
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if checked else "")]
+             "AR latency s | latency s | = AR | setup s | prefill s (AR, pipeline) |" + (" mismatches |" if checked else ""),
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if checked else "")]
     for r in rows:
         lines.append(f"| {r.workload} | {r.arrival_rate:g} | {r.capacity} | {r.requests} | {r.mean_live:.2f} | "
                      f"{r.ar_tokens_per_s:.1f} | {r.tokens_per_s:.1f} | {r.speedup:.2f}x | {r.tau:.2f} | "
-                     f"{r.ar_mean_latency_s:.3f} | {r.mean_latency_s:.3f} | {r.agree_with_ar:.0%} | {r.setup_s:.2f} |"
+                     f"{r.ar_mean_latency_s:.3f} | {r.mean_latency_s:.3f} | {r.agree_with_ar:.0%} | {r.setup_s:.2f} | "
+                     f"{r.ar_busy_s - r.ar_decode_s:.2f}, {r.busy_s - r.decode_s:.2f} |"
                      + (f" {r.mismatches} |" if checked else ""))
     return "\n".join(lines)

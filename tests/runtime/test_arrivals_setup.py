@@ -12,7 +12,7 @@ class _Decode:
     """Two requests of two steps each; the first step of each live count "captures" (0.2 s of setup)."""
 
     def __init__(self, backend):
-        self.backend, self.live, self.seen = backend, [], set()
+        self.backend, self.live, self.seen, self.step_seconds = backend, [], set(), []
 
     def active(self):
         return sum(1 for r in self.live if not r.done)
@@ -32,6 +32,7 @@ class _Decode:
             time.sleep(0.2)
             self.backend.setup_s += 0.2
         time.sleep(0.01)
+        self.step_seconds.append(0.01)
         for r in self.live:
             if not r.done:
                 r.generated.append(1)
@@ -48,3 +49,4 @@ def test_captures_are_setup_not_busy_time():
     assert run.tokens == [[1, 1], [1, 1]]
     assert abs(run.setup_s - 0.2) < 1e-9  # one live count met (2), captured once
     assert run.busy_s < 0.15, run.busy_s  # two steps of 0.01 s, not the 0.2 s capture
+    assert abs(run.decode_s - 0.02) < 1e-9 and run.decode_s <= run.busy_s  # the rest of busy_s: prefill
