@@ -6,8 +6,7 @@
 timeout 120 python3 bench/h200_session.py --out $OUT/c --stages inflate,compile --builds chain-bf,tree-bf-narrow,issue-bf \
   --budget-s 115 > $OUT/c-log.txt 2>&1; echo "compile rc=$?"
 for b in chain-bf tree-bf-narrow; do for w in code-completion refactor; do
-  timeout 90 python3 bench/arrivals_steps.py /tmp/zoo8b/build-$b --workload $w --slots 32 --requests 48 --max-new-tokens 96 \
-    --json $OUT/steps-$b-$w.json > $OUT/steps-$b-$w.txt 2>&1; echo "steps $b $w rc=$?"
+  timeout 90 python3 bench/arrivals_steps.py /tmp/zoo8b/build-$b --workload $w --slots 32 --requests 48 --max-new-tokens 96 > $OUT/steps-$b-$w.txt 2>&1; echo "steps $b $w rc=$?"
 done; done
 timeout 100 python3 bench/h200_session.py --out $OUT/s --stages bench --builds issue-bf \
   --batch-sizes 32,64 --limit 8 --max-new-tokens 96 --budget-s 95 --bench-limit-s 90 > $OUT/s-log.txt 2>&1; echo "session rc=$?"
