@@ -10,4 +10,4 @@ for b in chain-bf tree-bf-narrow; do for w in code-completion refactor; do
 done; done
 timeout 100 python3 bench/h200_session.py --out $OUT/s --stages bench --builds issue-bf \
   --batch-sizes 32,64 --limit 8 --max-new-tokens 96 --budget-s 95 --bench-limit-s 90 > $OUT/s-log.txt 2>&1; echo "session rc=$?"
-tail -q -n 4 $OUT/steps-*.txt; grep -A3 "^build " $OUT/s-log.txt | head -3
+rm -rf $OUT/c; tail -q -n 4 $OUT/steps-*.txt; grep -A3 "^build " $OUT/s-log.txt | head -3
