@@ -50,3 +50,13 @@ def test_captures_are_setup_not_busy_time():
     assert abs(run.setup_s - 0.2) < 1e-9  # one live count met (2), captured once
     assert run.busy_s < 0.15, run.busy_s  # two steps of 0.01 s, not the 0.2 s capture
     assert abs(run.decode_s - 0.02) < 1e-9 and run.decode_s <= run.busy_s  # the rest of busy_s: prefill
+
+
+def test_decode_speedup_leaves_prefill_out():
+    """Both runs: 1 s of prefill; AR decodes 100 tokens in 2 s, the pipeline in 0.5 s: 4x decoding,
+    2x over busy time (3 s against 1.5 s)."""
+    from specir.runtime.arrivals import ArrivalRow
+    row = ArrivalRow("w", 0.0, 2, 2, 100, 100 / 3.0, 100 / 1.5, 2.0, 3.0, 2.0, 1.0, 1.0, 1.0,
+                     ar_busy_s=3.0, busy_s=1.5, ar_decode_s=2.0, decode_s=0.5)
+    assert abs(row.decode_speedup - 4.0) < 1e-9 and abs(row.speedup - 2.0) < 1e-9
+    assert row.as_dict()["decode_speedup"] == row.decode_speedup
