@@ -13,6 +13,11 @@ interface: a narrowed tree's fewer children per node), the ranking of their logi
 tree's levels rank topk rows per request over the full vocabulary, which at a large batch costs
 more than the drafter's weights).
 `step_forwards`, `draft_seconds` and `forward_seconds` are those prices on their own.
+`predicted_speedup(pipeline, target, batch, alpha)`: the same model's speedup over AR of the step
+as it is at `batch` live requests (its draft at that live count: a budget's table entry, else the
+whole draft per request; 1.0 where the step drafts nothing then). `slow_batches(...)`: the batch
+sizes of 1, 8, 32, 64 where that is below 1, the compile note's subject; `verifies_whole_draft(
+pipeline, batch)`: whether each request then verifies its draft's whole width (no budget cuts it).
 As b grows, the verify turns compute-bound and n shrinks; n = 0 (a plain AR verify) when no
 draft pays for its extra verify rows. The table reads the step ops' `forwards` interfaces only.
 """
@@ -83,3 +88,36 @@ def budget_table(pipeline: Pipeline, target: Target, max_batch: int, alpha: floa
                 best_n, best_rate = n, rate
         table.append(best_n * b)
     return trimmed(table)  # the last entry covers larger batches
+
+
+def predicted_speedup(pipeline: Pipeline, target: Target, batch: int, alpha: float = 0.7, context: int = 512) -> float:
+    info = StepInfo(pipeline)
+    verifies = [op for op in pipeline.step.ops if info.has_role(op, "verify")]
+    if not verifies or len(verifies[-1].values) < 2:
+        return 1.0
+    verify = verifies[-1]
+    width = info.width(verify) - 1
+    n = min(width, -(-info.drafted_most_of(verify.values[1], batch) // batch))
+    if n <= 0:
+        return 1.0
+    verifier = verify.symbols[0][1:]
+    tau = emission_curve(pipeline, alpha)[n]
+    step = forward_seconds(pipeline, verifier, batch * (1 + n), target, context, batch) + \
+        draft_seconds(pipeline, step_forwards(pipeline, batch)[2], batch, target, context)
+    return tau * forward_seconds(pipeline, verifier, batch, target, context, batch) / step
+
+
+def slow_batches(pipeline: Pipeline, target: Target, alpha: float = 0.7, sizes=(1, 8, 32, 64)) -> list[tuple[int, float]]:
+    """(batch, predicted speedup) where the step as it is prices below plain decoding."""
+    out = []
+    for b in sizes:
+        s = predicted_speedup(pipeline, target, b, alpha)
+        if s < 1.0:
+            out.append((b, s))
+    return out
+
+
+def verifies_whole_draft(pipeline: Pipeline, batch: int) -> bool:
+    info = StepInfo(pipeline)
+    verify = _last_verify(info)
+    return len(verify.values) < 2 or info.drafted_most_of(verify.values[1], batch) >= batch * (info.width(verify) - 1)

@@ -74,7 +74,32 @@ def compile_pipeline(spec: str | Path, target_name: str, out: str | Path, pipeli
             "files": sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file()) + ["manifest.json"],
             "notes": lowering.notes + [f"packed weights of @{name}: {e['matrices']} matrices, {e['bits_per_weight']:.3f} "
                                        f"bits/weight, packed on {e['packed_on']} in {e['seconds']} s -> {e['file']}"
-                                       for name, e in packed.items()],
+                                       for name, e in packed.items()] + batch_notes(lowering.pipeline, target),
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
+
+
+def batch_notes(pipeline: Pipeline, target) -> list[str]:
+    """A note where the cost model prices the step below plain decoding at a batch size (to two
+    decimals), with, where the draft is verified whole at those sizes, the option that turns
+    speculation down as the batch grows."""
+    from .batch_schedule import slow_batches, verifies_whole_draft
+    from .errors import SpecirError
+    try:
+        slow = [(b, s) for b, s in slow_batches(pipeline, target) if round(s, 2) < 1.0]
+        whole = bool(slow) and all(verifies_whole_draft(pipeline, b) for b, _ in slow)
+    except SpecirError:  # a model the roofline cannot price: no note
+        return []
+    if not slow:
+        return []
+    where = ", ".join(f"{b} ({s:.2f}x)" for b, s in slow)
+    note = (f"the cost model ({target.name} roofline, per-token acceptance 0.7 assumed) prices this step below "
+            f"plain decoding at batch {where}")
+    if not whole:
+        return [note]
+    shrink = "shrink=true" + ("" if target.name == "h200" else f",target={target.name}")
+    fix = (f"give batch-fusion {shrink}" if "batch-fusion" in facts_of(pipeline)
+           else f"add batch-fusion{{{shrink}}}")
+    return [f"{note}: each request verifies its whole draft at every batch size; {fix} to draft less as the "
+            f"batch grows and not at all where it does not pay"]

@@ -1,0 +1,57 @@
+"""The compile note for batched decoding: where the cost model prices the step below plain decoding
+at a batch size, `specir compile` says so, and names the option that turns speculation down when
+each request verifies its whole draft there."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from specir.batch_schedule import predicted_speedup, verifies_whole_draft
+from specir.cli.cmd_init import pipeline_text
+from specir.compiler import batch_notes
+from specir.load import load_pipeline
+from specir.pass_infra import PassManager, build_passes
+from specir.targets import get_target
+from tests.helpers.bench_scripts import load_bench_script
+
+
+@pytest.fixture(scope="module")
+def zoo_pair():
+    return load_pipeline("<zoo>", text=pipeline_text("zoo", "zoo:code-target", "zoo:code-drafter", 4))
+
+
+@pytest.fixture(scope="module")
+def shaped_8b(zoo_pair):
+    """The zoo pair at the 8B shape (configs alone: what the cost model prices)."""
+    script = load_bench_script("two_level_predict")
+    models = tuple(replace(script.shaped_model(m.name, "llama-3.1-8b" if m.name == "target" else "llama-1b-width-3l",
+                                               str(m.attrs["source"])), attrs=m.attrs) for m in zoo_pair.models)
+    return replace(zoo_pair, models=models)
+
+
+def _run(pipeline, passes):
+    return PassManager(build_passes(passes)).run(pipeline)
+
+
+def test_a_whole_tree_at_large_batches_gets_the_shrink_hint(shaped_8b):
+    """At the 8B shape on the H200 the default tree, verified whole, prices below AR from batch 32
+    (measured in session 11: 1.01x at 32, 0.58x at 64); the shrink table keeps every size above."""
+    h200 = get_target("h200")
+    whole = _run(shaped_8b, "tree-verify,batch-fusion")
+    notes = batch_notes(whole, h200)
+    assert len(notes) == 1 and "batch 32" in notes[0] and "64 (" in notes[0] and "batch 1 " not in notes[0], notes
+    assert "give batch-fusion shrink=true to draft less" in notes[0]
+    assert predicted_speedup(whole, h200, 1) > 1.0 > predicted_speedup(whole, h200, 64)
+    shrunk = _run(shaped_8b, "tree-verify,batch-fusion{shrink=true,alpha=0.85}")
+    assert batch_notes(shrunk, h200) == []
+    assert not verifies_whole_draft(shrunk, 64) and verifies_whole_draft(whole, 64)
+
+
+def test_the_hint_names_the_compile_target_and_the_missing_pass(zoo_pair):
+    """The shipped pair's tree on the CPU (measured 0.76x at batch 1, bench/results/cpu_pipelines.md):
+    without batch-fusion the hint adds it, priced for the CPU."""
+    cpu = get_target("cpu")
+    (note,) = batch_notes(_run(zoo_pair, "tree-verify"), cpu)
+    assert "batch 1 (" in note and "add batch-fusion{shrink=true,target=cpu}" in note, note
+    assert batch_notes(_run(zoo_pair, "tree-verify,batch-fusion{shrink=true,target=cpu}"), cpu) == []
