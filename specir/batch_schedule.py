@@ -83,11 +83,16 @@ def budget_table(pipeline: Pipeline, target: Target, max_batch: int, alpha: floa
         draft_s = draft_seconds(pipeline, step_forwards(pipeline, b)[2], b, target, context)
         best_n, best_rate = 0, b / forward_seconds(pipeline, verifier, b, target, context, b)  # plain AR: no drafter
         for n in range(1, width + 1):
-            rate = b * tau[n] / (forward_seconds(pipeline, verifier, b * (1 + n), target, context, b) + draft_s)
+            rate = b * tau[n] / _step_seconds(pipeline, verifier, b, n, draft_s, target, context)
             if rate > best_rate * (1 + 1e-9):
                 best_n, best_rate = n, rate
         table.append(best_n * b)
     return trimmed(table)  # the last entry covers larger batches
+
+
+def _step_seconds(pipeline, verifier: str, batch: int, n: int, draft_s: float, target: Target, context: int) -> float:
+    """A step of `batch` requests verifying n drafted tokens each, with a draft of `draft_s`."""
+    return forward_seconds(pipeline, verifier, batch * (1 + n), target, context, batch) + draft_s
 
 
 def predicted_speedup(pipeline: Pipeline, target: Target, batch: int, alpha: float = 0.7, context: int = 512) -> float:
@@ -102,8 +107,8 @@ def predicted_speedup(pipeline: Pipeline, target: Target, batch: int, alpha: flo
         return 1.0
     verifier = verify.symbols[0][1:]
     tau = emission_curve(pipeline, alpha)[n]
-    step = forward_seconds(pipeline, verifier, batch * (1 + n), target, context, batch) + \
-        draft_seconds(pipeline, step_forwards(pipeline, batch)[2], batch, target, context)
+    draft_s = draft_seconds(pipeline, step_forwards(pipeline, batch)[2], batch, target, context)
+    step = _step_seconds(pipeline, verifier, batch, n, draft_s, target, context)
     return tau * forward_seconds(pipeline, verifier, batch, target, context, batch) / step
 
 
