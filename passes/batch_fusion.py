@@ -15,7 +15,10 @@ Mechanisms, each an option the search toggles:
   the drafter only catches up: the step is then autoregressive, no drafting forward runs);
 - `narrow = true` (with a budget): the draft drafts no more than the budget keeps per request, as
   the draft op's `narrow` interface says (draft.tree: `topk_at`, fewer children per node as the
-  batch grows, chosen so that the nodes the budget keeps are as likely as in the full tree);
+  batch grows, chosen so that the nodes each request's share of the budget keeps are as likely
+  as in the full tree, and `depth_at`, no more levels than the most nodes one request can keep:
+  its share with `split = "equal"`, the whole budget with `"confidence"`, where one confident
+  request may keep every node);
 - `commit = "in-place"`: a tree's commit moves only the rows out of place (`kv = "in-place"`);
   `"compact"` keeps the full move. A chain's commit stays `kv = "prefix"` (nothing moves).
 Provides the fact `batch-fusion`.
@@ -142,12 +145,15 @@ class BatchFusion(Pass):
             if narrowing is None:
                 return {}, table
             per_request = [max(1, -(-entry(table, b) // b)) for b in range(1, self.max_batch + 1)]
-            wants.append(per_request)
-            wanted = narrowing(op, info, self.alpha, per_request)
+            # the most one request keeps: its share when split equally, the whole budget by confidence
+            deepest = per_request if self.split == "equal" else [entry(table, b) for b in range(1, self.max_batch + 1)]
+            wants.append((per_request, deepest))
+            wanted = narrowing(op, info, self.alpha, per_request, deepest)
             if wanted == narrowed:
                 return narrowed, table
             if wanted in seen or len(seen) >= 8:
-                most = narrowing(op, info, self.alpha, [max(n) for n in zip(*wants)])
+                most = narrowing(op, info, self.alpha, [max(n) for n in zip(*(w[0] for w in wants))],
+                                 [max(n) for n in zip(*(w[1] for w in wants))])
                 return most, self._table(_with_draft_attrs(typed, draft, most))
             seen.append(wanted)
             narrowed = wanted

@@ -122,6 +122,11 @@ def slow_batches(pipeline: Pipeline, target: Target, alpha: float = 0.7, sizes=(
     return out
 
 
+def verifier_of(pipeline: Pipeline) -> str:
+    """The model the step's last verify runs."""
+    return _last_verify(StepInfo(pipeline)).symbols[0][1:]
+
+
 def verifies_whole_draft(pipeline: Pipeline, batch: int) -> bool:
     info = StepInfo(pipeline)
     verify = _last_verify(info)

@@ -84,19 +84,20 @@ def batch_notes(pipeline: Pipeline, target) -> list[str]:
     """A note where the cost model prices the step below plain decoding at a batch size (to two
     decimals), with, where the draft is verified whole at those sizes, the option that turns
     speculation down as the batch grows."""
-    from .batch_schedule import slow_batches, verifies_whole_draft
-    from .errors import SpecirError
+    from .batch_schedule import slow_batches, verifier_of, verifies_whole_draft
+    from .step.ops.common import has_recurrent_state
     try:
         slow = [(b, s) for b, s in slow_batches(pipeline, target) if round(s, 2) < 1.0]
         whole = bool(slow) and all(verifies_whole_draft(pipeline, b) for b, _ in slow)
-    except SpecirError:  # a model the roofline cannot price: no note
+        recurrent = bool(slow) and has_recurrent_state(pipeline.model(verifier_of(pipeline)))
+    except Exception:  # noqa: BLE001 - advisory: a step the roofline cannot price (e.g. a plugin op) gets no note
         return []
     if not slow:
         return []
     where = ", ".join(f"{b} ({s:.2f}x)" for b, s in slow)
     note = (f"the cost model ({target.name} roofline, per-token acceptance 0.7 assumed) prices this step below "
             f"plain decoding at batch {where}")
-    if not whole:
+    if not whole or recurrent:  # (batch-fusion packs one row per token: not for recurrent targets)
         return [note]
     shrink = "shrink=true" + ("" if target.name == "h200" else f",target={target.name}")
     fix = (f"give batch-fusion {shrink}" if "batch-fusion" in facts_of(pipeline)

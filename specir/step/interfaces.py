@@ -38,11 +38,13 @@ sizing, kernel planning and the engine. Nothing else looks at step op names.
 - `at_live(op, live) -> op`: optional; the op as it runs with `live` requests decoding, its
   live-dependent attributes resolved (draft.tree: its topk_at entry as topk); the shrink table
   prices that op's forwards at that batch size.
-- `narrow(op, info, alpha, nodes_by_live) -> dict`: optional, draft ops; the attributes that make
-  the op draft no more work than a budget keeping at most nodes_by_live[b - 1] of its nodes per
-  request at b live requests needs, without changing the emission of those nodes (draft.tree:
-  topk_at); {} when nothing narrower does; more nodes at a size never give a narrower op there.
-  batch-fusion{narrow=true} sets them.
+- `narrow(op, info, alpha, nodes_by_live, deepest_by_live=None) -> dict`: optional, draft ops; the
+  attributes that make the op draft no more work than a budget keeping nodes_by_live[b - 1] of its
+  nodes per request at b live requests (its share) needs, without changing the emission of those
+  nodes (draft.tree: topk_at), and no deeper than the most nodes one request can keep then,
+  deepest_by_live[b - 1] (default: the share; a budget split by confidence can give one request
+  the whole budget) (draft.tree: depth_at); {} when nothing narrower does; more nodes at a size
+  never give a narrower op there. batch-fusion{narrow=true} sets them.
 - `drafted_most(op, info, live) -> int`: optional, ops that narrow a draft (batch.budget): the most
   drafted nodes (pending tokens excluded) the op's result holds over all `live` live requests;
   without it, live x the op's width. A packed verify sizes its forward from it (no host read).

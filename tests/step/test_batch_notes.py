@@ -55,3 +55,13 @@ def test_the_hint_names_the_compile_target_and_the_missing_pass(zoo_pair):
     (note,) = batch_notes(_run(zoo_pair, "tree-verify"), cpu)
     assert "batch 1 (" in note and "add batch-fusion{shrink=true,target=cpu}" in note, note
     assert batch_notes(_run(zoo_pair, "tree-verify,batch-fusion{shrink=true,target=cpu}"), cpu) == []
+
+
+def test_a_recurrent_target_gets_no_batch_fusion_hint():
+    """batch-fusion refuses recurrent targets, so the note on a hybrid pair never suggests it."""
+    hybrid = load_pipeline("<zoo>", text=pipeline_text("zoo", "zoo:code-hybrid-target", "zoo:code-drafter", 4))
+    for passes in ("", "tree-verify"):
+        p = _run(hybrid, passes) if passes else hybrid
+        notes = batch_notes(p, get_target("h200"))
+        assert notes and all("batch-fusion" not in note for note in notes), (passes, notes)  # slow from batch 8
+        assert all("batch-fusion" not in note for note in batch_notes(p, get_target("cpu"))), passes

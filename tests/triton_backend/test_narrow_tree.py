@@ -22,8 +22,11 @@ def test_the_rule_picks_the_fewest_children_that_keep_the_best_nodes():
     op = types.SimpleNamespace(attrs={"depth": 6, "topk": 8, "budget": 64})
     assert narrow(op, None, 0.85, [37, 16, 7, 6, 6, 6]) == {"topk_at": (6, 4, 2, 1)}
     assert narrow(op, None, 0.85, [64] * 4) == {}  # the whole tree: nothing narrower
-    # four nodes per request are never deeper than four: the levels narrow too
+    # four nodes per request are never deeper than four: the levels narrow too ...
     assert narrow(op, None, 0.85, [37, 16, 4]) == {"topk_at": (6, 4, 1), "depth_at": (6, 6, 4)}
+    # ... unless one request may keep more than its share (a budget split by confidence)
+    assert narrow(op, None, 0.85, [37, 16, 4], [37, 32, 5]) == {"topk_at": (6, 4, 1), "depth_at": (6, 6, 5)}
+    assert narrow(op, None, 0.85, [37, 16, 4], [37, 32, 256]) == {"topk_at": (6, 4, 1)}
     assert [topk_now(types.SimpleNamespace(attrs={"topk": 8, "topk_at": (8, 4, 1)}), b) for b in (0, 1, 2, 3, 9)] \
         == [8, 8, 4, 1, 1]
 
@@ -100,3 +103,14 @@ def test_a_narrowing_that_never_settles_keeps_the_widest_priced_as_printed(tiny_
     p = PassManager(build_passes("batch-fusion{budget=3,narrow=true,max_batch=4}")).run(tree)
     assert next(op for op in p.step.ops if op.name == "draft.tree").attrs["topk_at"] == (2, 1)
     assert priced == [None, (1,), (2, 1), (2, 1)] and priced[-1] == (2, 1)
+
+
+def test_the_levels_narrow_to_what_one_request_can_keep(tiny_pair):
+    """budget 2 over 2 live requests: split equally each keeps 1 node (a depth-1 tree does), by
+    confidence one request may keep both (depth 2 stays)."""
+    target, drafter = tiny_pair
+    tree = pipeline("tree", target, drafter)
+    depth_at = lambda split: next(op for op in PassManager(build_passes(  # noqa: E731
+        f'batch-fusion{{budget=2,narrow=true,max_batch=2,split="{split}"}}')).run(tree).step.ops
+        if op.name == "draft.tree").attrs.get("depth_at")
+    assert depth_at("equal") == (2, 1) and depth_at("confidence") in (None, ())

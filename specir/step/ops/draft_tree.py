@@ -225,20 +225,21 @@ def _variant(ctx, op):
     return off_variant(ctx, op), topk_now(op, live), depth_now(op, live)
 
 
-def narrow(op, info, alpha: float, nodes_by_live: list[int]) -> dict:
-    """topk_at and depth_at for a budget that keeps at most nodes_by_live[b - 1] nodes per request
-    at b live: at each size the fewest children per node whose tree's most probable n nodes are as
-    likely (the emission model, specir/step/emission.py) as the full tree's, and min(depth, n)
-    levels (n best nodes are never deeper than n); each {} where it is topk / depth everywhere."""
+def narrow(op, info, alpha: float, nodes_by_live: list[int], deepest_by_live: list[int] | None = None) -> dict:
+    """topk_at and depth_at for a budget that keeps nodes_by_live[b - 1] nodes per request at b
+    live (its share), one request at most deepest_by_live[b - 1] (default: the share): at each size
+    the fewest children per node whose tree's most probable n nodes are as likely (the emission
+    model, specir/step/emission.py) as the full tree's, and min(depth, most) levels (the most
+    nodes a request keeps are never deeper than that many); each {} where it is topk / depth everywhere."""
     a = op.attrs
     depth, topk, full = a["depth"], a["topk"], width(op)
     best = tree_emission(alpha, depth, topk, full)
     children, levels = [], []
-    for n in nodes_by_live:
+    for n, most in zip(nodes_by_live, deepest_by_live or nodes_by_live):
         n = max(1, min(n, full))
         children.append(next(k for k in range(1, topk + 1)
                              if k == topk or tree_emission(alpha, depth, k, n)[n] >= best[n] - 1e-12))
-        levels.append(min(depth, n))
+        levels.append(min(depth, max(1, most)))
     children, levels = trimmed(children), trimmed(levels)
     out = {} if all(k == topk for k in children) else {"topk_at": tuple(children)}
     return out if all(d == depth for d in levels) else {**out, "depth_at": tuple(levels)}
