@@ -41,14 +41,10 @@ def main(argv=None) -> int:
     out = {}
     for name, e in (("ar", ar), ("pipeline", engine)):
         serve(e, prompts[:a.slots], [0.0] * a.slots, 4, a.slots)  # warm, as arrivals.compare does
-        opened = []
-        open_ = e.open
-        e.open = lambda *args, **kw: opened.append(open_(*args, **kw)) or opened[-1]  # keep serve's DecodeSession
         run = serve(e, prompts, [0.0] * len(prompts), a.max_new_tokens, a.slots)
-        e.open = open_
         live = run.live_per_step
         by_live = {}
-        for n, sec in zip(live, opened[0].step_seconds):
+        for n, sec in zip(live, run.step_seconds):
             by_live.setdefault(min(a.slots, -(-n // 8) * 8), []).append(sec)
         out[name] = {"busy_s": run.busy_s, "decode_s": run.decode_s, "prefill_s": run.busy_s - run.decode_s,
                      "setup_s": run.setup_s, "steps": len(live), "mean_live": statistics.mean(live),

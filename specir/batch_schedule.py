@@ -95,20 +95,25 @@ def _step_seconds(pipeline, verifier: str, batch: int, n: int, draft_s: float, t
     return forward_seconds(pipeline, verifier, batch * (1 + n), target, context, batch) + draft_s
 
 
-def predicted_speedup(pipeline: Pipeline, target: Target, batch: int, alpha: float = 0.7, context: int = 512) -> float:
+def _drafted(pipeline: Pipeline, batch: int) -> tuple[int, int]:
+    """(the most drafted tokens the step verifies over `batch` live requests, the draft's width per
+    request); (0, 0) for a step that verifies no draft."""
     info = StepInfo(pipeline)
     verifies = [op for op in pipeline.step.ops if info.has_role(op, "verify")]
     if not verifies or len(verifies[-1].values) < 2:
-        return 1.0
-    verify = verifies[-1]
-    width = info.width(verify) - 1
-    n = min(width, -(-info.drafted_most_of(verify.values[1], batch) // batch))
+        return 0, 0
+    return info.drafted_most_of(verifies[-1].values[1], batch), info.width(verifies[-1]) - 1
+
+
+def predicted_speedup(pipeline: Pipeline, target: Target, batch: int, alpha: float = 0.7, context: int = 512) -> float:
+    most, width = _drafted(pipeline, batch)
+    n = min(width, -(-most // batch))
     if n <= 0:
         return 1.0
-    verifier = verify.symbols[0][1:]
+    verifier, _, drafts = step_forwards(pipeline, batch)
     tau = emission_curve(pipeline, alpha)[n]
-    draft_s = draft_seconds(pipeline, step_forwards(pipeline, batch)[2], batch, target, context)
-    step = _step_seconds(pipeline, verifier, batch, n, draft_s, target, context)
+    step = _step_seconds(pipeline, verifier, batch, n, draft_seconds(pipeline, drafts, batch, target, context),
+                         target, context)
     return tau * forward_seconds(pipeline, verifier, batch, target, context, batch) / step
 
 
@@ -128,6 +133,5 @@ def verifier_of(pipeline: Pipeline) -> str:
 
 
 def verifies_whole_draft(pipeline: Pipeline, batch: int) -> bool:
-    info = StepInfo(pipeline)
-    verify = _last_verify(info)
-    return len(verify.values) < 2 or info.drafted_most_of(verify.values[1], batch) >= batch * (info.width(verify) - 1)
+    most, width = _drafted(pipeline, batch)
+    return most >= batch * width

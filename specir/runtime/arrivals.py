@@ -44,7 +44,12 @@ class ArrivalRun:
     latency_s: list[float]
     steps: list[int] = field(default_factory=list)
     setup_s: float = 0.0
-    decode_s: float = 0.0  # of busy_s, in decode steps (DecodeSession.step_seconds); the rest prefill
+    step_seconds: list[float] = field(default_factory=list)  # each decode step (DecodeSession.step_seconds)
+
+    @property
+    def decode_s(self) -> float:
+        """Of busy_s, the decode steps; the rest is prefill of joining requests."""
+        return sum(self.step_seconds)
 
 
 def serve(engine, prompts: list[list[int]], times: list[float], max_new: int, capacity: int) -> ArrivalRun:
@@ -77,7 +82,7 @@ def serve(engine, prompts: list[list[int]], times: list[float], max_new: int, ca
     n = len(prompts)
     return ArrivalRun([requests[i].generated for i in range(n)], live_per_step, busy,
                       [finished_at[i] - times[i] for i in range(n)], [len(requests[i].accept_lengths) for i in range(n)],
-                      setup, sum(decode.step_seconds))
+                      setup, list(decode.step_seconds))
 
 
 @dataclass

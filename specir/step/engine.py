@@ -189,10 +189,11 @@ class Session:
 
     def prefill(self, entries: list[tuple[int, list[int]]]) -> None:
         """Commit every prompt token but the last into every model's cache, in the given slots (caches
-        only: a prefill computes no logits). The first prefill of each shape (requests x padded
-        length) runs once more before it, through the backend's `first_time`: the kernels it
-        compiles are set-up (`setup_s`), not prefill time (the run writes the same cache rows the
-        real one then rewrites). A model with recurrent state prefills in chunks of
+        only: a prefill computes no logits). On a backend that captures (its kernels compile on first
+        use), the first prefill of each shape (requests x padded length) runs once more before it,
+        through the backend's `first_time`: the kernels it compiles are set-up (`setup_s`), not
+        prefill time (the run writes the same cache rows the real one then rewrites); elsewhere
+        nothing compiles there, and a prefill runs once. A model with recurrent state prefills in chunks of
         RECURRENT_PREFILL_CHUNK tokens at most (and no more than its state ring holds), each
         committed before the next (the ring then holds a step's nodes, not a prompt's)."""
         ctx, dev = self.ctx, self.engine.device
@@ -226,7 +227,7 @@ class Session:
                     inputs.pos.copy_(torch.arange(begin, begin + size)[None, :].expand(len(entries), size))
                     inputs.slots.copy_(slots)
                     inputs.lens.copy_(fed.clamp(max=begin))
-                    if first:  # a new prefill shape: its kernels compile in a first run, set-up like a capture
+                    if first and self.engine.backend.captures:  # kernels compile in a first run: set-up
                         self.engine.backend.first_time(forward.run)  # (it writes what the run below rewrites)
                     forward.run()
                     if recurrent:

@@ -49,7 +49,7 @@ def test_captures_are_setup_not_busy_time():
     assert run.tokens == [[1, 1], [1, 1]]
     assert abs(run.setup_s - 0.2) < 1e-9  # one live count met (2), captured once
     assert run.busy_s < 0.15, run.busy_s  # two steps of 0.01 s, not the 0.2 s capture
-    assert abs(run.decode_s - 0.02) < 1e-9 and run.decode_s <= run.busy_s  # the rest of busy_s: prefill
+    assert run.step_seconds == [0.01, 0.01] and abs(run.decode_s - 0.02) < 1e-9 and run.decode_s <= run.busy_s
 
 
 def test_decode_speedup_leaves_prefill_out():

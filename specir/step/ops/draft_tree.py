@@ -17,8 +17,9 @@ k_b + (depth - 1) k_b^2 candidates are invalid (the width stays that of `topk`),
 budget cuts to a few nodes per request costs what those nodes need (batch-fusion{narrow=true}
 sets it). With `depth_at = [d1, d2, ...]` (each 1 .. depth) likewise the tree is `d_b` levels
 deep at b live requests: d_b - 1 level forwards run, and the nodes past its candidates are invalid
-(a budget that keeps n nodes per request never keeps a node deeper than n, since a child's score
-never exceeds its parent's: batch-fusion{narrow=true} sets d_b = min(depth, n)). The op's forwards
+(a budget under which one request keeps at most n nodes never keeps a node deeper than n, since a
+child's score never exceeds its parent's: batch-fusion{narrow=true} sets d_b = min(depth, n), n
+being a request's share of the budget split equally, the whole budget split by confidence). The op's forwards
 and emission stay those of `topk` and `depth` (an upper bound on the narrower ones). The nodes carry their scores (confidence, read by batch.budget). Drafting is deterministic at every temperature (acceptance
 samples over the candidates losslessly).
 Candidates C = K + (depth - 1) K^2; width N = min(budget, C) drafted nodes (verify width N + 1);
