@@ -47,6 +47,9 @@ BUILDS = {"chain": "", "tree": TREE, "tree-bf12": TREE + ",pack-weights{format=b
           "tree-bf-narrow": TREE + ",batch-fusion{shrink=true,alpha=0.85,narrow=true}",
           # issue 14's done-when, verbatim: every option at its default (no budget: each request its whole tree)
           "issue-bf": "tree-verify,batch-fusion",
+          # the defaults of the chain, and the default tree with the draft narrowed to what the budget keeps
+          "chain-default": "batch-fusion",
+          "issue-bf-narrow": "tree-verify,batch-fusion{narrow=true}",
           # the README's GPU section, verbatim (tests/step/test_readme_gpu_pipelines.py checks them on a CPU)
           "readme-tree": "tree-verify",
           "readme-bf12": "tree-verify{budget=64},pack-weights{format=bf12}",

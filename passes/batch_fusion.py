@@ -8,9 +8,13 @@ Mechanisms, each an option the search toggles:
 - `budget = N` (N > 0): one budget of N drafted tokens per step for the whole batch, split by
   draft confidence (`split = "confidence"`) or equally (`split = "equal"`): a `batch.budget` op
   between the draft and the verify;
-- `shrink = true`: the budget per live batch size from the cost model (specir/batch_schedule.py
-  for `target`, assuming per-token acceptance `alpha`): fewer drafted tokens per request as the
-  batch grows, none (a plain AR verify) once the verify is compute-bound; printed as the
+- `shrink = true` (the default): the budget per live batch size from the cost model
+  (specir/batch_schedule.py for `target`, assuming per-token acceptance `alpha`): fewer drafted
+  tokens per request as the batch grows, none (a plain AR verify) once the verify is
+  compute-bound, so by default speculation turns itself off before it costs more than it gains;
+  `target = ""` prices for the target being compiled for (`specir compile --target T`), h200
+  under `specir opt`; `shrink = false` verifies every request's whole draft at any batch size
+  (or the fixed `budget`). The table is printed as the
   `batch.budget` op's `tokens` list, and as the draft op's `off_at` (the live batch size from which
   the drafter only catches up: the step is then autoregressive, no drafting forward runs);
 - `narrow = true` (with a budget): the draft drafts no more than the budget keeps per request, as
@@ -28,7 +32,7 @@ Before (after tree-verify):
     %lg = verify.tree @target, %ctx, %d : logits
     %acc = accept.greedy %d, %lg : accepted
     commit %ctx, %acc {kv = "compact"}
-After (batch-fusion{budget=24}):
+After (batch-fusion{budget=24,shrink=false}):
     %d = draft.tree @drafter, %ctx {budget = 16, depth = 4, topk = 2} : tree
     %d_batch = batch.budget %ctx, %d {tokens = [24]} : tree
     %lg = verify.packed @target, %ctx, %d_batch : logits
@@ -58,8 +62,9 @@ class BatchFusion(Pass):
         "budget": Option(int, 0, "drafted tokens per step for the whole batch; 0: every request its whole draft",
                          min=0, max=1 << 16, search=(0, 16, 32, 64, 128, 256)),
         "split": Option(str, "confidence", "how the budget is shared", ("confidence", "equal")),
-        "shrink": Option(bool, False, "budget per batch size from the cost model (0 when compute-bound)"),
-        "target": Option(str, "h200", "the GPU the shrink table is priced for", search=("h200",)),
+        "shrink": Option(bool, True, "budget per batch size from the cost model (0 when compute-bound)"),
+        "target": Option(str, "", "the target the shrink table is priced for (\"\": the compile target, "
+                                  "h200 under specir opt)", search=("",)),
         "alpha": Option(float, 0.7, "per-token acceptance the shrink table assumes", min=0.0, max=0.999,
                         search=(0.5, 0.7, 0.85)),
         "max_batch": Option(int, 64, "largest batch the shrink table covers", min=1, max=4096, search=(64,)),
@@ -90,8 +95,8 @@ class BatchFusion(Pass):
         if self.narrow and not (self.shrink or self.budget):
             raise self.option_error("narrow", "narrow=true narrows the draft to what a budget keeps, and there is "
                                     "no budget", "add shrink=true or budget=N")
-        if self.shrink and self.target not in all_targets():
-            raise self.option_error("target", f"unknown target {self.target!r} for the shrink table",
+        if self.shrink and self._priced_for() not in all_targets():
+            raise self.option_error("target", f"unknown target {self._priced_for()!r} for the shrink table",
                                     "targets: " + ", ".join(sorted(all_targets())))
         ctx_name, draft = verify.values[0], verify.values[1]
         fed = draft
@@ -158,11 +163,15 @@ class BatchFusion(Pass):
             seen.append(wanted)
             narrowed = wanted
 
+    def _priced_for(self) -> str:
+        """The target the shrink table prices: the option, else the compile target, else h200."""
+        return self.target or self.compile_target or "h200"
+
     def _table(self, pipeline: Pipeline) -> list[int]:
         """Drafted tokens per live batch size: the shrink table (capped by budget), else the budget."""
         if not self.shrink:
             return [self.budget] * self.max_batch
-        table = budget_table(pipeline, get_target(self.target), self.max_batch, self.alpha)
+        table = budget_table(pipeline, get_target(self._priced_for()), self.max_batch, self.alpha)
         return [min(t, self.budget) for t in table] if self.budget else table
 
 

@@ -49,7 +49,7 @@ def compile_pipeline(spec: str | Path, target_name: str, out: str | Path, pipeli
     source = load_pipeline(spec)
     declared = read_declared(source)  # recorded before any pass runs; the pass manager keeps it fixed
     manager = PassManager(build_passes(pipeline_string) if pipeline_string else [],
-                          print_after_all=print_after_all, debug=debug)
+                          print_after_all=print_after_all, debug=debug, target=target.name)
     pipeline = manager.run(source)
     require_step(pipeline, "compiling")
     check_checkpoints(pipeline, _spec_folder(spec))  # declared weights vs the safetensors headers, before lowering
@@ -99,8 +99,7 @@ def batch_notes(pipeline: Pipeline, target) -> list[str]:
             f"plain decoding at batch {where}")
     if not whole or recurrent:  # (batch-fusion packs one row per token: not for recurrent targets)
         return [note]
-    shrink = "shrink=true" + ("" if target.name == "h200" else f",target={target.name}")
-    fix = (f"give batch-fusion {shrink}" if "batch-fusion" in facts_of(pipeline)
-           else f"add batch-fusion{{{shrink}}}")
+    fix = (f"give batch-fusion shrink=true,target={target.name}" if "batch-fusion" in facts_of(pipeline)
+           else "add batch-fusion (its shrink table, on by default, is priced for the compile target)")
     return [f"{note}: each request verifies its whole draft at every batch size; {fix} to draft less as the "
             f"batch grows and not at all where it does not pay"]

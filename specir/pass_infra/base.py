@@ -88,6 +88,7 @@ class Pass:
     options: ClassVar[dict[str, Option]] = {}
     requires: ClassVar[frozenset[str]] = frozenset()
     provides: ClassVar[frozenset[str]] = frozenset()
+    compile_target: str | None = None  # set by the PassManager: the target being compiled for, None under opt
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

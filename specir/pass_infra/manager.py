@@ -1,7 +1,10 @@
 """PassManager: runs passes in order, checks facts, verifies after every pass.
 
 Contract: each pass's `requires` facts must be present (in the pipeline's `facts` attribute);
-after the pass its `provides` facts are added and the IR is verified. Any failure is a
+after the pass its `provides` facts are added and the IR is verified. `target` is the target the
+passes compile for (`specir compile --target T`; None under `specir opt`): each pass sees it as
+`compile_target` while it runs, as TVM's passes see the PassContext's target; a pass that prices
+with it prints what it chose in the IR, so the result never depends on it unseen. Any failure is a
 SpecirError naming the failing pass and the passes that ran before it.
 """
 from __future__ import annotations
@@ -49,6 +52,7 @@ class PassManager:
     debug: bool = False
     out: Callable[[str], None] = field(default=lambda text: print(text, file=sys.stderr, end=""))
     records: list[PassRecord] = field(default_factory=list)
+    target: str | None = None
 
     def run(self, pipeline: Pipeline) -> Pipeline:
         verify(pipeline)
@@ -66,6 +70,7 @@ class PassManager:
                                   f"(passes run before it: {before})", hint=hint,
                                   location=(getattr(p, "where", None) or {}).get(""))
             where = (getattr(p, "where", None) or {}).get("")
+            p.compile_target = self.target
             try:
                 with time_limit(pass_timeout(), f"pass {p.name}"):
                     result = p.run(pipeline)

@@ -32,7 +32,7 @@ def test_compile_tree_verify_batch_fusion_on_every_family(family, family_checkpo
 def test_check_fused_pipeline_at_batch_1_to_8(batch, pair, tmp_path, specir_cli):
     target, drafter = pair
     spec = write_spec(tmp_path, "fused", target, drafter, k=3,
-                      passes="tree-verify{budget=12,topk=2},batch-fusion{budget=16}")
+                      passes="tree-verify{budget=12,topk=2},batch-fusion{shrink=false,budget=16}")
     prompts = write_prompts(tmp_path, 8, 259, seed=batch)  # 2 to 12 tokens each
     code, out, err = specir_cli("check", spec, "--prompts", prompts, "--batch-size", batch,
                                 "--max-new-tokens", 12, "--json", "--limit", 0)
@@ -45,7 +45,7 @@ def test_bench_arrival_rate_forces_every_request(pair, tmp_path, specir_cli):
     joining and leaving between steps); every request of the timed run is token-forced."""
     target, drafter = pair
     spec = write_spec(tmp_path, "fused", target, drafter, k=3,
-                      passes="tree-verify{budget=12,topk=2},batch-fusion{budget=16}")
+                      passes="tree-verify{budget=12,topk=2},batch-fusion{shrink=false,budget=16}")
     prompts = write_prompts(tmp_path, 10, 259, seed=4)
     code, out, err = specir_cli("bench", spec, "--prompts", prompts, "--limit", 0, "--batch-size", 4,
                                 "--arrival-rate", "0,200", "--max-new-tokens", 12, "--check", "--json",
@@ -61,6 +61,6 @@ def test_bench_arrival_rate_forces_every_request(pair, tmp_path, specir_cli):
 
 def test_bench_arrival_rate_bad_value(pair, tmp_path, specir_cli):
     target, drafter = pair
-    spec = write_spec(tmp_path, "fused", target, drafter, k=3, passes="batch-fusion")
+    spec = write_spec(tmp_path, "fused", target, drafter, k=3, passes="batch-fusion{shrink=false}")
     code, out, err = specir_cli("bench", spec, "--arrival-rate", "fast")
     assert code != 0 and "--arrival-rate must be" in err and "hint" in err and "Traceback" not in err

@@ -10,8 +10,8 @@ from tests.runtime.test_sampling import chi2_pvalues, exact_marginals, sample_to
 
 
 @pytest.mark.parametrize("kind, passes", [
-    ("chain_budget", "batch-fusion{budget=4000}"),
-    ("tree_packed", "tree-verify{budget=6,topk=3},batch-fusion{budget=9000,split=equal}"),
+    ("chain_budget", "batch-fusion{shrink=false,budget=4000}"),
+    ("tree_packed", "tree-verify{budget=6,topk=3},batch-fusion{shrink=false,budget=9000,split=equal}"),
 ])
 def test_fused_sampling_matches_target_sampling(kind, passes, small_pair):  # noqa: F811
     root, target, drafter = small_pair

@@ -18,13 +18,13 @@ from specir.step.values import Nodes
 from tests.helpers.specs import write_spec
 
 PIPELINES = {
-    "chain": "batch-fusion",
-    "chain-budget": "batch-fusion{budget=6}",
-    "tree": "tree-verify{budget=12,topk=2},batch-fusion",
-    "tree-budget-confidence": "tree-verify{budget=12,topk=2},batch-fusion{budget=10}",
-    "tree-budget-equal": "tree-verify{budget=12,topk=2},batch-fusion{budget=10,split=equal,commit=compact}",
+    "chain": "batch-fusion{shrink=false}",
+    "chain-budget": "batch-fusion{shrink=false,budget=6}",
+    "tree": "tree-verify{budget=12,topk=2},batch-fusion{shrink=false}",
+    "tree-budget-confidence": "tree-verify{budget=12,topk=2},batch-fusion{shrink=false,budget=10}",
+    "tree-budget-equal": "tree-verify{budget=12,topk=2},batch-fusion{shrink=false,budget=10,split=equal,commit=compact}",
     "tree-shrink": "tree-verify{budget=12,topk=3},batch-fusion{shrink=true,max_batch=8}",
-    "tree-table": "tree-verify{budget=12,topk=2},batch-fusion{budget=99}",  # tokens rewritten below
+    "tree-table": "tree-verify{budget=12,topk=2},batch-fusion{shrink=false,budget=99}",  # tokens rewritten below
 }
 TABLE = "tokens = [12, 6, 0, 3]"  # by live batch size: 12 drafted tokens at 1, 6 at 2, none at 3, 3 from 4 on
 
@@ -189,7 +189,7 @@ def test_shrink_table_shrinks_and_turns_off(tmp_path):
     from specir.targets import get_target
     target, drafter = _wide_target_pair(tmp_path, hidden_size=64, intermediate_size=112, num_hidden_layers=1)
     pipeline = load_pipeline(write_spec(tmp_path, "s", target, drafter, k=4,
-                                        passes="tree-verify{budget=16,topk=2},batch-fusion"))
+                                        passes="tree-verify{budget=16,topk=2},batch-fusion{shrink=false}"))
     table = budget_table(pipeline, get_target("cpu"), 64, 0.8)
     per_request = [table[min(b, len(table)) - 1] / b for b in range(1, 65)]
     assert all(a >= b for a, b in zip(per_request, per_request[1:])), table
@@ -200,6 +200,29 @@ def test_shrink_table_shrinks_and_turns_off(tmp_path):
     assert list(printed) == table
     off_at = next(op for op in fused.step.ops if op.name == "draft.tree").attrs["off_at"]
     assert table[off_at - 2] > 0 and all(t == 0 for t in table[off_at - 1:]), (off_at, table)
+
+
+def test_default_shrink_table_is_priced_for_the_compile_target(tmp_path):
+    """batch-fusion's default (shrink on, target "") prints the table the cost model prices for the
+    target being compiled for, h200 under `specir opt`; an explicit target wins over the compile
+    target; the table shows in the printed IR, so the build never depends on the context unseen."""
+    from specir.batch_schedule import budget_table
+    from specir.compiler import compile_pipeline
+    from specir.pass_infra import PassManager, build_passes
+    from specir.targets import get_target
+    target, drafter = _wide_target_pair(tmp_path, hidden_size=64, intermediate_size=112, num_hidden_layers=1)
+    spec = write_spec(tmp_path, "s", target, drafter, k=4, passes="tree-verify{budget=16,topk=2}")
+    tree = load_pipeline(spec)
+    tokens = lambda p: list(next(op for op in p.step.ops if op.name == "batch.budget").attrs["tokens"])  # noqa: E731
+    whole = PassManager(build_passes("batch-fusion{shrink=false}")).run(tree)
+    want = {t: budget_table(whole, get_target(t), 64, 0.7) for t in ("cpu", "h200")}
+    assert want["cpu"] != want["h200"], want  # the test tells the two apart
+    assert tokens(PassManager(build_passes("batch-fusion")).run(tree)) == want["h200"]
+    assert tokens(PassManager(build_passes("batch-fusion"), target="cpu").run(tree)) == want["cpu"]
+    assert tokens(PassManager(build_passes("batch-fusion{target=h200}"), target="cpu").run(tree)) == want["h200"]
+    compile_pipeline(spec, "cpu", tmp_path / "build", "batch-fusion")
+    built = load_pipeline(tmp_path / "build" / "pipeline.spec")
+    assert tokens(built) == want["cpu"]
 
 
 def test_continuous_batching_forced_against_transformers(engines, pair):
@@ -231,7 +254,7 @@ def test_off_at_drafts_nothing_then_resyncs(engines, pair, tmp_path):
     emits one token; once one request is left, the drafter catches up on the tokens it skipped and
     speculation resumes; every request's tokens equal AR."""
     target, drafter = pair
-    path = write_spec(tmp_path, "off", target, drafter, k=3, passes="tree-verify{budget=12,topk=2},batch-fusion")
+    path = write_spec(tmp_path, "off", target, drafter, k=3, passes="tree-verify{budget=12,topk=2},batch-fusion{shrink=false}")
     path.write_text(path.read_text().replace("topk = 2}", "off_at = 2, topk = 2}"))
     engine = make_engine(load_pipeline(path), "reference", "cpu", None)
     prompts = _prompts(3, seed=5)
@@ -266,7 +289,7 @@ def test_fused_steps_replayed_from_captures_equal_eager(pair, tmp_path, temperat
     from tests.step.test_capture_replay import EmulatedGraphs
     target, drafter = pair
     path = write_spec(tmp_path, "cap", target, drafter, k=3,
-                      passes="tree-verify{budget=8,topk=2},batch-fusion{budget=10}")
+                      passes="tree-verify{budget=8,topk=2},batch-fusion{shrink=false,budget=10}")
     path.write_text(path.read_text().replace("topk = 2}", "off_at = 3, topk = 2}"))
     pipeline = load_pipeline(path)
     prompts = _prompts(3, seed=9)
@@ -310,9 +333,9 @@ def test_shrink_table_for_an_ngram_draft(tmp_path):
     from specir.targets import get_target
     target, drafter = _wide_target_pair(tmp_path, hidden_size=256, intermediate_size=704, num_hidden_layers=2)
     cpu = get_target("cpu")
-    ngram = budget_table(load_pipeline(write_spec(tmp_path, "n", target, "ngram", k=4, passes="batch-fusion")),
+    ngram = budget_table(load_pipeline(write_spec(tmp_path, "n", target, "ngram", k=4, passes="batch-fusion{shrink=false}")),
                          cpu, 64, 0.7)
-    chain = budget_table(load_pipeline(write_spec(tmp_path, "c", target, drafter, k=4, passes="batch-fusion")),
+    chain = budget_table(load_pipeline(write_spec(tmp_path, "c", target, drafter, k=4, passes="batch-fusion{shrink=false}")),
                          cpu, 64, 0.7)
     at = lambda table, b: table[min(b, len(table)) - 1]  # noqa: E731
     assert all(at(ngram, b) >= at(chain, b) for b in range(1, 65)), (ngram, chain)
@@ -329,7 +352,7 @@ def test_ngram_off_at_runs_no_lookup_and_keeps_tokens(engines, pair, tmp_path, m
     and every step emits one token; alone, the request drafts again; every token equals AR."""
     from specir.step.ops import draft_ngram
     target, _ = pair
-    path = write_spec(tmp_path, "ngoff", target, "ngram", k=3, passes="batch-fusion")
+    path = write_spec(tmp_path, "ngoff", target, "ngram", k=3, passes="batch-fusion{shrink=false}")
     path.write_text(path.read_text().replace("{k = 3}", "{k = 3, off_at = 2}"))
     assert "off_at = 2" in path.read_text()
     engine = make_engine(load_pipeline(path), "reference", "cpu", None)

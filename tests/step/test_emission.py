@@ -39,10 +39,10 @@ def test_a_tree_holds_its_chain_and_a_topk_1_tree_is_the_chain(alpha):
 def test_pipelines_read_their_drafts_curve_through_the_budget_op(pair, tmp_path):
     target, drafter = pair
     tree = load_pipeline(write_spec(tmp_path, "t", target, drafter, k=4,
-                                    passes="tree-verify{budget=10,topk=3,depth=3},batch-fusion{budget=8}"))
+                                    passes="tree-verify{budget=10,topk=3,depth=3},batch-fusion{shrink=false,budget=8}"))
     assert emission_curve(tree, 0.8) == pytest.approx(tree_emission(0.8, 3, 3, 10))
     equal = load_pipeline(write_spec(tmp_path, "e", target, drafter, k=4,
-                                     passes="tree-verify{budget=10,topk=3,depth=3},batch-fusion{budget=8,split=equal}"))
+                                     passes="tree-verify{budget=10,topk=3,depth=3},batch-fusion{shrink=false,budget=8,split=equal}"))
     assert emission_curve(equal, 0.8) == pytest.approx(tree_emission(0.8, 3, 3, 10, "listed"))
-    chain = load_pipeline(write_spec(tmp_path, "c", target, drafter, k=4, passes="batch-fusion{budget=3}"))
+    chain = load_pipeline(write_spec(tmp_path, "c", target, drafter, k=4, passes="batch-fusion{shrink=false,budget=3}"))
     assert emission_curve(chain, 0.8) == pytest.approx(chain_emission(0.8, 4, 4))

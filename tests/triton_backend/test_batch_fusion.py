@@ -16,7 +16,7 @@ def test_packed_tree_verify_is_lossless_on_the_triton_backend(tiny_pair, device,
     """Three requests of up to 5 nodes under a budget of 7 drafted tokens: 10 packed rows while all
     three are live, in a 16-row forward (6 pad rows: the bound 3 + 7 to ragged.capacity)."""
     target, drafter = tiny_pair
-    p = PassManager(build_passes("batch-fusion{budget=7}")).run(pipeline("tree", target, drafter))
+    p = PassManager(build_passes("batch-fusion{shrink=false,budget=7}")).run(pipeline("tree", target, drafter))
     engine = make_engine(p, "triton", device, None)
     assert [seg["host"] for seg in engine.program.describe()] == [False]
     shapes, pack = [], ragged.pack
@@ -45,7 +45,7 @@ def test_pad_rows_of_a_packed_forward_write_no_kv(tiny_pair, device):
     from specir.runtime.weights import load_weights
     from specir.step.values import Nodes
     target, drafter = tiny_pair
-    m = PassManager(build_passes("batch-fusion")).run(pipeline("tree", target, drafter)).model("target")
+    m = PassManager(build_passes("batch-fusion{shrink=false}")).run(pipeline("tree", target, drafter)).model("target")
     model = CompiledModel(m, load_weights(m, device), device)
     B, N = 3, 4
     parents = torch.tensor([[-1, 0, 0, 1]] * B, dtype=torch.int32)
@@ -91,7 +91,7 @@ def test_drafting_off_and_resync_on_the_triton_backend(tiny_pair, device):
     """draft.tree {off_at = 2} on the Triton backend: two live requests decode autoregressively (no
     drafter forward), the one left resyncs its drafter and speculates; every token forced."""
     target, drafter = tiny_pair
-    p = PassManager(build_passes("batch-fusion")).run(pipeline("tree", target, drafter))
+    p = PassManager(build_passes("batch-fusion{shrink=false}")).run(pipeline("tree", target, drafter))
     from specir.ir.parser import parse
     from specir.ir.printer import print_pipeline
     p = parse(print_pipeline(p).replace("topk = 2}", "off_at = 2, topk = 2}"))

@@ -102,7 +102,7 @@ def test_a_packed_verify_records_its_grouped_attention(tiny_pair, tmp_path, spec
     from specir.pass_infra import PassManager, build_passes
     target, drafter = tiny_pair
     spec = tmp_path / "fused.spec"
-    fused = PassManager(build_passes("batch-fusion")).run(pipeline("tree", target, drafter, dtype="bf16"))
+    fused = PassManager(build_passes("batch-fusion{shrink=false}")).run(pipeline("tree", target, drafter, dtype="bf16"))
     spec.write_text(print_pipeline(fused))
     code, _, err = specir_cli("compile", spec, "--target", "h200", "-o", tmp_path / "build")
     assert code == 0, err

@@ -34,11 +34,11 @@ def test_the_rule_picks_the_fewest_children_that_keep_the_best_nodes():
 def test_batch_fusion_narrow_sets_topk_at_and_needs_a_budget(tiny_pair):
     target, drafter = tiny_pair
     tree = pipeline("tree", target, drafter)
-    p = PassManager(build_passes("batch-fusion{budget=3,narrow=true,max_batch=4}")).run(tree)
+    p = PassManager(build_passes("batch-fusion{shrink=false,budget=3,narrow=true,max_batch=4}")).run(tree)
     draft = next(op for op in p.step.ops if op.name == "draft.tree")
     assert draft.attrs["topk_at"] == (2, 1)  # 3 nodes for one request: a sibling too; 2 or fewer: the chain
     with pytest.raises(SpecirError, match="narrow"):
-        PassManager(build_passes("batch-fusion{narrow=true}")).run(tree)
+        PassManager(build_passes("batch-fusion{shrink=false,narrow=true}")).run(tree)
 
 
 def test_topk_at_past_topk_is_a_type_error(tiny_pair):
@@ -60,7 +60,7 @@ def test_a_narrowed_tree_is_lossless_as_the_batch_changes(tiny_pair, device, bac
     accepted under both. With depth_at = [2, 1] too, two live requests draft the root's children
     only (no level forward runs)."""
     target, drafter = tiny_pair
-    p = PassManager(build_passes("batch-fusion{budget=8}")).run(pipeline("tree", target, drafter))
+    p = PassManager(build_passes("batch-fusion{shrink=false,budget=8}")).run(pipeline("tree", target, drafter))
     p = parse(print_pipeline(p).replace("topk = 2}", f"topk = 2, {narrowing}}}"))
     engine = make_engine(p, backend, device if backend == "triton" else "cpu", None)
     decode = engine.open(2, engine.rows_needed(8, 8), sampling=False)
@@ -78,7 +78,7 @@ def test_the_shrink_table_prices_the_narrowed_draft(tiny_pair):
     prices one fed row per request per level where the tree is a chain."""
     from specir.batch_schedule import step_forwards
     target, drafter = tiny_pair
-    p = PassManager(build_passes("batch-fusion{budget=8}")).run(pipeline("tree", target, drafter))
+    p = PassManager(build_passes("batch-fusion{shrink=false,budget=8}")).run(pipeline("tree", target, drafter))
     p = parse(print_pipeline(p).replace("topk = 2}", "topk = 2, topk_at = [2, 1]}"))
     level = lambda live: [f for f in step_forwards(p, live)[2] if f.purpose == "tree-level"][0]  # noqa: E731
     assert (level(1).tokens, level(1).ranked) == (2, 2) and (level(3).tokens, level(3).ranked) == (1, 1)
@@ -100,7 +100,7 @@ def test_a_narrowing_that_never_settles_keeps_the_widest_priced_as_printed(tiny_
         priced.append(topk_at)
         return [3 if topk_at == (1,) else 2] * self.max_batch
     monkeypatch.setattr(BatchFusion, "_table", alternating)
-    p = PassManager(build_passes("batch-fusion{budget=3,narrow=true,max_batch=4}")).run(tree)
+    p = PassManager(build_passes("batch-fusion{shrink=false,budget=3,narrow=true,max_batch=4}")).run(tree)
     assert next(op for op in p.step.ops if op.name == "draft.tree").attrs["topk_at"] == (2, 1)
     assert priced == [None, (1,), (2, 1), (2, 1)] and priced[-1] == (2, 1)
 
