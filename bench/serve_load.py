@@ -3,12 +3,15 @@ pipeline (the same target, no draft) at several concurrencies, and against `spec
 same build at the same batch size.
 
     python bench/serve_load.py --out bench/results/serve-cpu-$(date +%F)
+    python bench/serve_load.py --source /tmp/zoo8b/p.spec --target h200 --spec-passes batch-fusion --out $OUT/serve
+
 
 What it does (every step through the CLI, as a user would):
-1. `specir init > spec.spec` (the shipped pair, chain k=4); the AR pipeline (runtime/baseline.py:
+1. `specir init > spec.spec` (the shipped pair, chain k=4; `--source SPEC`: that pipeline instead,
+   e.g. the 8B-shape pair bench/h200_session.py inflates); the AR pipeline (runtime/baseline.py:
    `ar_pipeline`, verify.chain + accept.greedy on the stock target) printed to `ar.spec`;
-   `specir compile ... --target cpu -o build-{spec,ar}/`; with `--spec-passes PIPELINE` the speculative
-   build is `specir compile spec.spec --target cpu -p PIPELINE` (e.g. "ngram-draft{k=4},batch-fusion{
+   `specir compile ... --target T -o build-{spec,ar}/` (`--target`, default cpu); with `--spec-passes
+   PIPELINE` the speculative build is `specir compile spec.spec --target T -p PIPELINE` (e.g. "ngram-draft{k=4},batch-fusion{
    shrink=true,target=cpu}"; default: no passes, the shipped chain k=4 pipeline as `specir init` writes it).
 2. For each concurrency C: `specir serve build-X --max-batch-size C` for both builds (two server
    processes on loopback), an untimed warm-up round, then `--repeats` timed rounds alternating AR
@@ -49,25 +52,27 @@ def sh(argv, **kwargs) -> str:
     return subprocess.run([str(a) for a in argv], check=True, capture_output=True, text=True, **kwargs).stdout
 
 
-def build(out: Path, spec_passes: str = "") -> dict[str, Path]:
+def build(out: Path, spec_passes: str = "", source: str = "", target: str = "cpu") -> dict[str, Path]:
     from specir.ir.printer import print_pipeline
     from specir.load import load_pipeline
     from specir.runtime.baseline import ar_pipeline
-    spec = out / "spec.spec"
-    spec.write_text(sh(SPECIR + ["init"]))
-    (out / "ar.spec").write_text(print_pipeline(ar_pipeline(load_pipeline(spec))))
+    spec = Path(source) if source else out / "spec.spec"
+    if not source:
+        spec.write_text(sh(SPECIR + ["init"]))
+    ar = spec.parent / f"{spec.stem}-ar.spec" if source else out / "ar.spec"  # beside the source: its relative paths hold
+    ar.write_text(print_pipeline(ar_pipeline(load_pipeline(spec))))
     builds = {}
-    for name in ("ar", "spec"):
+    for name, path in (("ar", ar), ("spec", spec)):
         builds[name] = out / f"build-{name}"
         passes = ["-p", spec_passes] if name == "spec" and spec_passes else []
-        sh(SPECIR + ["compile", out / f"{name}.spec", "--target", "cpu", "-o", builds[name]] + passes)
+        sh(SPECIR + ["compile", path, "--target", target, "-o", builds[name]] + passes)
     return builds
 
 
-def prompts() -> list[list[int]]:
+def prompts(source: str = "", target: str = "cpu") -> list[list[int]]:
     from specir.runtime.prompts import to_ids, workload_records
     from specir.runtime.session import open_session
-    folder = str(open_session(None, "cpu").target_folder())
+    folder = str(open_session(source or None, target).target_folder())
     return to_ids(workload_records(None, 8), folder, 4096)  # what `specir bench --limit 8` times
 
 
@@ -174,6 +179,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--requests-per-client", type=int, default=0, help="default: every prompt once in all (32 at concurrency 1, 4 at 8), 4 passes at 32 and more")
     ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--source", default="", help="the pipeline to serve (a .spec); default: `specir init`'s shipped pair")
+    ap.add_argument("--target", default="cpu", help="the compile target of both builds (cpu, h200, ...)")
     ap.add_argument("--spec-passes", default="", help="passes for the speculative build (specir compile -p); "
                     "default: none (the shipped chain k=4 pipeline)")
     args = ap.parse_args()
@@ -181,8 +188,8 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     sizes = [int(c) for c in args.concurrency.split(",")]
     load_before = os.getloadavg()
-    builds = build(out, args.spec_passes)
-    pool = prompts()
+    builds = build(out, args.spec_passes, args.source, args.target)
+    pool = prompts(args.source, args.target)
     results = {"serve": {}, "bench": {}}
     for c in sizes:
         per_client = args.requests_per_client or default_per_client(c, len(pool))
@@ -202,8 +209,9 @@ def main() -> int:
     results["bench"] = bench_rows(builds["spec"], sizes, args.max_tokens, args.repeats, out)
     results["meta"] = {
         "date": datetime.date.today().isoformat(), "machine": f"{platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} cores", "load_average_before": load_before, "load_average_after": os.getloadavg(),
+        f"{os.cpu_count()} cores" + _gpu(args.target), "load_average_before": load_before, "load_average_after": os.getloadavg(),
         "command": "python bench/serve_load.py " + shlex.join(sys.argv[1:]), "max_tokens": args.max_tokens,
+        "target": args.target, "source": args.source or "specir init (the shipped pair)",
         "prompts": len(pool), "repeats": args.repeats,
         "spec_passes": args.spec_passes}
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
@@ -212,20 +220,33 @@ def main() -> int:
     return 0
 
 
+def _gpu(target: str) -> str:
+    """", <the GPU's name>" for a GPU target ("" on the CPU)."""
+    if target == "cpu":
+        return ""
+    import torch
+    return f", {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ""
+
+
 def spec_desc(meta: dict) -> str:
     """The speculative build, as the report names it."""
     passes = meta.get("spec_passes")
-    return f"`specir init` compiled with -p \"{passes}\"" if passes else "chain k=4"
+    source = meta.get("source") or "specir init (the shipped pair)"
+    named = "`specir init`" if source.startswith("specir init") else f"`{source}`"
+    if not passes:
+        return "chain k=4" if named == "`specir init`" else f"{named} as written"
+    return f"{named} compiled with -p \"{passes}\""
 
 
 def report(res: dict) -> str:
     m = res["meta"]
-    lines = [f"# specir serve on the CPU: speculative vs AR, and vs specir bench ({m['date']})", "",
+    lines = [f"# specir serve (--target {m.get('target', 'cpu')}): speculative vs AR, and vs specir bench ({m['date']})",
+             "",
              f"Command: `{m['command']}`  ", f"Machine: {m['machine']}; load average before "
              f"{', '.join(f'{x:.1f}' for x in m['load_average_before'])}, after "
              f"{', '.join(f'{x:.1f}' for x in m['load_average_after'])} (a shared machine: other jobs ran during the "
              f"measurement, so wall-clock figures are noisy; tokens per CPU-second of the server process are less so). "
-             f"Medians of {m['repeats']} rounds; the shipped pair ({spec_desc(m)}) and its AR pipeline, greedy, "
+             f"Medians of {m['repeats']} rounds; the pipeline ({spec_desc(m)}) and its AR pipeline, greedy, "
              f"{m['prompts']} shipped workload prompts, max_tokens {m['max_tokens']}.", "",
              "| concurrency | AR tok/s | spec tok/s | spec/AR | AR tok/CPU-s | spec tok/CPU-s | spec/AR (CPU) | "
              "spec p50 / p99 s | bench tok/s (decode) | bench tok/s (e2e) | serve / bench e2e |",

@@ -24,6 +24,9 @@ def test_report_names_the_spec_passes():
     assert mod.spec_desc({}) == "chain k=4"
     assert mod.spec_desc({"spec_passes": ""}) == "chain k=4"
     assert 'compiled with -p "ngram-draft{k=4},batch-fusion{shrink=true,target=cpu}"' in mod.spec_desc(meta)
+    assert mod.spec_desc({"source": "/tmp/zoo8b/p.spec", "spec_passes": "batch-fusion"}) == \
+        '`/tmp/zoo8b/p.spec` compiled with -p "batch-fusion"'
+    assert mod.spec_desc({"source": "/tmp/zoo8b/p.spec"}) == "`/tmp/zoo8b/p.spec` as written"
 
 
 def test_default_rounds_cover_the_prompts_bench_times():
