@@ -28,10 +28,11 @@ from .targets import get_target
 
 
 def optimise(spec: str | Path, pipeline_string: str = "", *, print_after_all: bool = False,
-             debug: bool = False) -> tuple[Pipeline, PassManager]:
+             debug: bool = False, target: str | None = None) -> tuple[Pipeline, PassManager]:
+    """The passes run on `spec`; `target`: the compile target the passes see (None: as under opt)."""
     pipeline = load_pipeline(spec)
     manager = PassManager(build_passes(pipeline_string) if pipeline_string else [],
-                          print_after_all=print_after_all, debug=debug)
+                          print_after_all=print_after_all, debug=debug, target=target)
     return manager.run(pipeline), manager
 
 

@@ -15,12 +15,19 @@ def register(sub) -> None:
     p.add_argument("spec", help="pipeline file (.spec)")
     add_pipeline_option(p)
     p.add_argument("-o", "--output", help="write the IR to this file instead of stdout")
+    p.add_argument("--target", help="run the passes as `specir compile --target T` would (a pass that prices "
+                                    "for the compile target, e.g. batch-fusion's shrink table, prices for T; "
+                                    "default: h200)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     load_plugins(args)
-    pipeline, _ = optimise(args.spec, args.passes, print_after_all=args.print_after_all, debug=args.debug)
+    if args.target:
+        from ..targets import get_target
+        get_target(args.target)  # an unknown target: one clear error before any pass runs
+    pipeline, _ = optimise(args.spec, args.passes, print_after_all=args.print_after_all, debug=args.debug,
+                           target=args.target)
     text = print_pipeline(pipeline)
     if args.output:
         from ..build_folder import atomic_write_text

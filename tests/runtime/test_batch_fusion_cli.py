@@ -64,3 +64,24 @@ def test_bench_arrival_rate_bad_value(pair, tmp_path, specir_cli):
     spec = write_spec(tmp_path, "fused", target, drafter, k=3, passes="batch-fusion{shrink=false}")
     code, out, err = specir_cli("bench", spec, "--arrival-rate", "fast")
     assert code != 0 and "--arrival-rate must be" in err and "hint" in err and "Traceback" not in err
+
+
+def test_opt_target_prices_the_shrink_table_as_compile_would(tmp_path, specir_cli):
+    """`specir opt -p batch-fusion --target T` prints the IR `specir compile --target T` builds (the
+    shrink table priced for T); an unknown target is one clear error."""
+    code, spec, err = specir_cli("init")
+    assert code == 0, err
+    (tmp_path / "p.spec").write_text(spec)
+    tables = {}
+    for target in ("cpu", "h200"):
+        code, out, err = specir_cli("opt", tmp_path / "p.spec", "-p", "batch-fusion", "--target", target)
+        assert code == 0, err
+        tables[target] = next(line for line in out.splitlines() if "batch.budget" in line)
+        code, _, err = specir_cli("compile", tmp_path / "p.spec", "--target", target, "-p", "batch-fusion",
+                                  "-o", tmp_path / f"build-{target}")
+        assert code == 0, err
+        built = (tmp_path / f"build-{target}" / "pipeline.spec").read_text()
+        assert tables[target].strip() in built, (target, tables[target])
+    assert tables["cpu"] != tables["h200"]
+    code, out, err = specir_cli("opt", tmp_path / "p.spec", "-p", "batch-fusion", "--target", "h300")
+    assert code != 0 and "unknown target 'h300'" in err and "Traceback" not in err, err
