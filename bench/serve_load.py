@@ -14,7 +14,7 @@ What it does (every step through the CLI, as a user would):
    PIPELINE` the speculative build is `specir compile spec.spec --target T -p PIPELINE` (e.g. "ngram-draft{k=4},batch-fusion{
    shrink=true,target=cpu}"; default: no passes, the shipped chain k=4 pipeline as `specir init` writes it).
 2. For each concurrency C: `specir serve build-X --max-batch-size C` for both builds (two server
-   processes on loopback), an untimed warm-up round, then `--repeats` timed rounds alternating AR
+   processes on loopback), an untimed warm-up round (every prompt once, 8 tokens), then `--repeats` timed rounds alternating AR
    and spec (so that load on this shared machine hits both alike). A round: C client threads send
    `--requests-per-client` greedy completions each (default: together every prompt once, four
    times from 32 clients on), back to back (closed loop, non-streaming, the
@@ -195,8 +195,8 @@ def main() -> int:
         per_client = args.requests_per_client or default_per_client(c, len(pool))
         servers = {name: Server(builds[name], c, out / f"serve-{name}-c{c}.log") for name in ("ar", "spec")}
         try:
-            for s in servers.values():  # warm-up: every prefill shape and the batch once
-                round_(s, pool, c, 1, 8)
+            for s in servers.values():  # warm-up: every prompt once (its prefill shape), 8 tokens each
+                round_(s, pool, c, max(1, -(-len(pool) // c)), 8)
             rounds = {"ar": [], "spec": []}
             for _ in range(args.repeats):
                 for name in ("ar", "spec"):

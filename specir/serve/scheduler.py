@@ -4,8 +4,10 @@ thread-safe); HTTP handlers talk to it through `submit` and `cancel` only.
 Contract:
 - `Scheduler(engine, capacity, rows, max_queue, metrics)`; `start()` opens two lanes, a greedy
   DecodeSession (`engine.open(capacity, rows, sampling=False)`: what `specir bench` times) and a
-  sampling one (`sampling=True`: softmax draws on every step), decodes a warm-up request in each,
-  then runs the loop in a daemon thread; `stop()` ends it and fails what is left with a 503.
+  sampling one (`sampling=True`: softmax draws on every step), decodes a warm-up request in each
+  (on a backend that captures, one step at every live count 1 .. capacity, so that no request
+  waits on a first-time capture, as vLLM captures its batch sizes at start-up), then runs the loop
+  in a daemon thread; `stop()` ends it and fails what is left with a 503.
 - `submit(jobs)` (any thread) queues every job or none: a 429 `ApiError` when more than
   `capacity + max_queue` jobs would be in the server, a 503 once stopping.
 - The loop, between steps: applies cancellations (a cancelled request leaves its slot at once),
@@ -95,9 +97,30 @@ class Lane:
         self.decode = self.engine.open(self.capacity, self.rows, sampling=self.sampling)
 
     def warm(self) -> None:
-        request = self.decode.add([i % 7 + 1 for i in range(8)], 4, 0.7 if self.sampling else 0.0, 1)
-        while not request.done:
+        """Decode a warm-up request; where the backend captures, step once at each live count
+        1 .. capacity (requests join one by one and then leave), so every step shape a batch of
+        this lane can take is compiled and captured before the first user request."""
+        temperature = 0.7 if self.sampling else 0.0
+        prompt = [i % 7 + 1 for i in range(8)]
+        if not self.engine.backend.captures or self.capacity == 1:
+            request = self.decode.add(prompt, 4, temperature, 1)
+            while not request.done:
+                self.decode.step()
+            self.decode.forget_finished()
+            return
+        # as long as the session's rows allow: every request stays live through the ramp's steps
+        spare = self.engine.rows_needed(len(prompt), 1) - 1
+        room = min(self.decode.session.max_seq - spare, self.engine.max_position - len(prompt))
+        if room < 1:
+            raise SpecirError(f"the serving session's {self.decode.session.max_seq} cache rows hold no warm-up request",
+                              hint="raise the tokens a request may use")
+        requests = []
+        for n in range(1, self.capacity + 1):
+            requests.append(self.decode.add(prompt, room, temperature, n))
             self.decode.step()
+        for request in requests:
+            if not request.done:
+                self.decode.cancel(request)
         self.decode.forget_finished()
 
     def samples(self) -> bool:
