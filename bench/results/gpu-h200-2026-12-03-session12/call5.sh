@@ -1,0 +1,3 @@
+# call 5 (2026-12-03, session 12, warm after call 4): the two-level row that beat the tree in call 4, again with
+# 8 prompts and 96 tokens on docstrings and on prose (call 4 did not reach prose), batch 1, against the tree
+. bench/results/gpu-h200-2026-12-03-session12/setup.sh; timeout 260 python3 bench/two_level.py --out $OUT/tl --target h200 --zoo /tmp/zoo8b --builds tree,tl-ngram-drafter --workloads docstrings,prose --batch-sizes 1 --limit 8 --max-new-tokens 96 --budget-s 250 --no-predict > $OUT/tl-log.txt 2>&1; echo "rc=$?"; rm -rf $OUT/tl/bench-*/bench.png $OUT/tl/builds; tail -n 8 $OUT/tl/README.md

@@ -1,0 +1,3 @@
+# call 7 (2026-12-03, session 12, warm after call 6, with the device time left): specir serve on the H200 at the 8B
+# shape, concurrency 1 and 8, one round each (before the serve warm-up ramp and serve_load's every-prompt warm-up)
+. bench/results/gpu-h200-2026-12-03-session12/setup.sh; timeout 235 python3 bench/serve_load.py --source /tmp/zoo8b/p.spec --target h200 --spec-passes "tree-verify,batch-fusion" --concurrency 1,8 --repeats 1 --max-tokens 48 --out $OUT/serve > $OUT/serve-log.txt 2>&1; echo "serve rc=$?"; tail -n 25 $OUT/serve/serve-*.log > $OUT/serve-logs.txt 2>&1; rm -rf $OUT/serve/build-* $OUT/serve/bench-* $OUT/serve/serve-*.log; tail -n 12 $OUT/serve-log.txt
