@@ -11,7 +11,9 @@ Mechanisms, each an option the search toggles:
 - `shrink = true` (the default): the budget per live batch size from the cost model
   (specir/batch_schedule.py for `target`, assuming per-token acceptance `alpha`): fewer drafted
   tokens per request as the batch grows, none (a plain AR verify) once the verify is
-  compute-bound, so by default speculation turns itself off before it costs more than it gains;
+  compute-bound, so by default speculation turns itself off before it costs more than it gains
+  (where the draft can stop: a draft op without `off_at`, e.g. two-level-verify's draft.cascade,
+  runs whatever the budget, so the table prices "verify nothing" with its forwards);
   `target = ""` prices for the target being compiled for (`specir compile --target T`), h200
   under `specir opt`; `shrink = false` verifies every request's whole draft at any batch size
   (or the fixed `budget`). The table is printed as the

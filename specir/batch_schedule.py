@@ -15,7 +15,10 @@ more than the drafter's weights).
 `step_forwards`, `draft_seconds` and `forward_seconds` are those prices on their own.
 `predicted_speedup(pipeline, target, batch, alpha)`: the same model's speedup over AR of the step
 as it is at `batch` live requests (its draft at that live count: a budget's table entry, else the
-whole draft per request; 1.0 where the step drafts nothing then). `slow_batches(...)`: the batch
+whole draft per request; 1.0 where the step drafts nothing then, its draft ops off; below 1 where
+it verifies nothing while a draft op that cannot stop still runs). `drafting_can_stop(pipeline)`:
+every draft op declares `off_at`; where one does not (draft.cascade, a plugin's draft), the
+table prices n = 0 with the draft's forwards, which run anyway. `slow_batches(...)`: the batch
 sizes of 1, 8, 32, 64 where that is below 1, the compile note's subject; `verifies_whole_draft(
 pipeline, batch)`: whether each request then verifies its draft's whole width (no budget cuts it).
 As b grows, the verify turns compute-bound and n shrinks; n = 0 (a plain AR verify) when no
@@ -78,10 +81,12 @@ def draft_seconds(pipeline: Pipeline, drafts: list, batch: int, target: Target, 
 def budget_table(pipeline: Pipeline, target: Target, max_batch: int, alpha: float, context: int = 512) -> list[int]:
     verifier, width, _ = step_forwards(pipeline)
     tau = emission_curve(pipeline, alpha)
+    offable = drafting_can_stop(pipeline)
     table = []
     for b in range(1, max_batch + 1):
         draft_s = draft_seconds(pipeline, step_forwards(pipeline, b)[2], b, target, context)
-        best_n, best_rate = 0, b / forward_seconds(pipeline, verifier, b, target, context, b)  # plain AR: no drafter
+        # n = 0: plain AR where the draft can stop (off_at), else the draft still runs, unverified
+        best_n, best_rate = 0, b / _step_seconds(pipeline, verifier, b, 0, 0.0 if offable else draft_s, target, context)
         for n in range(1, width + 1):
             rate = b * tau[n] / _step_seconds(pipeline, verifier, b, n, draft_s, target, context)
             if rate > best_rate * (1 + 1e-9):
@@ -105,12 +110,33 @@ def _drafted(pipeline: Pipeline, batch: int) -> tuple[int, int]:
     return info.drafted_most_of(verifies[-1].values[1], batch), info.width(verifies[-1]) - 1
 
 
+def drafting_can_stop(pipeline: Pipeline) -> bool:
+    """Whether every draft op of the step can stop drafting (declares `off_at`), so that a step
+    verifying no drafted token runs no drafter forward; else the draft runs whatever the budget."""
+    from .ir.opdefs import OPS
+    info = StepInfo(pipeline)
+    return all("off_at" in OPS[op.name].attrs for op in pipeline.step.ops
+               if info.has_role(op, "draft") and op.name in OPS)
+
+
+def _drafting_stopped(pipeline: Pipeline, batch: int) -> bool:
+    """Whether every draft op is off (its `off_at` reached) with `batch` live requests."""
+    from .ir.opdefs import OPS
+    info = StepInfo(pipeline)
+    drafts = [op for op in pipeline.step.ops if info.has_role(op, "draft")]
+    return all(op.name in OPS and "off_at" in OPS[op.name].attrs and 0 < op.attrs.get("off_at", 0) <= batch
+               for op in drafts)
+
+
 def predicted_speedup(pipeline: Pipeline, target: Target, batch: int, alpha: float = 0.7, context: int = 512) -> float:
     most, width = _drafted(pipeline, batch)
     n = min(width, -(-most // batch))
-    if n <= 0:
+    if n <= 0 and (width == 0 or _drafting_stopped(pipeline, batch)):
         return 1.0
     verifier, _, drafts = step_forwards(pipeline, batch)
+    if n <= 0:  # nothing verified, and the draft still runs
+        ar = forward_seconds(pipeline, verifier, batch, target, context, batch)
+        return ar / (ar + draft_seconds(pipeline, drafts, batch, target, context))
     tau = emission_curve(pipeline, alpha)[n]
     step = _step_seconds(pipeline, verifier, batch, n, draft_seconds(pipeline, drafts, batch, target, context),
                          target, context)

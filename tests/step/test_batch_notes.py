@@ -67,3 +67,37 @@ def test_a_recurrent_target_gets_no_batch_fusion_hint():
         notes = batch_notes(p, get_target("h200"))
         assert notes and all("batch-fusion" not in note for note in notes), (passes, notes)  # slow from batch 8
         assert all("batch-fusion" not in note for note in batch_notes(p, get_target("cpu"))), passes
+
+
+def _budget(pipeline):
+    return next(op for op in pipeline.step.ops if op.name == "batch.budget")
+
+
+def _with_tokens(pipeline, tokens):
+    """`pipeline` with its batch.budget's table set to `tokens`, its draft ops untouched."""
+    ops = tuple(replace(op, attrs=op.attrs.set(tokens=tuple(tokens))) if op.name == "batch.budget" else op
+                for op in pipeline.step.ops)
+    return replace(pipeline, step=replace(pipeline.step, ops=ops))
+
+
+def test_a_draft_that_cannot_stop_is_priced_running(zoo_pair):
+    """draft.cascade (two-level-verify) declares no off_at: a step verifying none of its tokens still
+    runs the drafter and the mid level, so the shrink table never prices "draft nothing" as plain AR
+    there, and the predicted speedup of a zero budget is below 1; a chain whose off_at is reached
+    prices 1.0."""
+    from specir.batch_schedule import drafting_can_stop
+    cpu = get_target("cpu")
+    cascade = _run(zoo_pair, "two-level-verify,batch-fusion{target=cpu}")
+    assert not drafting_can_stop(cascade)
+    assert all(t > 0 for t in _budget(cascade).attrs["tokens"]), _budget(cascade)
+    assert predicted_speedup(_with_tokens(cascade, [0]), cpu, 8) < 1.0
+    chain = _run(zoo_pair, "batch-fusion{target=cpu}")
+    assert drafting_can_stop(chain)
+    stopped = _with_tokens(chain, [0])
+    stopped = replace(stopped, step=replace(stopped.step, ops=tuple(
+        replace(op, attrs=op.attrs.set(off_at=1)) if op.name == "draft.chain" else op for op in stopped.step.ops)))
+    assert predicted_speedup(stopped, cpu, 8) == 1.0
+    off_at = next(op for op in chain.step.ops if op.name == "draft.chain").attrs["off_at"]
+    assert off_at > 2
+    running = _with_tokens(chain, [0])  # a zero budget below off_at: the drafter still runs
+    assert predicted_speedup(running, cpu, 2) < 1.0 == predicted_speedup(running, cpu, off_at)
