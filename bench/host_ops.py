@@ -52,7 +52,7 @@ TREE = "tree-verify{budget=64,topk=8,depth=6}"
 FUSION = "batch-fusion{shrink=true,alpha=0.85}"
 PIPELINES = {"chain": "", "tree": TREE, "chain-bf": FUSION, "tree-bf": f"{TREE},{FUSION}"}
 # (drafter, passes): the n-gram proposer reads each request's token history (a host segment)
-DRAFTERS = {"ngram-bf": ("ngram", "batch-fusion")}
+DRAFTERS = {"ngram-bf": ("ngram", "batch-fusion{shrink=false}")}  # every live request drafts: the host segment runs
 US_PER_OP = 6.0  # assumed: one eager kernel launch on a GPU (host side), microseconds
 US_PER_SYNC = 20.0  # assumed: one device->host synchronisation (pipeline drain + copy), microseconds
 SYNC_OPS = {"_local_scalar_dense": "item", "nonzero": "nonzero", "masked_select": "masked_select",

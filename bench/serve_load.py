@@ -59,7 +59,8 @@ def build(out: Path, spec_passes: str = "", source: str = "", target: str = "cpu
     spec = Path(source) if source else out / "spec.spec"
     if not source:
         spec.write_text(sh(SPECIR + ["init"]))
-    ar = spec.parent / f"{spec.stem}-ar.spec" if source else out / "ar.spec"  # beside the source: its relative paths hold
+    # the AR twin of a --source goes beside it (its relative model paths hold there), named for this script
+    ar = spec.parent / f"{spec.stem}.serve_load-ar.spec" if source else out / "ar.spec"
     ar.write_text(print_pipeline(ar_pipeline(load_pipeline(spec))))
     builds = {}
     for name, path in (("ar", ar), ("spec", spec)):

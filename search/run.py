@@ -230,7 +230,7 @@ class Search:
                         or self.space.passes[st.name].origin == "builtin")
         try:
             with _quiet():
-                pipeline, _ = optimise(self.s.spec, Space.spell(builtin))
+                pipeline, _ = optimise(self.s.spec, Space.spell(builtin), target=self.target.name)
         except SpecirError:
             self._scores[key] = None
             return None

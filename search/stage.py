@@ -44,7 +44,7 @@ def compile_candidate(job: dict) -> dict:
     for path in job.get("plugins") or []:
         load_plugin(path)
     with contextlib.redirect_stderr(io.StringIO()):
-        pipeline, _ = optimise(job["spec"], job["passes"])
+        pipeline, _ = optimise(job["spec"], job["passes"], target=job["target"])
         text = print_pipeline(pipeline)
         result = {"ir_digest": ir_digest_of_text(text), "ir": text}
         if job.get("digest_only") or job.get("known") and result["ir_digest"] in job["known"]:

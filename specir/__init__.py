@@ -1,2 +1,2 @@
 """specir: a compiler for speculative-decoding pipelines."""
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -20,6 +20,7 @@ from .kernels.kv_cache import kv_compact
 class TritonStepBackend(StepBackend):
     name = "triton"
     prefill_quantum = 32
+    pads_packed_rows = True  # kernels compile (and graphs capture) per forward size: keep the sizes few
 
     def __init__(self, device):
         device = concrete_device(device)

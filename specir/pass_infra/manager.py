@@ -70,8 +70,8 @@ class PassManager:
                                   f"(passes run before it: {before})", hint=hint,
                                   location=(getattr(p, "where", None) or {}).get(""))
             where = (getattr(p, "where", None) or {}).get("")
-            p.compile_target = self.target
             try:
+                p.compile_target = self.target
                 with time_limit(pass_timeout(), f"pass {p.name}"):
                     result = p.run(pipeline)
             except SpecirError as exc:

@@ -78,7 +78,7 @@ def open_session(source: str | None, target: str | None = None, passes: str = ""
         return Session(pipeline, tgt, manifest["backend"], path, base)
     tgt = get_target(target or host_target())
     require_available(tgt)
-    pipeline, _ = optimise(path, passes)
+    pipeline, _ = optimise(path, passes, target=tgt.name)
     require_step(pipeline, "running")
     check_checkpoints(pipeline, path.parent)
     return Session(pipeline, tgt, _backend_for(tgt), None, path.parent)

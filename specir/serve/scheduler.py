@@ -5,7 +5,7 @@ Contract:
 - `Scheduler(engine, capacity, rows, max_queue, metrics)`; `start()` opens two lanes, a greedy
   DecodeSession (`engine.open(capacity, rows, sampling=False)`: what `specir bench` times) and a
   sampling one (`sampling=True`: softmax draws on every step), decodes a warm-up request in each
-  (on a backend that captures, one step at every live count 1 .. capacity, so that no request
+  (on a backend that captures, two steps at every live count 1 .. capacity, so that no request
   waits on a first-time capture, as vLLM captures its batch sizes at start-up), then runs the loop
   in a daemon thread; `stop()` ends it and fails what is left with a 503.
 - `submit(jobs)` (any thread) queues every job or none: a 429 `ApiError` when more than
@@ -97,9 +97,10 @@ class Lane:
         self.decode = self.engine.open(self.capacity, self.rows, sampling=self.sampling)
 
     def warm(self) -> None:
-        """Decode a warm-up request; where the backend captures, step once at each live count
-        1 .. capacity (requests join one by one and then leave), so every step shape a batch of
-        this lane can take is compiled and captured before the first user request."""
+        """Decode a warm-up request; where the backend captures, step twice at each live count
+        1 .. capacity (requests join one by one and then leave): a step shape runs eagerly the first
+        time and is captured the second, so every shape a batch of this lane takes at a live count
+        is compiled and captured before the first user request."""
         temperature = 0.7 if self.sampling else 0.0
         prompt = [i % 7 + 1 for i in range(8)]
         if not self.engine.backend.captures or self.capacity == 1:
@@ -117,7 +118,8 @@ class Lane:
         requests = []
         for n in range(1, self.capacity + 1):
             requests.append(self.decode.add(prompt, room, temperature, n))
-            self.decode.step()
+            self.decode.step()  # a new step shape runs eagerly first (its kernels compile) ...
+            self.decode.step()  # ... and is captured the second time (StepProgram: warmed, then captured)
         for request in requests:
             if not request.done:
                 self.decode.cancel(request)

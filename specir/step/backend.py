@@ -53,6 +53,12 @@ class StepBackend:
         self.setup_s = 0.0  # seconds of first-time work (warm-ups and captures) so far
         self._in_first_time = False
 
+    @property
+    def pads_packed_rows(self) -> bool:
+        """Whether packed forwards run ragged.capacity(bound) rows (few forward sizes: a backend that
+        captures or compiles per size) rather than exactly the bound (a pad row costs its compute)."""
+        return self.captures
+
     def first_time(self, fn):
         """fn() (a warm-up or a capture), its seconds added to `setup_s`: the device is synchronised
         around the outermost such call (work nested in it is already counted; inside a CUDA graph

@@ -14,11 +14,17 @@ from tests.helpers.specs import write_prompts, write_spec
 def test_compile_tree_verify_batch_fusion_on_every_family(family, family_checkpoints, tmp_path, specir_cli):
     ckpt = family_checkpoints[family]
     spec = write_spec(tmp_path, family, ckpt, ckpt, k=3)
-    code, out, err = specir_cli("compile", spec, "--target", "cpu", "-p", "tree-verify{budget=8,topk=2},batch-fusion",
-                                "-o", tmp_path / "build")
+    code, out, err = specir_cli("compile", spec, "--target", "cpu", "-p", "tree-verify,batch-fusion",
+                                "-o", tmp_path / "default")
+    assert code == 0, err
+    final = (tmp_path / "default" / "pipeline.spec").read_text()
+    assert "verify.packed @target" in final and '"batch-fusion"' in final and "batch.budget" in final
+    # checked with every request's whole tree (on the CPU's table these tiny pairs would not draft)
+    code, out, err = specir_cli("compile", spec, "--target", "cpu", "-p",
+                                "tree-verify{budget=8,topk=2},batch-fusion{shrink=false}", "-o", tmp_path / "build")
     assert code == 0, err
     final = (tmp_path / "build" / "pipeline.spec").read_text()
-    assert "verify.packed @target" in final and '"batch-fusion"' in final
+    assert "verify.packed @target" in final and "batch.budget" not in final and "off_at" not in final
     manifest = json.loads((tmp_path / "build" / "manifest.json").read_text())
     assert "batch-fusion" in json.dumps(manifest)
     prompts = write_prompts(tmp_path, 6, 96, seed=11)

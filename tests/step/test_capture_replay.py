@@ -32,6 +32,7 @@ class EmulatedGraphs:
     def __init__(self, inner):
         self.inner, self.captures, self.name, self.device = inner, True, inner.name, inner.device
         self.prefill_quantum, self.captured, self.replays = 4, 0, 0
+        self.pads_packed_rows = True  # as a capturing backend: packed forwards rounded to few sizes
 
     def __getattr__(self, name):
         return getattr(self.inner, name)

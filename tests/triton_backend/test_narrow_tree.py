@@ -111,6 +111,6 @@ def test_the_levels_narrow_to_what_one_request_can_keep(tiny_pair):
     target, drafter = tiny_pair
     tree = pipeline("tree", target, drafter)
     depth_at = lambda split: next(op for op in PassManager(build_passes(  # noqa: E731
-        f'batch-fusion{{budget=2,narrow=true,max_batch=2,split="{split}"}}')).run(tree).step.ops
+        f'batch-fusion{{shrink=false,budget=2,narrow=true,max_batch=2,split="{split}"}}')).run(tree).step.ops
         if op.name == "draft.tree").attrs.get("depth_at")
     assert depth_at("equal") == (2, 1) and depth_at("confidence") in (None, ())

@@ -9,7 +9,8 @@ The result is logits [B, N, V], zero at the nodes not verified (never read by ac
 buffer per (B, N, V, dtype) that the op keeps and reuses each step (ragged.unpack: zeroing at most
 the rows of the op's largest forward, not B x N).
 Capture-safe (device-side verify inputs, as SGLang builds them): the packing happens on the device
-into a forward of `ragged.capacity(bound)` rows, where the bound is host-known, the live requests'
+into a forward of `ragged.capacity(bound)` rows (exactly `bound` on a backend whose
+`pads_packed_rows` is false: the reference and TVM ones), where the bound is host-known, the live requests'
 pending tokens plus the most drafted nodes the draft holds at that live count
 (StepInfo.drafted_most_of: a budget's table entry); rows past the packed total are pad rows. The
 row count is the op's `variant`, so the program keeps one capture of the step per forward size.
@@ -58,11 +59,14 @@ def _forward(ctx, state, rows: int, N: int, B: int):
 
 def setup(ctx, op) -> None:
     """The forward's rows by live count (index = live requests, 0 .. B): the pending tokens plus the
-    most drafted nodes the draft holds then, never past live x N, to ragged.capacity."""
+    most drafted nodes the draft holds then, never past live x N, rounded up to ragged.capacity on
+    a backend that compiles or captures per forward size (`pads_packed_rows`: fewer shapes); exact
+    elsewhere, where a pad row only costs its compute."""
     info, draft = ctx.info, _draft_value(op)
     N = width(op, info)
     most = (lambda live: 0) if draft is None else (lambda live: info.drafted_most_of(draft, live))
-    ctx.op_state[("rows", id(op))] = [0] + [ragged.capacity(min(live * N, live + most(live)))
+    rounded = ragged.capacity if ctx.backend.pads_packed_rows else (lambda rows: rows)
+    ctx.op_state[("rows", id(op))] = [0] + [rounded(min(live * N, live + most(live)))
                                             for live in range(1, ctx.B + 1)]
 
 
