@@ -50,10 +50,10 @@ def lower(ctx, op, args):
     state = ctx.state(model_of(op), "draft")
     k = op.attrs["k"]
     mode = draft_mode(ctx, op)
-    if mode == "off":
-        z = torch.zeros(ctx.B, k, dtype=torch.long, device=ctx.device)  # q None: nothing was sampled
+    if mode == "off":  # width 0 (as draft.ngram's): the verify and acceptance then work on one row, as AR's do
+        z = torch.zeros(ctx.B, 0, dtype=torch.long, device=ctx.device)  # q None: nothing was sampled
         return Draft(z, torch.zeros(ctx.B, dtype=torch.int32, device=ctx.device), None,
-                     torch.full((ctx.B, k), -torch.inf, device=ctx.device))
+                     torch.zeros(ctx.B, 0, device=ctx.device))
     logits = catch_up(ctx, state) if mode == "on" else resync(ctx, state)
     tokens, qs, scores = [], [], []
     total = torch.zeros(ctx.B, dtype=torch.float32, device=ctx.device)
