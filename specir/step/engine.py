@@ -195,13 +195,16 @@ class Session:
         prefill time (the run writes the same cache rows the real one then rewrites); elsewhere
         nothing compiles there, and a prefill runs once. A model with recurrent state prefills in chunks of
         RECURRENT_PREFILL_CHUNK tokens at most (and no more than its state ring holds), each
-        committed before the next (the ring then holds a step's nodes, not a prompt's)."""
+        committed before the next (the ring then holds a step's nodes, not a prompt's). A drafter
+        whose every draft op is off at the live count the new requests make (`off_at`) is not
+        prefilled: it resyncs on the whole history the first step it drafts again."""
         ctx, dev = self.ctx, self.engine.device
         feeds = [p[:-1] for _, p in entries]
         longest = max(len(f) for f in feeds)
         slots = torch.tensor([s for s, _ in entries], dtype=torch.int32, device=dev)
         for state in ctx.models.values():
             reset_recurrent(state.cache, slots)  # a reused slot's recurrent state starts afresh
+        idle = self._idle_drafters(int(ctx.active.sum()) + len(entries))
         if longest > 0:
             quantum = self.engine.backend.prefill_quantum
             T = -(-longest // quantum) * quantum
@@ -210,6 +213,8 @@ class Session:
                 ids[b, :len(f)] = torch.tensor(f, dtype=torch.long)
             fed = torch.tensor([len(f) for f in feeds], dtype=torch.long, device=dev)
             for state in ctx.models.values():
+                if (state.name, state.role) in idle:
+                    continue  # drafting is off at this live count: the drafter catches up when it resumes
                 recurrent = getattr(state.cache, "recurrent", None) is not None
                 # a chunk's every node must stay in the ring until its commit: ragged prompts end mid-chunk
                 chunk = min(T, RECURRENT_PREFILL_CHUNK, state.cache.recurrent.nodes) if recurrent else T
@@ -237,13 +242,35 @@ class Session:
         pending = torch.tensor([p[-1] for _, p in entries], dtype=torch.long, device=dev)
         index = slots.long()
         for state in ctx.models.values():
-            state.lens[index] = lens  # (recurrent state: committed chunk by chunk above)
+            state.lens[index] = 0 if (state.name, state.role) in idle else lens  # (recurrent: chunk by chunk above)
             if state.role == "draft":
                 state.feed[index, 0] = pending
                 state.n_feed[index] = 1
         ctx.pending[index] = pending
         ctx.counter[index] = 0
         ctx.active[index] = 1
+
+
+    def _idle_drafters(self, live: int) -> set:
+        """(model, "draft") of the drafters no draft op uses with `live` requests decoding (each op
+        using it has `off_at` <= live, and its cache is attention only): a prefill leaves their rows
+        empty (lens 0) and marks those ops behind, so the first step they draft again resyncs them on
+        the whole history (catch_up.resync; token forcing equal either way, the drafter's work
+        only moves to when it is needed)."""
+        from .ops.common import model_of
+        info, by_model = self.engine.info, {}
+        for op in self.engine.pipeline.step.ops:
+            if info.has_role(op, "draft") and not info.has_role(op, "verify") and op.symbols:
+                by_model.setdefault(model_of(op), []).append(op)
+        idle = set()
+        for name, ops in by_model.items():
+            state = self.ctx.models.get((name, "draft"))
+            off = all(0 < op.attrs.get("off_at", 0) <= live for op in ops)
+            if state is not None and off and getattr(state.cache, "recurrent", None) is None:
+                idle.add((name, "draft"))
+                for op in ops:
+                    self.ctx.op_state[("behind", id(op))] = True
+        return idle
 
 
 class DecodeSession:

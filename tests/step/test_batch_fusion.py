@@ -252,7 +252,8 @@ def test_continuous_batching_forced_against_transformers(engines, pair):
 
 def test_off_at_drafts_nothing_then_resyncs(engines, pair, tmp_path):
     """draft.tree {off_at = 2}: with two or more live requests no drafter forward runs and every step
-    emits one token; once one request is left, the drafter catches up on the tokens it skipped and
+    emits one token (a request joining then is not prefilled on the drafter); once one request is
+    left, the drafter catches up on the tokens it skipped (the late one's whole history) and
     speculation resumes; every request's tokens equal AR."""
     target, drafter = pair
     path = write_spec(tmp_path, "off", target, drafter, k=3, passes="tree-verify{budget=12,topk=2},batch-fusion{shrink=false}")
@@ -265,6 +266,8 @@ def test_off_at_drafts_nothing_then_resyncs(engines, pair, tmp_path):
     late = decode.add(prompts[1], 16)
     state = next(s for s in decode.session.ctx.models.values() if s.role == "draft")
     lens = state.lens.clone()
+    # `late` joined at two live requests, where drafting is off: its drafter rows were not prefilled
+    assert lens[short.slot] == len(prompts[0]) - 1 and lens[late.slot] == 0
     while not short.done:
         decode.step()
     assert torch.equal(state.lens, lens), "the drafter ran while drafting was off"
