@@ -121,11 +121,9 @@ def drafting_can_stop(pipeline: Pipeline) -> bool:
 
 def _drafting_stopped(pipeline: Pipeline, batch: int) -> bool:
     """Whether every draft op is off (its `off_at` reached) with `batch` live requests."""
-    from .ir.opdefs import OPS
+    from .step.ops.common import off_at_live
     info = StepInfo(pipeline)
-    drafts = [op for op in pipeline.step.ops if info.has_role(op, "draft")]
-    return all(op.name in OPS and "off_at" in OPS[op.name].attrs and 0 < op.attrs.get("off_at", 0) <= batch
-               for op in drafts)
+    return all(off_at_live(op, batch) for op in pipeline.step.ops if info.has_role(op, "draft"))
 
 
 def predicted_speedup(pipeline: Pipeline, target: Target, batch: int, alpha: float = 0.7, context: int = 512) -> float:

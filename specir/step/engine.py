@@ -257,7 +257,7 @@ class Session:
         empty (lens 0) and marks those ops behind, so the first step they draft again resyncs them on
         the whole history (catch_up.resync; token forcing equal either way, the drafter's work
         only moves to when it is needed)."""
-        from .ops.common import model_of
+        from .ops.common import mark_behind, model_of, off_at_live
         info, by_model = self.engine.info, {}
         for op in self.engine.pipeline.step.ops:
             if info.has_role(op, "draft") and not info.has_role(op, "verify") and op.symbols:
@@ -265,11 +265,11 @@ class Session:
         idle = set()
         for name, ops in by_model.items():
             state = self.ctx.models.get((name, "draft"))
-            off = all(0 < op.attrs.get("off_at", 0) <= live for op in ops)
-            if state is not None and off and getattr(state.cache, "recurrent", None) is None:
+            if state is not None and all(off_at_live(op, live) for op in ops) \
+                    and getattr(state.cache, "recurrent", None) is None:
                 idle.add((name, "draft"))
                 for op in ops:
-                    self.ctx.op_state[("behind", id(op))] = True
+                    mark_behind(self.ctx, op)
         return idle
 
 

@@ -411,3 +411,24 @@ def test_serving_warm_up_captures_every_live_count(pair, tmp_path):
     while eager.active():
         eager.step()
     assert [r.generated for r in reqs] == [r.generated for r in want]
+
+
+def test_a_stopped_chain_verifies_one_row_per_request(engines, pair, tmp_path, monkeypatch):
+    """draft.chain {off_at = 1}: drafting is off at every live count, so the draft has width 0 and
+    the packed verify's logits and acceptance work on the pending token alone ([B, 1, V], as an AR
+    step's), not on k empty positions; every token equals AR."""
+    target, drafter = pair
+    path = write_spec(tmp_path, "chainoff", target, drafter, k=3, passes="batch-fusion{shrink=false}")
+    path.write_text(path.read_text().replace("{k = 3}", "{k = 3, off_at = 1}"))
+    assert "off_at = 1" in path.read_text()
+    engine = make_engine(load_pipeline(path), "reference", "cpu", None)
+    widths, unpack = [], ragged.unpack
+
+    def recording(logits, packed, B, N, *args, **kwargs):
+        widths.append(N)
+        return unpack(logits, packed, B, N, *args, **kwargs)
+    monkeypatch.setattr(ragged, "unpack", recording)
+    prompts = _prompts(2, seed=12)
+    results = engine.generate(prompts, 6)
+    assert widths and set(widths) == {1}, widths
+    assert [r.tokens for r in results] == [r.tokens for r in engines["ar"].generate(prompts, 6)]

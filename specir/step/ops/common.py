@@ -37,10 +37,21 @@ def zero(op, info) -> int:
 OFF_AT = AttrSpec("int", 0, doc="draft nothing (the drafter idles) once this many requests are live; 0: never")
 
 
+def off_at_live(op, live: int) -> bool:
+    """The op's `off_at` rule: True when it drafts nothing with `live` requests decoding."""
+    off_at = op.attrs.get("off_at", 0)
+    return bool(off_at) and live >= off_at
+
+
 def drafting_off(ctx, op) -> bool:
     """The op's `off_at` rule this step (host-known): True when it drafts nothing."""
-    off_at = op.attrs.get("off_at", 0)
-    return bool(off_at) and ctx.live_requests() >= off_at
+    return off_at_live(op, ctx.live_requests())
+
+
+def mark_behind(ctx, op) -> None:
+    """The op's drafter missed tokens (a step with drafting off, or a prefill that skipped it): the
+    next step it drafts resyncs it (off_variant)."""
+    ctx.op_state[("behind", id(op))] = True
 
 
 def off_variant(ctx, op):
@@ -49,7 +60,7 @@ def off_variant(ctx, op):
     up on what it skipped: unique per resync, so never replayed from a capture)."""
     behind = ("behind", id(op))
     if drafting_off(ctx, op):
-        ctx.op_state[behind] = True
+        mark_behind(ctx, op)
         return "off"
     if ctx.op_state.get(behind):
         ctx.op_state[behind] = False
