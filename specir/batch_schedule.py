@@ -19,7 +19,8 @@ whole draft per request; 1.0 where the step drafts nothing then, its draft ops o
 it verifies nothing while a draft op that cannot stop still runs). `drafting_can_stop(pipeline)`:
 every draft op declares `off_at`; where one does not (draft.cascade, a plugin's draft), the
 table prices n = 0 with the draft's forwards, which run anyway. `slow_batches(...)`: the batch
-sizes of 1, 8, 32, 64 where that is below 1, the compile note's subject; `verifies_whole_draft(
+sizes of 1, 8, 32, 64 where that is below 1, the compile note's subject; `never_drafts(pipeline)`:
+every draft op is off from one live request on (the other note's); `verifies_whole_draft(
 pipeline, batch)`: whether each request then verifies its draft's whole width (no budget cuts it).
 As b grows, the verify turns compute-bound and n shrinks; n = 0 (a plain AR verify) when no
 draft pays for its extra verify rows. The table reads the step ops' `forwards` interfaces only.
@@ -124,6 +125,15 @@ def _drafting_stopped(pipeline: Pipeline, batch: int) -> bool:
     from .step.ops.common import off_at_live
     info = StepInfo(pipeline)
     return all(off_at_live(op, batch) for op in pipeline.step.ops if info.has_role(op, "draft"))
+
+
+def never_drafts(pipeline: Pipeline) -> bool:
+    """Whether the step has draft ops and every one is off from one live request on (`off_at = 1`:
+    a shrink table that found no draft paying at any batch size)."""
+    if pipeline.step is None:
+        return False
+    info = StepInfo(pipeline)
+    return any(info.has_role(op, "draft") for op in pipeline.step.ops) and _drafting_stopped(pipeline, 1)
 
 
 def predicted_speedup(pipeline: Pipeline, target: Target, batch: int, alpha: float = 0.7, context: int = 512) -> float:

@@ -6,7 +6,8 @@ another version, or for another machine, is measured again); `measure(target)` r
 microbenchmarks: copy bandwidth (a large tensor copy, read + write counted), dense matmul rate
 (bf16 on a GPU, f32 on a CPU, one thread as the engine decodes), and the cost of one small op (a
 1-row linear of width 256, the launch/dispatch floor every op of a forward pays). Without a
-calibration the cost model uses the target's datasheet numbers and no per-op overhead.
+calibration the cost model uses the target's datasheet numbers and its fitted per-op cost
+(`step_op_seconds`, 0 where none).
 """
 from __future__ import annotations
 
@@ -39,8 +40,9 @@ class Calibration:
 
     @classmethod
     def from_target(cls, target: Target) -> "Calibration":
-        """The datasheet numbers, no per-op overhead (no microbenchmark ran)."""
-        return cls(target.name, "datasheet", target.device_bandwidth, target.device_flops, 0.0, VERSION, "")
+        """The datasheet numbers and the target's fitted per-op cost (no microbenchmark ran)."""
+        return cls(target.name, "datasheet", target.device_bandwidth, target.device_flops, target.step_op_seconds,
+                   VERSION, "")
 
 
 def machine_id() -> str:

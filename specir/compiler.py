@@ -84,9 +84,15 @@ def compile_pipeline(spec: str | Path, target_name: str, out: str | Path, pipeli
 def batch_notes(pipeline: Pipeline, target) -> list[str]:
     """A note where the cost model prices the step below plain decoding at a batch size (to two
     decimals), with, where the draft is verified whole at those sizes, the option that turns
-    speculation down as the batch grows."""
-    from .batch_schedule import slow_batches, verifier_of, verifies_whole_draft
+    speculation down as the batch grows; or, where a shrink table turned every draft op off from
+    one live request on, that the build decodes as plain AR does."""
+    from .batch_schedule import never_drafts, slow_batches, verifier_of, verifies_whole_draft
     from .step.ops.common import has_recurrent_state
+    if never_drafts(pipeline):
+        return [f"the cost model ({target.name} roofline) prices no draft of this step above plain decoding at any "
+                f"batch size, so batch-fusion's shrink table turns drafting off from 1 live request (off_at = 1): "
+                f"this build decodes as its AR pipeline does; if the pair accepts more than the table assumes, "
+                f"give batch-fusion alpha=<measured per-token acceptance>, or try a cheaper draft (ngram-draft)"]
     try:
         slow = [(b, s) for b, s in slow_batches(pipeline, target) if round(s, 2) < 1.0]
         whole = bool(slow) and all(verifies_whole_draft(pipeline, b) for b, _ in slow)

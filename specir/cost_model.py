@@ -7,7 +7,8 @@ attends over (its `context` rows and its share of the `tokens`), plus the recurr
 the bytes of ranking `ranked_rows` rows of its logits over the vocabulary afterwards (a draft
 op's ModelForward.ranked; specir/step/ranking.BYTES_PER_LOGIT by the logits' dtype), and
 returns the target's roofline time of those bytes and FLOPs (`Target.roofline`: their max, plus the
-fraction `step_serial` of the smaller: 0 unless the target's fitted step rates say otherwise); the matmul
+fraction `step_serial` of the smaller: 0 unless the target's fitted step rates say otherwise) plus
+the target's fixed cost per graph op (`step_op_seconds`, 0 on a GPU) times the model's ops; the matmul
 FLOPs count the rows rounded up to the target's GEMM row tile (`Target.gemm_rows`).
 `estimate(pipeline, target)` prices the forwards every step op declares (its `forwards`
 interface: model, tokens, count) plus each op's declared fixed overhead; it reads no op names. Calibration by microbenchmarks refines the
@@ -78,7 +79,8 @@ def forward_cost(model: Model, target: Target, tokens: int = 1, context: int = 5
             size = 4.0 if spec.dtype == "f32" else act_size
             state_bytes += (1 + tokens) * _numel(spec.shape) * size
     rank_bytes = ranked_rows * _vocab(model) * _rank_bytes_per_logit(act_size)
-    seconds = target.roofline(weight_bytes + kv_bytes + state_bytes + rank_bytes, flops)
+    seconds = (target.roofline(weight_bytes + kv_bytes + state_bytes + rank_bytes, flops)
+               + len(model.graph.ops) * target.step_op_seconds)
     return ForwardCost(weight_bytes, kv_bytes, flops, seconds, state_bytes, rank_bytes)
 
 

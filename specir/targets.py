@@ -38,6 +38,10 @@ class Target:
     step_flops: float | None = None
     step_serial: float = 0.0
     step_row_tile: int = 1
+    # `step_op_seconds`: the fixed cost of one graph op of a forward (dispatch and launch), fitted
+    # where a step's ops are not captured into one graph (the CPU: a small model's decode step is
+    # mostly this); 0 where the fitted step rates already cover it (a GPU's captured step)
+    step_op_seconds: float = 0.0
 
     @property
     def device_bandwidth(self) -> float:
