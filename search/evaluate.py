@@ -8,7 +8,8 @@ when checked and another when timed. A candidate that names a plugin (a --plugin
 agent's pass) does all of its compiling, generating and timing inside the sandbox
 (search/sandbox.py); this process never imports plugin code, and the judge and the forcing of
 timed outputs run outside the sandbox. The record's `status` is "validated" only when the guard
-passed, the timed outputs passed forcing and the timing finished.
+passed, the timed outputs passed forcing and the timing finished; `stages` holds each stage's seconds
+(compile, guard, timing, forcing), and the candidate's worker.log says when each starts and ends.
 """
 from __future__ import annotations
 
@@ -21,16 +22,11 @@ from pathlib import Path
 
 from specir.errors import SpecirError
 
-_REFERENCES: dict = {}
-
-
 def _reference(declared: dict, device: str):
+    """The declared target's reference, shared with the guard's judge in this worker (one load)."""
     from specir.declared_target import DeclaredTarget
     from specir.runtime.token_forcing import Reference
-    key = (json.dumps(declared, sort_keys=True), device)
-    if key not in _REFERENCES:
-        _REFERENCES[key] = Reference(DeclaredTarget.from_dict(declared), device)
-    return _REFERENCES[key]
+    return Reference.shared(DeclaredTarget.from_dict(declared), device)
 
 
 def force_timed(job: dict, rounds: list, outputs: list) -> dict:
@@ -79,6 +75,20 @@ def _stage(job: dict, folder: Path, stage_job: dict, wrap, limits) -> dict:
         return {"error": f"the sandboxed {name} stage exited (status {code}) without a result"}
 
 
+@contextlib.contextmanager
+def _stage_timed(record: dict, name: str):
+    """Times one stage of the evaluation into record["stages"][name] (seconds) and says in the
+    candidate's worker.log when it starts and ends, so a stalled candidate shows where it stalled."""
+    start = time.perf_counter()
+    print(f"{time.strftime('%H:%M:%S')} {name}: started", file=sys.stderr, flush=True)
+    try:
+        yield
+    finally:
+        seconds = round(time.perf_counter() - start, 2)
+        record.setdefault("stages", {})[name] = seconds
+        print(f"{time.strftime('%H:%M:%S')} {name}: {seconds} s", file=sys.stderr, flush=True)
+
+
 def _log_tail(path: Path, lines: int = 6) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -111,16 +121,17 @@ def _evaluate(job: dict, folder: Path, record: dict) -> None:
     build = folder / "build"
     compile_job = {"kind": "compile", "spec": job["spec"], "passes": job["passes"], "plugins": job["plugins"],
                    "target": job["target"], "out": str(build), "known": job.get("known") or []}
-    if sandboxed:
-        limits, env, wrap = _sandbox_parts(job, folder)
-        result = _stage(job, folder, compile_job, wrap, limits)
-        record["sandbox"] = _applied(folder)
-    else:
-        from .stage import compile_candidate
-        try:
-            result = compile_candidate(compile_job)
-        except SpecirError as exc:
-            result = {"error": exc.format()}
+    with _stage_timed(record, "compile"):
+        if sandboxed:
+            limits, env, wrap = _sandbox_parts(job, folder)
+            result = _stage(job, folder, compile_job, wrap, limits)
+            record["sandbox"] = _applied(folder)
+        else:
+            from .stage import compile_candidate
+            try:
+                result = compile_candidate(compile_job)
+            except SpecirError as exc:
+                result = {"error": exc.format()}
     if "killed" in result:
         record["status"], record["error"] = "timed out", f"compiling the candidate was {result['killed']}"
         return
@@ -142,7 +153,8 @@ def _evaluate(job: dict, folder: Path, record: dict) -> None:
         request.sandbox = wrap([])  # the launcher, ending in its '--'
         request.sandbox_folder = str(folder / "guard")
     try:
-        verdict = run_guard(request)
+        with _stage_timed(record, "guard"):
+            verdict = run_guard(request)
     except SpecirError as exc:
         record["status"], record["error"] = "guard failed", exc.format()
         return
@@ -153,9 +165,12 @@ def _evaluate(job: dict, folder: Path, record: dict) -> None:
         return
     # timing, then forcing of what the timed run produced
     from .measure import measure
-    measured = measure(build, Path(job["baseline_build"]), job["rounds"], job["max_new"], job["batch_size"],
-                       device=job["device"], sandbox=wrap if sandboxed else None, folder=folder, timeout=job["timeout"])
-    forced = force_timed(job, job["rounds"], measured.outputs)
+    with _stage_timed(record, "timing"):
+        measured = measure(build, Path(job["baseline_build"]), job["rounds"], job["max_new"], job["batch_size"],
+                           device=job["device"], sandbox=wrap if sandboxed else None, folder=folder,
+                           timeout=job["timeout"])
+    with _stage_timed(record, "forcing"):
+        forced = force_timed(job, job["rounds"], measured.outputs)
     record["timed_forcing"] = forced
     record["measured"] = measured.as_dict()
     if not forced["ok"]:

@@ -3,7 +3,8 @@
 Contract: `write(out, summary)` (re)writes all four atomically from what has finished so far (the
 search calls it after every candidate, and on Ctrl-C), so the folder always holds a consistent
 report. report.json: `baseline` and `best` (speedup, tau, tokens_per_s, pipeline), `candidates`
-(by index: pipeline, predicted and measured speedup, tau, the guard's verdict, seconds, status; the
+(by index: pipeline, predicted and measured speedup, tau, the guard's verdict, seconds and
+the seconds of each stage (`stages`: compile, guard, timing, forcing), status; the
 best-so-far curve is in the order they finished), and the cost
 model's accuracy (`rank_correlation`: Spearman's rho of predicted vs measured speedup over the
 validated candidates) and gap report. best.spec is the best validated pipeline's final IR with its
@@ -53,7 +54,8 @@ def candidate_row(r: dict) -> dict:
             "predicted_speedup": p.get("speedup"), "predicted_tau": p.get("tau"),
             "measured_speedup": m.get("speedup"), "tau": m.get("tau"), "tokens_per_s": m.get("tokens_per_s"),
             "ar_tokens_per_s": m.get("ar_tokens_per_s"), "verdict": r.get("verdict"),
-            "timed_forcing": r.get("timed_forcing"), "seconds": r.get("seconds"), "ir_digest": r.get("ir_digest"),
+            "timed_forcing": r.get("timed_forcing"), "seconds": r.get("seconds"), "stages": r.get("stages"),
+            "ir_digest": r.get("ir_digest"),
             "plugins": r.get("plugins"), "error": (r.get("error") or "")[:2000] or None, "kept": r.get("kept", False),
             "sandbox": r.get("sandbox")}
 

@@ -168,7 +168,7 @@ def judge(job: dict) -> dict:
         return verdict(produced, reasons)
     outputs = [[int(t) for t in o[:request.max_new_tokens]] if isinstance(o, list) and
                all(isinstance(t, int) for t in o) else [] for o in outputs]
-    reference = Reference(declared, request.device, request.reference)
+    reference = Reference.shared(declared, request.device, request.reference)
     report = force(reference, request.prompts, outputs, request.tolerance)
     if report.non_finite:
         reasons.append(f"the reference's logits are not finite at {report.non_finite} positions (the checkpoint's "

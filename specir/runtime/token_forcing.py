@@ -16,6 +16,7 @@ logits are not finite are counted (`non_finite`): the guard fails them.
 """
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field, replace
 
@@ -75,6 +76,9 @@ class ForcingReport:
                                "mismatches": s.mismatches} for s in self.sequences]}
 
 
+_SHARED: dict = {}  # Reference.shared's one kept reference
+
+
 class Reference:
     """Logits of the declared target's checkpoint for whole sequences: [T, V] for ids [T]."""
 
@@ -106,6 +110,17 @@ class Reference:
         fresh = replace(fresh, attrs=fresh.attrs.set(dtype=self.dtype_name))
         self.fresh, self.weights, self.kernels = fresh, load_weights(fresh, device), kernel_table()
         self.kind = "ir"
+
+    @classmethod
+    def shared(cls, declared: DeclaredTarget, device: str, kind: str = "auto") -> "Reference":
+        """The reference of `declared` on `device`, kept for the next call with the same declared
+        target (its digest included), device and kind: a search's worker judges every candidate
+        against one model load. One is kept at a time (a target's weights are large)."""
+        key = (json.dumps(declared.as_dict(), sort_keys=True), str(device), kind)
+        if _SHARED.get("key") != key:
+            _SHARED.clear()
+            _SHARED.update(key=key, reference=cls(declared, device, kind))
+        return _SHARED["reference"]
 
     @classmethod
     def of_model(cls, model, device: str, kind: str = "auto") -> "Reference":

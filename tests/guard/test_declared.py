@@ -85,3 +85,28 @@ def test_the_digest_is_cached_but_sees_rewritten_bytes(pair, tmp_path):
     weights.write_bytes(bytes(data))
     os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))  # same size and mtime: only ctime tells
     assert checkpoint_digest(folder) != first
+
+
+def test_a_shared_reference_is_loaded_once_per_declared_target(pair, tmp_path, monkeypatch):
+    """Reference.shared (the guard's judge and the search's forcing of timed outputs): one load for
+    repeated calls with the same declared target, device and kind; a different digest (a changed
+    checkpoint declared anew) or kind loads again, and only the last one is kept."""
+    from specir.runtime import token_forcing
+    from specir.runtime.token_forcing import Reference
+    loads = []
+    real = Reference.__init__
+
+    def counting(self, declared, device, kind="auto"):
+        loads.append((declared.digest, kind))
+        real(self, declared, device, kind)
+    monkeypatch.setattr(Reference, "__init__", counting)
+    monkeypatch.setattr(token_forcing, "_SHARED", {})
+    declared = read(load_pipeline(write_spec(tmp_path, "chain", *pair, k=3)))
+    first = Reference.shared(declared, "cpu")
+    assert Reference.shared(declared, "cpu") is first and len(loads) == 1
+    ir = Reference.shared(declared, "cpu", "ir")
+    assert ir is not first and ir.kind == "ir" and len(loads) == 2
+    assert Reference.shared(declared, "cpu") is not first and len(loads) == 3  # one kept at a time
+    other = type(declared)(declared.model, declared.source, "sha256:00", declared.dtype)
+    Reference.shared(other, "cpu")
+    assert loads[-1][0] == "sha256:00" and len(loads) == 4

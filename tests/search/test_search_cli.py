@@ -36,6 +36,10 @@ def test_the_report_has_baseline_best_and_every_candidate(searched):
         assert {"pipeline", "predicted_speedup", "measured_speedup", "tau", "verdict", "seconds", "status"} <= set(c)
     validated = [c for c in report["candidates"] if c["status"] == "validated"]
     assert validated and all(c["verdict"]["ok"] and c["timed_forcing"]["ok"] for c in validated)
+    for c in validated:  # each stage timed, and the worker's log says when each ended
+        assert set(c["stages"]) == {"compile", "guard", "timing", "forcing"} and sum(c["stages"].values()) <= c["seconds"]
+    log = (out / "candidates" / "0000" / "worker.log").read_text()
+    assert all(f"{stage}: started" in log for stage in ("compile", "guard", "timing", "forcing")), log[-2000:]
     assert report["best"]["speedup"] == max(c["measured_speedup"] for c in validated)
     assert len({c["ir_digest"] for c in report["candidates"]}) == 3
     assert (out / "report.md").read_text().startswith("# specir search")
