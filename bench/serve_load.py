@@ -21,7 +21,9 @@ What it does (every step through the CLI, as a user would):
    shipped workload prompts as token ids, max_tokens `--max-tokens`). Measured per round: tokens
    generated / wall seconds (first send to last answer), tokens per CPU-second of the server process
    (utime + stime from /proc: less sensitive to other processes on the machine), latency p50/p99.
-3. `specir bench build-spec --batch-size 1,8,32 --max-new-tokens M --json`, `--repeats` times.
+3. `specir bench build-spec --batch-size 1,8,32 --max-new-tokens M --json`, `--repeats` times; and per
+   concurrency C, `specir bench build-spec --prompts <one round's requests> --batch-size C --arrival-rate 0`
+   (continuous batching without HTTP, its prefill seconds apart), once.
 Reported: medians over rounds. Every request and answer stays on 127.0.0.1; rounds are bounded in
 count and each request in time.
 """
@@ -173,6 +175,28 @@ def bench_rows(build: Path, sizes: list[int], max_tokens: int, repeats: int, out
     return {b: {k: round(statistics.median(v), 2) for k, v in d.items()} for b, d in per.items()}
 
 
+def round_requests(pool: list[list[int]], clients: int, per_client: int) -> list[list[int]]:
+    """The prompts one round sends, in the order `round_`'s clients take them."""
+    return [pool[(c * per_client + k) % len(pool)] for c in range(clients) for k in range(per_client)]
+
+
+def bench_continuous(build: Path, requests: list[list[int]], clients: int, max_tokens: int, out: Path) -> dict:
+    """`specir bench --arrival-rate 0` of `build` on one round's requests through `clients` slots:
+    continuous batching as the server does it (a request joins when one leaves, its prefill between
+    steps), without HTTP. tok/s over busy time for the pipeline and AR, and the prefill seconds of
+    joining requests (busy minus decode-step seconds)."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "requests.jsonl"
+    path.write_text("".join(json.dumps({"prompt_ids": ids}) + "\n" for ids in requests))
+    data = json.loads(sh(SPECIR + ["bench", build, "--prompts", path, "--limit", str(len(requests)),
+                                   "--batch-size", str(clients), "--arrival-rate", "0",
+                                   "--max-new-tokens", str(max_tokens), "--json", "--out", out]))
+    row = data["rows"][0]
+    return {"tok_s": round(row["tokens_per_s"], 2), "ar_tok_s": round(row["ar_tokens_per_s"], 2),
+            "prefill_s": round(row["busy_s"] - row["decode_s"], 3), "busy_s": round(row["busy_s"], 3),
+            "ar_prefill_s": round(row["ar_busy_s"] - row["ar_decode_s"], 3), "ar_busy_s": round(row["ar_busy_s"], 3)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
@@ -191,7 +215,7 @@ def main() -> int:
     load_before = os.getloadavg()
     builds = build(out, args.spec_passes, args.source, args.target)
     pool = prompts(args.source, args.target)
-    results = {"serve": {}, "bench": {}}
+    results = {"serve": {}, "bench": {}, "bench_continuous": {}}
     for c in sizes:
         per_client = args.requests_per_client or default_per_client(c, len(pool))
         servers = {name: Server(builds[name], c, out / f"serve-{name}-c{c}.log") for name in ("ar", "spec")}
@@ -208,6 +232,10 @@ def main() -> int:
                 s.stop()
         results["serve"][c] = {name: {"median": median_of(r), "rounds": r} for name, r in rounds.items()}
     results["bench"] = bench_rows(builds["spec"], sizes, args.max_tokens, args.repeats, out)
+    for c in sizes:
+        per_client = args.requests_per_client or default_per_client(c, len(pool))
+        results["bench_continuous"][c] = bench_continuous(builds["spec"], round_requests(pool, c, per_client), c,
+                                                          args.max_tokens, out / f"bench-continuous-c{c}")
     results["meta"] = {
         "date": datetime.date.today().isoformat(), "machine": f"{platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} cores" + _gpu(args.target), "load_average_before": load_before, "load_average_after": os.getloadavg(),
@@ -263,6 +291,22 @@ def report(res: dict) -> str:
     lines += ["", "serve: closed-loop clients over HTTP (prefill, HTTP and JSON included), continuous batching "
               "with --max-batch-size = concurrency. bench: `specir bench` of the same build at batch size = "
               "concurrency (decode: prefill excluded; e2e: prefill included; static batches).", ""]
+    continuous = res.get("bench_continuous") or {}
+    if continuous:
+        lines += ["Against `specir bench --arrival-rate 0` on one round's requests through as many slots (continuous "
+                  "batching without HTTP: a request joins when one leaves; tok/s over busy time; prefill: the busy "
+                  "seconds outside decode steps, i.e. joining requests' prefills):", "",
+                  "| concurrency | bench continuous tok/s (spec / AR) | prefill s of busy s (spec; AR) | "
+                  "serve / bench continuous (spec; AR) |", "|---:|---:|---:|---:|"]
+        for c, row in res["serve"].items():
+            cb = continuous.get(c) or continuous.get(str(c))
+            if not cb:
+                continue
+            ar, sp = row["ar"]["median"], row["spec"]["median"]
+            lines.append(f"| {c} | {cb['tok_s']:.1f} / {cb['ar_tok_s']:.1f} | {cb['prefill_s']:.2f} of "
+                         f"{cb['busy_s']:.2f}; {cb['ar_prefill_s']:.2f} of {cb['ar_busy_s']:.2f} | "
+                         f"{sp['tok_s'] / cb['tok_s']:.2f}; {ar['tok_s'] / cb['ar_tok_s']:.2f} |")
+        lines.append("")
     return "\n".join(lines)
 
 
