@@ -69,7 +69,7 @@ def compile_pipeline(spec: str | Path, target_name: str, out: str | Path, pipeli
             "plugins": [str(Path(p).resolve()) for p in plugins],
             "passes": [{"name": r.name, "spelled": r.spelled, "changed": r.changed} for r in manager.records],
             "facts": list(facts_of(lowering.pipeline)),
-            "cost_model": estimate(lowering.pipeline, target),
+            "cost_model": step_estimate(lowering.pipeline, target),
             "kernels": lowering.kernels,
             "packed_weights": packed,
             "files": sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file()) + ["manifest.json"],
@@ -79,6 +79,16 @@ def compile_pipeline(spec: str | Path, target_name: str, out: str | Path, pipeli
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
+
+
+def step_estimate(pipeline: Pipeline, target) -> dict:
+    """The cost model's step (cost_model.estimate) of the step as it runs: its AR pipeline's where a
+    shrink table turns every draft op off from one live request on (`drafting_off` true then)."""
+    from .batch_schedule import never_drafts
+    if never_drafts(pipeline):
+        from .runtime.baseline import ar_pipeline
+        return {**estimate(ar_pipeline(pipeline), target), "drafting_off": True}
+    return estimate(pipeline, target)
 
 
 def batch_notes(pipeline: Pipeline, target) -> list[str]:

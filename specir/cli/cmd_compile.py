@@ -29,6 +29,8 @@ def run(args) -> int:
                                 emit_ptx=args.emit_ptx)
     est = manifest["cost_model"]["step_seconds"]
     step = f"{est * 1e3:.3f} ms" if est >= 1e-4 else f"{est * 1e6:.2f} us"
+    if manifest["cost_model"].get("drafting_off"):
+        step += " (AR's: drafting is off, see the note)"
     print(f"compiled {args.spec} for {manifest['target']} ({manifest['backend']} backend) -> "
           f"{str(args.output).rstrip('/')}/ [{kernel_count(manifest['kernels'])}, passes: "
           f"{manifest['pass_pipeline'] or 'none'}, modelled step {step}]", file=sys.stderr)

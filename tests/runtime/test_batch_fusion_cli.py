@@ -88,6 +88,12 @@ def test_opt_target_prices_the_shrink_table_as_compile_would(tmp_path, specir_cl
         assert code == 0, err
         built = (tmp_path / f"build-{target}" / "pipeline.spec").read_text()
         assert tables[target].strip() in built, (target, tables[target])
-    assert tables["cpu"] != tables["h200"]
+        # on the CPU the shipped chain pays at no batch size (its per-op cost): compile says the build
+        # decodes as AR does, and the modelled step it prints is AR's
+        off = target == "cpu"
+        assert ("decodes as its AR pipeline does" in err) == off and ("(AR's: drafting is off" in err) == off, err
+        manifest = json.loads((tmp_path / f"build-{target}" / "manifest.json").read_text())
+        assert bool(manifest["cost_model"].get("drafting_off")) == off
+    assert tables["cpu"] != tables["h200"] and "tokens = [0]" in tables["cpu"]
     code, out, err = specir_cli("opt", tmp_path / "p.spec", "-p", "batch-fusion", "--target", "h300")
     assert code != 0 and "unknown target 'h300'" in err and "Traceback" not in err, err
