@@ -176,8 +176,10 @@ def bench_rows(build: Path, sizes: list[int], max_tokens: int, repeats: int, out
 
 
 def round_requests(pool: list[list[int]], clients: int, per_client: int) -> list[list[int]]:
-    """The prompts one round sends, in the order `round_`'s clients take them."""
-    return [pool[(c * per_client + k) % len(pool)] for c in range(clients) for k in range(per_client)]
+    """The prompts one round sends (`round_`'s client c sends pool[c * per_client + k] as its k-th),
+    wave by wave: every client's first request, then every client's second, ... (the order the server
+    sees them first, so slots fill with the same prompts together)."""
+    return [pool[(c * per_client + k) % len(pool)] for k in range(per_client) for c in range(clients)]
 
 
 def bench_continuous(build: Path, requests: list[list[int]], clients: int, max_tokens: int, out: Path) -> dict:

@@ -87,7 +87,7 @@ def step_estimate(pipeline: Pipeline, target) -> dict:
     from .batch_schedule import never_drafts
     if never_drafts(pipeline):
         from .runtime.baseline import ar_pipeline
-        return {**estimate(ar_pipeline(pipeline), target), "drafting_off": True}
+        return {**estimate(ar_pipeline(pipeline, stock=False), target), "drafting_off": True}
     return estimate(pipeline, target)
 
 
@@ -99,10 +99,11 @@ def batch_notes(pipeline: Pipeline, target) -> list[str]:
     from .batch_schedule import never_drafts, slow_batches, verifier_of, verifies_whole_draft
     from .step.ops.common import has_recurrent_state
     if never_drafts(pipeline):
-        return [f"the cost model ({target.name} roofline) prices no draft of this step above plain decoding at any "
-                f"batch size, so batch-fusion's shrink table turns drafting off from 1 live request (off_at = 1): "
-                f"this build decodes as its AR pipeline does; if the pair accepts more than the table assumes, "
-                f"give batch-fusion alpha=<measured per-token acceptance>, or try a cheaper draft (ngram-draft)"]
+        return ["every draft op of this step is off from 1 live request (off_at = 1: batch-fusion's shrink table "
+                "writes it where its cost model prices no draft above plain decoding at any batch size on the target "
+                "it priced for), so this build decodes as its AR pipeline does; if the pair accepts more than the "
+                "table assumes, give batch-fusion alpha=<measured per-token acceptance>, or try a cheaper draft "
+                "(ngram-draft)"]
     try:
         slow = [(b, s) for b, s in slow_batches(pipeline, target) if round(s, 2) < 1.0]
         whole = bool(slow) and all(verifies_whole_draft(pipeline, b) for b, _ in slow)

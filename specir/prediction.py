@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .acceptance_model import Profile
+from .batch_schedule import never_drafts
 from .calibration import Calibration
 from .ir.nodes import Pipeline
 from .runtime.baseline import ar_pipeline
@@ -68,6 +69,8 @@ def predict(pipeline: Pipeline, target: Target, calibration: Calibration, profil
         tau = profile.tau(op)
     step = step_time(pipeline, target, calibration, context, overhead_scale)
     ar = step_time(ar_pipeline(pipeline, stock=False), target, calibration, context, overhead_scale).total
+    if never_drafts(pipeline):  # every draft op off from one live request: the step is AR's
+        tau, step = 1.0, step_time(ar_pipeline(pipeline, stock=False), target, calibration, context, overhead_scale)
     max_tau = float(StepInfo(pipeline).emit_width) if pipeline.step is not None else 1.0
     return Prediction(tau, step, ar, max_tau)
 

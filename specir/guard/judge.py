@@ -11,7 +11,9 @@ business), else in a fresh `python -m specir.guard.judge` process. The judge:
 3. counts what came back: one output per prompt, each of exactly `max_new_tokens` tokens unless it
    ends early with an end-of-sequence id of the declared checkpoint (its config.json); fewer tokens
    than asked (zero included) fail, saying how many and why;
-4. checks the checkpoint's digest again (nothing rewrote it meanwhile), loads it fresh
+4. checks the checkpoint's digest again (nothing rewrote it meanwhile), loads it fresh from the
+   checkpoint, once per declared target with its digest in a process (Reference.shared; the digest is
+   checked again at every call)
    (transformers where it loads it, else the freshly imported IR graph on the reference kernels)
    in the declared dtype and token-forces every token (runtime/token_forcing.py); non-finite
    reference logits fail, since nothing can be proved against them.

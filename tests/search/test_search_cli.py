@@ -37,7 +37,7 @@ def test_the_report_has_baseline_best_and_every_candidate(searched):
     validated = [c for c in report["candidates"] if c["status"] == "validated"]
     assert validated and all(c["verdict"]["ok"] and c["timed_forcing"]["ok"] for c in validated)
     for c in validated:  # each stage timed, and the worker's log says when each ended
-        assert set(c["stages"]) == {"compile", "guard", "timing", "forcing"} and sum(c["stages"].values()) <= c["seconds"]
+        assert set(c["stages"]) == {"compile", "guard", "timing", "forcing"} and sum(c["stages"].values()) <= c["seconds"] + 0.05
     log = (out / "candidates" / "0000" / "worker.log").read_text()
     assert all(f"{stage}: started" in log for stage in ("compile", "guard", "timing", "forcing")), log[-2000:]
     assert report["best"]["speedup"] == max(c["measured_speedup"] for c in validated)

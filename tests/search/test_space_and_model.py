@@ -142,6 +142,26 @@ def test_prediction_and_gap_report_on_the_shipped_pair():
     assert all(v >= p.speedup - 1e-9 for v in g["with_limit_lifted"].values())
 
 
+def test_a_build_that_never_drafts_is_predicted_as_ar():
+    """batch-fusion's CPU table turns the shipped chain off from one live request (off_at = 1): the
+    search's prediction is then AR's step with tau 1 (speedup 1.0), as compile reports it; the same
+    chain drafting at every batch size is predicted below 1 on the CPU."""
+    from specir.calibration import Calibration
+    from specir.pass_infra import PassManager, build_passes
+    from specir.pipeline_template import default_spec_text
+    from specir.prediction import predict
+    from specir.targets import get_target
+    import specir.load
+    target = get_target("cpu")
+    cal = Calibration("cpu", "test", 1e10, 2.8e10, 4.4e-5)
+    base = specir.load.load_pipeline("<default>", text=default_spec_text())
+    off = PassManager(build_passes("batch-fusion{target=cpu}")).run(base)
+    drafting = PassManager(build_passes("batch-fusion{target=cpu,shrink=false}")).run(base)
+    p = predict(off, target, cal, _profile())
+    assert p.tau == 1.0 and p.speedup == pytest.approx(1.0) and p.step.draft == 0.0
+    assert predict(drafting, target, cal, _profile()).speedup < 1.0
+
+
 def test_step_time_puts_the_draft_ops_forwards_under_draft():
     """step_time splits seconds by the op's declared role: every built-in draft.* op's parts are
     draft time, the rest verify time (the split the name prefix gave)."""
