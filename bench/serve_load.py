@@ -218,8 +218,9 @@ def main() -> int:
     builds = build(out, args.spec_passes, args.source, args.target)
     pool = prompts(args.source, args.target)
     results = {"serve": {}, "bench": {}, "bench_continuous": {}}
+    per_clients = {c: args.requests_per_client or default_per_client(c, len(pool)) for c in sizes}
     for c in sizes:
-        per_client = args.requests_per_client or default_per_client(c, len(pool))
+        per_client = per_clients[c]
         servers = {name: Server(builds[name], c, out / f"serve-{name}-c{c}.log") for name in ("ar", "spec")}
         try:
             for s in servers.values():  # warm-up: every prompt once (its prefill shape), 8 tokens each
@@ -235,8 +236,7 @@ def main() -> int:
         results["serve"][c] = {name: {"median": median_of(r), "rounds": r} for name, r in rounds.items()}
     results["bench"] = bench_rows(builds["spec"], sizes, args.max_tokens, args.repeats, out)
     for c in sizes:
-        per_client = args.requests_per_client or default_per_client(c, len(pool))
-        results["bench_continuous"][c] = bench_continuous(builds["spec"], round_requests(pool, c, per_client), c,
+        results["bench_continuous"][c] = bench_continuous(builds["spec"], round_requests(pool, c, per_clients[c]), c,
                                                           args.max_tokens, out / f"bench-continuous-c{c}")
     results["meta"] = {
         "date": datetime.date.today().isoformat(), "machine": f"{platform.processor() or platform.machine()}, "

@@ -67,10 +67,12 @@ def predict(pipeline: Pipeline, target: Target, calibration: Calibration, profil
         tau = profile.tau(inner, cascade, profile.mid_ranks(pipeline.model(cascade.symbols[0])))
     else:
         tau = profile.tau(op)
-    step = step_time(pipeline, target, calibration, context, overhead_scale)
-    ar = step_time(ar_pipeline(pipeline, stock=False), target, calibration, context, overhead_scale).total
+    ar_step = step_time(ar_pipeline(pipeline, stock=False), target, calibration, context, overhead_scale)
     if never_drafts(pipeline):  # every draft op off from one live request: the step is AR's
-        tau, step = 1.0, step_time(ar_pipeline(pipeline, stock=False), target, calibration, context, overhead_scale)
+        tau, step = 1.0, ar_step
+    else:
+        step = step_time(pipeline, target, calibration, context, overhead_scale)
+    ar = ar_step.total
     max_tau = float(StepInfo(pipeline).emit_width) if pipeline.step is not None else 1.0
     return Prediction(tau, step, ar, max_tau)
 
