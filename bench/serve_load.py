@@ -111,6 +111,17 @@ class Server:
             raise RuntimeError(f"HTTP {resp.status}: {body}")
         return body["usage"]["completion_tokens"]
 
+    def engine_seconds(self) -> dict:
+        """The server's own step and prefill seconds so far (its /metrics histograms' sums and counts)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+        conn.close()
+        values = dict(re.findall(r"^specir_((?:step|prefill)_seconds_(?:sum|count)) (\S+)$", text, re.M))
+        return {"step_s": float(values.get("step_seconds_sum", 0)), "steps": int(values.get("step_seconds_count", 0)),
+                "prefill_s": float(values.get("prefill_seconds_sum", 0)),
+                "prefills": int(values.get("prefill_seconds_count", 0))}
+
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(120)
@@ -141,7 +152,7 @@ def round_(server: Server, pool: list[list[int]], clients: int, per_client: int,
                 latencies.append(time.perf_counter() - start)
                 tokens[0] += n
 
-    cpu0, t0 = server.cpu_seconds(), time.perf_counter()
+    engine0, cpu0, t0 = server.engine_seconds(), server.cpu_seconds(), time.perf_counter()
     threads = [threading.Thread(target=client, args=(c,), daemon=True) for c in range(clients)]
     for t in threads:
         t.start()
@@ -150,14 +161,16 @@ def round_(server: Server, pool: list[list[int]], clients: int, per_client: int,
     wall, cpu = time.perf_counter() - t0, server.cpu_seconds() - cpu0
     if errors:
         raise RuntimeError(errors[0])
+    engine = {k: round(v - engine0[k], 3) for k, v in server.engine_seconds().items()}
     lat = sorted(latencies)
-    return {"requests": len(lat), "tokens": tokens[0], "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
+    return {"requests": len(lat), "tokens": tokens[0], "wall_s": round(wall, 3), "cpu_s": round(cpu, 3), **engine,
             "tok_s": round(tokens[0] / wall, 2), "tok_per_cpu_s": round(tokens[0] / cpu, 2),
             "p50_s": round(statistics.median(lat), 3), "p99_s": round(lat[min(len(lat) - 1, int(0.99 * len(lat)))], 3)}
 
 
 def median_of(rounds: list[dict]) -> dict:
-    return {k: round(statistics.median(r[k] for r in rounds), 3) for k in ("tok_s", "tok_per_cpu_s", "p50_s", "p99_s")}
+    keys = ("tok_s", "tok_per_cpu_s", "p50_s", "p99_s", "wall_s", "step_s", "steps", "prefill_s", "prefills")
+    return {k: round(statistics.median(r[k] for r in rounds), 3) for k in keys if all(k in r for r in rounds)}
 
 
 def bench_rows(build: Path, sizes: list[int], max_tokens: int, repeats: int, out: Path) -> dict:
@@ -293,6 +306,23 @@ def report(res: dict) -> str:
     lines += ["", "serve: closed-loop clients over HTTP (prefill, HTTP and JSON included), continuous batching "
               "with --max-batch-size = concurrency. bench: `specir bench` of the same build at batch size = "
               "concurrency (decode: prefill excluded; e2e: prefill included; static batches).", ""]
+    split = [(c, row) for c, row in res["serve"].items() if "step_s" in row["spec"]["median"]]
+    if split:
+        lines += ["Where a round's wall seconds went in the server (its /metrics: decode steps, prefills of "
+                  "admitted requests; other: the loop between them, HTTP, JSON and clients' round trips, "
+                  "idle slots):", "",
+                  "| concurrency | wall s (spec; AR) | steps s, mean ms | prefill s, count | other s |",
+                  "|---:|---:|---:|---:|---:|"]
+        for c, row in split:
+            cells = []
+            for name in ("spec", "ar"):
+                m = row[name]["median"]
+                cells.append((m["wall_s"], f"{m['step_s']:.2f}, {1000 * m['step_s'] / max(m['steps'], 1):.1f}",
+                              f"{m['prefill_s']:.2f}, {m['prefills']:.0f}",
+                              m["wall_s"] - m["step_s"] - m["prefill_s"]))
+            (ws, ss, ps, os_), (wa, sa, pa, oa) = cells
+            lines.append(f"| {c} | {ws:.2f}; {wa:.2f} | {ss}; {sa} | {ps}; {pa} | {os_:.2f}; {oa:.2f} |")
+        lines.append("")
     continuous = res.get("bench_continuous") or {}
     if continuous:
         lines += ["Against `specir bench --arrival-rate 0` on one round's requests through as many slots (continuous "

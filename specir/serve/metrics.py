@@ -9,7 +9,8 @@ takes the lock. Exposed (all prefixed `specir_`):
 - `draft_accepted_total{position}`, `draft_proposed_total{position}`, `draft_acceptance_rate{position}`
   (position i of the draft was accepted when a step kept more than i tokens; a request's last
   step is left out, where max_tokens, an end-of-sequence or a stop id may cut the kept tokens)
-- `step_seconds` (histogram: one decode step of the batch), `request_latency_seconds`,
+- `step_seconds` (histogram: one decode step of the batch), `prefill_seconds` (histogram: one
+  prefill of the requests admitted together between two steps), `request_latency_seconds`,
   `time_to_first_token_seconds` (histograms), `engine_failures_total`
 - gauges from the scheduler: `queue_depth`, `running_requests`, `max_batch_size`, `max_queue`
 """
@@ -52,6 +53,7 @@ class Metrics:
         self.proposed = 0
         self.window: deque = deque()  # (time, tokens) of recent steps
         self.step_seconds = Histogram(STEP_BUCKETS)
+        self.prefill_seconds = Histogram(STEP_BUCKETS)
         self.latency = Histogram(LATENCY_BUCKETS)
         self.ttft = Histogram(LATENCY_BUCKETS)
 
@@ -77,6 +79,11 @@ class Metrics:
                 self.proposed += 1
                 for i in range(min(n - 1, self.positions)):
                     self.accepted[i] += 1
+
+    def prefill(self, seconds: float) -> None:
+        """One prefill of the requests admitted together (first-time set-up excluded)."""
+        with self.lock:
+            self.prefill_seconds.observe(seconds)
 
     def first_token(self, seconds: float) -> None:
         with self.lock:
@@ -146,6 +153,8 @@ class Metrics:
                     f'{self.accepted[i - 1] / self.proposed if self.proposed else 0.0:.4f}' for i in positions])
             family("step_seconds", "histogram", "Seconds per decode step of the whole batch.",
                    self.step_seconds.lines("specir_step_seconds"))
+            family("prefill_seconds", "histogram", "Seconds per prefill of the requests admitted between two steps.",
+                   self.prefill_seconds.lines("specir_prefill_seconds"))
             family("request_latency_seconds", "histogram", "Seconds from arrival to the last token.",
                    self.latency.lines("specir_request_latency_seconds"))
             family("time_to_first_token_seconds", "histogram", "Seconds from arrival to the first token.",

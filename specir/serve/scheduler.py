@@ -242,8 +242,12 @@ class Scheduler:
                     self._add(self.lanes[index], group)
 
     def _add(self, lane: Lane, group: list[Job]) -> None:
+        backend = lane.engine.backend
+        first_time, start = backend.setup_s, time.perf_counter()
         try:
             requests = lane.decode.add_many([job.item() for job in group])
+            lane.engine.sync()  # a prefill's launches are asynchronous: its seconds end when it does
+            self.metrics.prefill(time.perf_counter() - start - (backend.setup_s - first_time))
         except Exception as exc:
             self._drop_orphans(lane)
             if len(group) == 1:

@@ -11,7 +11,8 @@ pending one; commit moves the accepted path into place) or "draft" (it catches u
 feeding `feed[:, :n_feed]`, the tokens emitted last step, the pending one included).
 `forward(state, key, T, ...)` gives a forward with static input buffers, built once per key and
 reused by every step (CUDA-graph replays need fixed addresses); `launch(state, key, run)` runs such a
-forward from a host op the way device segments run (captured and replayed on a capturing backend).
+forward from a host op the way device segments run (captured and replayed on a capturing backend);
+`launch_timed` runs a prefill's forwards so (its first call too is on the clock).
 `op_state` keeps per-op state.
 Python-side values never change inside a step: everything a step changes is a tensor, in place.
 """
@@ -100,6 +101,22 @@ class StepContext:
         replay, output = entry
         replay()
         return output
+
+    def launch_timed(self, state: ModelState, key, run) -> None:
+        """run() (a forward writing only caches, e.g. a prefill's) where every call is real work on
+        the clock: where the backend captures, the first call of `key` warms it and captures it
+        (through the backend's `first_time`: set-up), and every call, the first included, replays
+        the graph (eagerly where the executor's forwards are not captured, StepContext.captures_forwards)."""
+        entry = state.graphs.get(key)
+        if entry is None:
+            if self.backend.captures:
+                self.backend.warm(run)  # kernels compile; its cache writes are rewritten below
+            entry = state.graphs[key] = (self.backend.capture(run, self.backend.graph_pool())
+                                         if self.captures_forwards(state) else "eager")
+        if entry == "eager":
+            run()
+        else:
+            entry[0]()
 
     def captures_forwards(self, state: ModelState) -> bool:
         """Whether `launch` captures `state`'s forwards: a capturing backend, and an executor whose

@@ -129,14 +129,14 @@ class StepEngine:
         first_time = self.backend.setup_s
         start = time.perf_counter()
         decode.add_many([(list(p), max_new_tokens, temperature, request_seed(seed, i)) for i, p in enumerate(prompts)])
-        self._sync()
+        self.sync()
         decode_start = time.perf_counter()
         in_prefill = self.backend.setup_s - first_time
         while decode.active():
             decode.step()
             if on_step:
                 on_step(decode.requests)
-        self._sync()
+        self.sync()
         end = time.perf_counter()
         in_decode = self.backend.setup_s - first_time - in_prefill
         self.setup_s += in_prefill + in_decode
@@ -144,7 +144,8 @@ class StepEngine:
                         "setup_s": self.setup_s}
         return [Result(r.generated, r.accept_lengths, end - start, r.finish_reason) for r in decode.requests]
 
-    def _sync(self) -> None:
+    def sync(self) -> None:
+        """Wait for the device work launched so far (nothing on a CPU)."""
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
@@ -191,9 +192,12 @@ class Session:
         """Commit every prompt token but the last into every model's cache, in the given slots (caches
         only: a prefill computes no logits). On a backend that captures (its kernels compile on first
         use), the first prefill of each shape (requests x padded length) runs once more before it,
-        through the backend's `first_time`: the kernels it compiles are set-up (`setup_s`), not
-        prefill time (the run writes the same cache rows the real one then rewrites); elsewhere
-        nothing compiles there, and a prefill runs once. A model with recurrent state prefills in chunks of
+        through the backend's `first_time`, and is captured as a CUDA graph there: the kernels it
+        compiles and the capture are set-up (`setup_s`), not prefill time (the warm-up writes the
+        same cache rows the real one then rewrites), and every prefill of that shape replays the
+        graph (StepContext.launch_timed: a prefill is a few hundred launches, which cost more eagerly
+        than their work at short prompts); elsewhere nothing compiles there, and a prefill runs once,
+        eagerly. A model with recurrent state prefills in chunks of
         RECURRENT_PREFILL_CHUNK tokens at most (and no more than its state ring holds), each
         committed before the next (the ring then holds a step's nodes, not a prompt's). A drafter
         whose every draft op is off at the live count the new requests make (`off_at`) is not
@@ -222,8 +226,7 @@ class Session:
                     size = min(chunk, T - begin)  # the last chunk may be shorter (one more forward shape)
                     key = (state.name, state.role, len(entries), size)
                     entry = self.prefills.get(key)
-                    first = entry is None
-                    if first:
+                    if entry is None:
                         inputs = ForwardInputs.allocate(len(entries), size, dev, slots=True)
                         entry = self.prefills[key] = (inputs, state.executor.forward_on(state.cache, inputs,
                                                                                          logits=False))
@@ -232,9 +235,7 @@ class Session:
                     inputs.pos.copy_(torch.arange(begin, begin + size)[None, :].expand(len(entries), size))
                     inputs.slots.copy_(slots)
                     inputs.lens.copy_(fed.clamp(max=begin))
-                    if first and self.engine.backend.captures:  # kernels compile in a first run: set-up
-                        self.engine.backend.first_time(forward.run)  # (it writes what the run below rewrites)
-                    forward.run()
+                    ctx.launch_timed(state, ("prefill",) + key[2:], forward.run)  # a graph from the first on
                     if recurrent:
                         n = (fed - begin).clamp(0, size)
                         commit_recurrent(state.cache, n - 1, n, slots=slots.long())

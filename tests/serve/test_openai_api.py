@@ -134,7 +134,8 @@ def test_health_models_and_metrics(api):
     status, text = get(server, "/metrics")
     assert status == 200
     for name in ("specir_requests_total", "specir_tokens_per_second", "specir_tau", "specir_queue_depth",
-                 "specir_step_seconds", "specir_draft_acceptance_rate", "specir_running_requests"):
+                 "specir_step_seconds", "specir_prefill_seconds", "specir_draft_acceptance_rate",
+                 "specir_running_requests"):
         assert f"# TYPE {name} " in text, name
     assert metric(server, 'specir_requests_total{finish_reason="length"}') >= 3
     assert metric(server, "specir_generation_tokens_total") >= 3 * N
@@ -142,5 +143,6 @@ def test_health_models_and_metrics(api):
     rates = [metric(server, f'specir_draft_acceptance_rate{{position="{i}"}}') for i in range(1, 5)]
     assert all(0.0 <= r <= 1.0 for r in rates) and rates == sorted(rates, reverse=True) and rates[0] > 0
     assert metric(server, "specir_step_seconds_count") > 0
+    assert 0 < metric(server, "specir_prefill_seconds_count") <= metric(server, "specir_prompt_tokens_total")
     assert metric(server, "specir_queue_depth") == 0 and metric(server, "specir_max_batch_size") == 4
     assert metric(server, 'specir_http_responses_total{path="/v1/completions",status="200"}') >= 3

@@ -53,3 +53,17 @@ def test_the_continuous_bench_gets_one_rounds_requests_and_its_row():
                     "load_average_after": (1.0, 1.0, 1.0), "command": "python bench/serve_load.py --out X",
                     "max_tokens": 48, "prompts": 32, "repeats": 1}}
     assert "| 8 | 50.0 / 25.0 | 0.40 of 2.00; 0.50 of 3.00 | 0.90; 0.80 |" in mod.report(res)  # spec; AR
+
+
+def test_the_report_splits_a_rounds_wall_seconds():
+    """A round's wall seconds split into the server's decode steps, prefills and the rest."""
+    mod = load_bench_script("serve_load")
+    base = {"tok_s": 20.0, "tok_per_cpu_s": 50.0, "p50_s": 1.0, "p99_s": 2.0}
+    spec = base | {"wall_s": 10.0, "step_s": 6.0, "steps": 300, "prefill_s": 1.5, "prefills": 30}
+    ar = base | {"wall_s": 12.0, "step_s": 9.0, "steps": 900, "prefill_s": 1.0, "prefills": 30}
+    res = {"serve": {8: {"ar": {"median": mod.median_of([ar])}, "spec": {"median": mod.median_of([spec])}}},
+           "bench": {}, "meta": {"date": "2026-12-03", "machine": "x86_64, 2 cores",
+                                 "load_average_before": (1.0, 1.0, 1.0), "load_average_after": (1.0, 1.0, 1.0),
+                                 "command": "python bench/serve_load.py --out X", "max_tokens": 48, "prompts": 32,
+                                 "repeats": 1}}
+    assert "| 8 | 10.00; 12.00 | 6.00, 20.0; 9.00, 10.0 | 1.50, 30; 1.00, 30 | 2.50; 2.00 |" in mod.report(res)

@@ -131,3 +131,26 @@ def test_first_time_work_counts_in_setup_not_in_decoding(pair, tmp_path, monkeyp
     calls = backend.calls
     engine.generate([[1, 2, 3], [4, 5]], 8)  # warm: replays only, nothing first-time
     assert backend.calls == calls and engine.timings["setup_s"] == pytest.approx(100.0 * calls)
+
+
+def test_prefills_replay_one_graph_per_shape(pair, tmp_path):
+    """A prefill is captured at the first prompt batch of its shape (requests x padded length) and
+    replayed by every later one: other prompts of that shape read their own tokens (the static
+    inputs are written before the replay), so outputs equal the eager backend's."""
+    from specir.backends.reference.step_backend import TableStepBackend
+    target, drafter = pair
+    pipeline = load_pipeline(write_spec(tmp_path, "chain", target, drafter, k=3))
+    eager = StepEngine(pipeline, TableStepBackend("cpu"))
+    graphs = EmulatedGraphs(TableStepBackend("cpu"))
+    captured = StepEngine(pipeline, graphs)
+    first, other = [[1, 2, 3, 1, 2], [9, 8, 7]], [[5, 6, 7, 8, 9], [4, 4, 5]]  # one padded shape (quantum 4)
+    got = [r.tokens for r in captured.generate(first, 6)]
+    assert got == [r.tokens for r in eager.generate(first, 6)]
+    session = captured.sessions[(2, False)]
+    prefills = {key: entry for state in session.ctx.models.values() for key, entry in state.graphs.items()
+                if key[0] == "prefill"}
+    assert prefills and all(isinstance(entry, tuple) for entry in prefills.values())
+    captures = graphs.captured
+    got = [r.tokens for r in captured.generate(other, 6)]
+    assert got == [r.tokens for r in eager.generate(other, 6)]
+    assert graphs.captured == captures  # the same shapes: replays only
