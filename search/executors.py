@@ -5,7 +5,8 @@ Contract: `make_executor(workers, ray)` -> an object with `submit(job) -> handle
 `ray`: None (local pool of `workers` spawned processes), "local" (a Ray cluster started on this
 machine, on loopback) or an address of a running cluster (`ray.init(address=...)`). Each job runs
 search.evaluate.evaluate; timing takes the device's lock on the node it runs on, so GPU
-candidates time one at a time per GPU and CPU candidates one at a time per machine.
+candidates time one at a time per GPU and CPU candidates one at a time per machine. A local
+worker dies with the search (specir/parent_death.py), so a killed search leaves nothing running.
 """
 from __future__ import annotations
 
@@ -13,13 +14,15 @@ import concurrent.futures as cf
 import multiprocessing
 
 from specir.errors import SpecirError
+from specir.parent_death import die_with_parent
 
 from .evaluate import evaluate
 
 
 class LocalExecutor:
     def __init__(self, workers: int):
-        self.pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+        self.pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                           initializer=die_with_parent)  # no worker outlives the search
 
     def submit(self, job):
         return self.pool.submit(evaluate, job)

@@ -52,7 +52,18 @@ def device_lock(device: str):
     """Exclusive timing of `device` ("cpu", "cuda:0", ...) across every process on this machine."""
     path = Path(tempfile.gettempdir()) / f"specir-timing-{device.replace(':', '')}.lock"
     with open(path, "a+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # say who holds it (the holder wrote its pid), then wait
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            print(f"{time.strftime('%H:%M:%S')} waiting for the timing lock of {device} ({path}), held by "
+                  f"pid {holder}", file=sys.stderr, flush=True)
+            fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        f.truncate()
+        f.write(str(os.getpid()))
+        f.flush()
         try:
             yield
         finally:

@@ -291,6 +291,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("argv", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    from specir.parent_death import die_with_parent
+    die_with_parent()  # the sandbox ends with the worker that started it (the exec below keeps this)
     folder = Path(args.folder).resolve()
     applied = restrict(folder, Limits(memory_bytes=args.memory, address_space=not args.no_address_space))
     if not applied.pid_namespace:

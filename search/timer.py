@@ -50,4 +50,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    from specir.parent_death import die_with_parent
+    die_with_parent()  # a timer never outlives the worker it times for
     sys.exit(main(sys.argv[1:]))

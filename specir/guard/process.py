@@ -58,6 +58,8 @@ def run_stage(module: str, job: dict, timeout: float | None = None, prefix: list
 def stage_main(fn, argv: list[str]) -> int:
     """The body of a stage's `__main__`: read the job, write `fn(job)` or {"error": formatted message}."""
     from ..errors import SpecirError
+    from ..parent_death import die_with_parent
+    die_with_parent()  # a stage never outlives the process waiting for its result
     job_path, out_path = argv
     with open(job_path) as f:
         job = json.load(f)
