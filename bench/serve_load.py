@@ -247,6 +247,7 @@ def main() -> int:
             for s in servers.values():
                 s.stop()
         results["serve"][c] = {name: {"median": median_of(r), "rounds": r} for name, r in rounds.items()}
+        (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")  # so far (a killed run keeps it)
     results["bench"] = bench_rows(builds["spec"], sizes, args.max_tokens, args.repeats, out)
     for c in sizes:
         results["bench_continuous"][c] = bench_continuous(builds["spec"], round_requests(pool, c, per_clients[c]), c,

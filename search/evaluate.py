@@ -9,11 +9,13 @@ agent's pass) does all of its compiling, generating and timing inside the sandbo
 (search/sandbox.py); this process never imports plugin code, and the judge and the forcing of
 timed outputs run outside the sandbox. The record's `status` is "validated" only when the guard
 passed, the timed outputs passed forcing and the timing finished; `stages` holds each stage's seconds
-(compile, guard, timing, forcing), and the candidate's worker.log says when each starts and ends.
+(compile, guard, timing, forcing), and the candidate's worker.log says when each starts and ends
+(and holds every thread's stack each STALL_DUMP_S seconds a stage runs, so a stall shows where).
 """
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import json
 import sys
 import time
@@ -81,12 +83,27 @@ def _stage_timed(record: dict, name: str):
     candidate's worker.log when it starts and ends, so a stalled candidate shows where it stalled."""
     start = time.perf_counter()
     print(f"{time.strftime('%H:%M:%S')} {name}: started", file=sys.stderr, flush=True)
+    dumps = _dump_stacks_later(sys.stderr)
     try:
         yield
     finally:
+        if dumps:
+            faulthandler.cancel_dump_traceback_later()
         seconds = round(time.perf_counter() - start, 2)
         record.setdefault("stages", {})[name] = seconds
         print(f"{time.strftime('%H:%M:%S')} {name}: {seconds} s", file=sys.stderr, flush=True)
+
+
+STALL_DUMP_S = 180.0  # a stage running this long writes every thread's stack into worker.log (and again as often)
+
+
+def _dump_stacks_later(log) -> bool:
+    """Every thread's Python stack into `log` each STALL_DUMP_S seconds the stage runs (faulthandler)."""
+    try:
+        faulthandler.dump_traceback_later(STALL_DUMP_S, repeat=True, file=log)
+        return True
+    except (ValueError, OSError, AttributeError):  # no file descriptor behind the log
+        return False
 
 
 def _log_tail(path: Path, lines: int = 6) -> str:
