@@ -5,7 +5,7 @@ weights (weights.py; `raw_weights` may be dropped afterwards) and computes every
 `new_cache(slots, max_seq)` gives a KV cache shaped for its attention layers (a HybridCache with
 the recurrent state store, `state_nodes` scratch nodes per slot (default max_seq), when the graph
 has recurrent ops);
-`forward(cache, inputs)` a StaticForward bound to them.
+`forward(cache, inputs)` a StaticForward bound to them (cache-only forwards share one buffer pool).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from specir.runtime.hybrid_cache import HybridCache
 from specir.runtime.kv_cache import KVCache
 from specir.runtime.recurrent_state import RecurrentStates
 
-from .forward import ForwardInputs, StaticForward
+from .forward import ForwardInputs, SharedPool, StaticForward
 from .program import plan_program
 from .weights import prepare_weights
 
@@ -85,6 +85,12 @@ class CompiledModel:
         return KVCache(self.program.layers, slots, max_seq, self.dtype, self.device)
 
     def forward(self, cache: KVCache, inputs: ForwardInputs, logits: bool = True) -> StaticForward:
-        return StaticForward(self, cache, inputs, logits)
+        """A forward over `inputs`; the cache-only ones (prefills, logits=False) of this model share
+        their intermediate buffers (one SharedPool), so a prefill graph per shape costs no memory per shape."""
+        if logits:
+            return StaticForward(self, cache, inputs, logits)
+        if getattr(self, "_prefill_pool", None) is None:
+            self._prefill_pool = SharedPool(self.device)
+        return StaticForward(self, cache, inputs, logits, pool=self._prefill_pool)
 
     forward_on = forward  # the executor interface of specir.step

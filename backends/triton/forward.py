@@ -80,6 +80,39 @@ class _Pool:
         self.free.setdefault((buf.numel(), buf.dtype), []).append(buf)
 
 
+class SharedPool(_Pool):
+    """Buffers shared by every forward planned from it, which must never run at the same time and
+    keep no value from one run to the next (cache-only forwards: prefills). `take` hands out a
+    view of the smallest free buffer that holds `numel` (allocating one only when none does), and
+    a forward gives every buffer back once planned (`release`), so the next forward reuses them:
+    its memory is the largest forward's, not the sum over shapes."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.bases: dict[int, torch.Tensor] = {}  # id(view) -> its buffer
+
+    def take(self, numel: int, dtype) -> torch.Tensor:
+        fits = [(n, i) for (n, d), stack in self.free.items() if d == dtype and n >= numel
+                for i in range(len(stack))]
+        if fits:
+            n, i = min(fits)
+            base = self.free[(n, dtype)].pop(i)
+        else:
+            self.allocated += numel * torch.tensor([], dtype=dtype).element_size()
+            base = torch.empty(numel, dtype=dtype, device=self.device)
+        view = base[:numel]
+        self.bases[id(view)] = base
+        return view
+
+    def give(self, buf: torch.Tensor) -> None:
+        base = self.bases.pop(id(buf), buf)
+        super().give(base)
+
+    def release(self, bufs) -> None:
+        for buf in bufs:
+            self.give(buf)
+
+
 IMPURE = ("kv_write", "rope_kv_write", "attention", *RECURRENT_OPS)  # launches that write the KV cache or state
 
 
@@ -96,9 +129,10 @@ def cache_launches(program) -> set[int]:
 
 
 class StaticForward:
-    def __init__(self, model, cache, inputs: ForwardInputs, logits: bool = True):
+    def __init__(self, model, cache, inputs: ForwardInputs, logits: bool = True, pool: SharedPool | None = None):
         """`model`: a CompiledModel (program, prepared weights, rope tables, dtype). `logits=False`:
-        only what writes the cache runs (a prefill), and `run()` returns None."""
+        only what writes the cache runs (a prefill), and `run()` returns None; its intermediates may
+        then come from a `pool` shared with other such forwards (SharedPool: one runs at a time)."""
         self.model, self.cache, self.inputs = model, cache, inputs
         program = model.program
         B, T = inputs.ids.shape
@@ -108,7 +142,10 @@ class StaticForward:
         params = program.params
         self.views: dict[str, torch.Tensor] = {}
         self.static = all(table.static for table in model.ropes.values())
-        pool = _Pool(self.device)
+        if pool is not None and logits:
+            raise ValueError("a forward that returns logits keeps them between runs: it cannot share its buffers")
+        shared, pool = pool, pool or _Pool(self.device)
+        allocated_before = pool.allocated
         last_use: dict[str, int] = {}
         for i, launch in enumerate(program.launches):
             for v in launch.ins:
@@ -154,7 +191,9 @@ class StaticForward:
                         pool.give(buf)
         self.recurrent = None  # this run's RecurrentForward (recurrent programs)
         self.logits = self.views.get(program.result) if logits else None
-        self.buffer_bytes = pool.allocated
+        self.buffer_bytes = pool.allocated - allocated_before
+        if shared is not None:  # nothing outlives a run: the next forward planned may reuse all of it
+            shared.release(buf for buf, live in holders.values() if live)
 
     # ------------------------------------------------------------------ binding
     def _separate_prologue(self, index: int, launch) -> bool:

@@ -88,6 +88,7 @@ class Lane:
 
     def __init__(self, engine, capacity: int, rows: int, sampling: bool):
         self.engine, self.capacity, self.rows, self.sampling = engine, capacity, rows, sampling
+        self.prefill_shapes = 0  # prefill forwards the warm-up captured
         self.decode = None
         self.by_slot: dict[int, Job] = {}
 
@@ -100,9 +101,11 @@ class Lane:
         """Decode a warm-up request; where the backend captures, step twice at each live count
         1 .. capacity (requests join one by one and then leave): a step shape runs eagerly the first
         time and is captured the second, so every shape a batch of this lane takes at a live count
-        is compiled and captured before the first user request."""
+        is compiled and captured before the first user request; so is every prefill shape
+        (Session.prepare_prefills), so that no admitted request waits on a capture either."""
         temperature = 0.7 if self.sampling else 0.0
         prompt = [i % 7 + 1 for i in range(8)]
+        self.prefill_shapes = self.decode.session.prepare_prefills()  # every prefill shape, captured now
         if not self.engine.backend.captures or self.capacity == 1:
             request = self.decode.add(prompt, 4, temperature, 1)
             while not request.done:
@@ -145,9 +148,14 @@ class Scheduler:
 
     # ------------------------------------------------------------------ any thread
     def start(self) -> None:
+        start = time.perf_counter()
         for lane in self.lanes:
             lane.open()
             lane.warm()
+        captured = sum(lane.prefill_shapes for lane in self.lanes)
+        if captured:
+            print(f"specir serve: warm-up captured {captured} prefill forwards and every step shape in "
+                  f"{time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
         self.thread = threading.Thread(target=self._loop, name="specir-scheduler", daemon=True)
         self.thread.start()
 

@@ -105,18 +105,26 @@ class StepContext:
     def launch_timed(self, state: ModelState, key, run) -> None:
         """run() (a forward writing only caches, e.g. a prefill's) where every call is real work on
         the clock: where the backend captures, the first call of `key` warms it and captures it
-        (through the backend's `first_time`: set-up), and every call, the first included, replays
-        the graph (eagerly where the executor's forwards are not captured, StepContext.captures_forwards)."""
-        entry = state.graphs.get(key)
-        if entry is None:
-            if self.backend.captures:
-                self.backend.warm(run)  # kernels compile; its cache writes are rewritten below
-            entry = state.graphs[key] = (self.backend.capture(run, self.backend.graph_pool())
-                                         if self.captures_forwards(state) else "eager")
+        (`prepare_timed`, set-up), and every call, the first included, replays the graph (eagerly
+        where the executor's forwards are not captured, StepContext.captures_forwards)."""
+        self.prepare_timed(state, key, run)
+        entry = state.graphs[key]
         if entry == "eager":
             run()
         else:
             entry[0]()
+
+    def prepare_timed(self, state: ModelState, key, run) -> bool:
+        """Make `key`'s entry for `launch_timed` now: where the backend captures, run() once eagerly
+        (kernels compile; its writes are rewritten by the real runs) and capture it (both through the
+        backend's `first_time`: set-up). True when it captured a graph just now."""
+        if key in state.graphs:
+            return False
+        if self.backend.captures:
+            self.backend.warm(run)
+        captures = self.captures_forwards(state)
+        state.graphs[key] = self.backend.capture(run, self.backend.graph_pool()) if captures else "eager"
+        return captures
 
     def captures_forwards(self, state: ModelState) -> bool:
         """Whether `launch` captures `state`'s forwards: a capturing backend, and an executor whose

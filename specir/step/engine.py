@@ -30,6 +30,7 @@ from ..runtime.recurrent_state import RING_NODES_MAX
 from ..runtime.weights import load_weights
 from .context import StepContext
 from .forward_inputs import ForwardInputs
+from . import prefill_shapes
 from .program import StepProgram
 from .requests import Request, Result
 
@@ -191,7 +192,8 @@ class Session:
     def prefill(self, entries: list[tuple[int, list[int]]]) -> None:
         """Commit every prompt token but the last into every model's cache, in the given slots (caches
         only: a prefill computes no logits). On a backend that captures (its kernels compile on first
-        use), the first prefill of each shape (requests x padded length) runs once more before it,
+        use), prompts run in few shapes (prefill_shapes: rows and tokens per forward from fixed
+        buckets, long prompts chunk by chunk) and the first prefill of each shape runs once more before it,
         through the backend's `first_time`, and is captured as a CUDA graph there: the kernels it
         compiles and the capture are set-up (`setup_s`), not prefill time (the warm-up writes the
         same cache rows the real one then rewrites), and every prefill of that shape replays the
@@ -209,36 +211,9 @@ class Session:
         for state in ctx.models.values():
             reset_recurrent(state.cache, slots)  # a reused slot's recurrent state starts afresh
         idle = self._idle_drafters(int(ctx.active.sum()) + len(entries))
-        if longest > 0:
-            quantum = self.engine.backend.prefill_quantum
-            T = -(-longest // quantum) * quantum
-            ids = torch.zeros(len(entries), T, dtype=torch.long)
-            for b, f in enumerate(feeds):
-                ids[b, :len(f)] = torch.tensor(f, dtype=torch.long)
-            fed = torch.tensor([len(f) for f in feeds], dtype=torch.long, device=dev)
-            for state in ctx.models.values():
-                if (state.name, state.role) in idle:
-                    continue  # drafting is off at this live count: the drafter catches up when it resumes
-                recurrent = getattr(state.cache, "recurrent", None) is not None
-                # a chunk's every node must stay in the ring until its commit: ragged prompts end mid-chunk
-                chunk = min(T, RECURRENT_PREFILL_CHUNK, state.cache.recurrent.nodes) if recurrent else T
-                for begin in range(0, T, chunk):
-                    size = min(chunk, T - begin)  # the last chunk may be shorter (one more forward shape)
-                    key = (state.name, state.role, len(entries), size)
-                    entry = self.prefills.get(key)
-                    if entry is None:
-                        inputs = ForwardInputs.allocate(len(entries), size, dev, slots=True)
-                        entry = self.prefills[key] = (inputs, state.executor.forward_on(state.cache, inputs,
-                                                                                         logits=False))
-                    inputs, forward = entry
-                    inputs.ids.copy_(ids[:, begin:begin + size])
-                    inputs.pos.copy_(torch.arange(begin, begin + size)[None, :].expand(len(entries), size))
-                    inputs.slots.copy_(slots)
-                    inputs.lens.copy_(fed.clamp(max=begin))
-                    ctx.launch_timed(state, ("prefill",) + key[2:], forward.run)  # a graph from the first on
-                    if recurrent:
-                        n = (fed - begin).clamp(0, size)
-                        commit_recurrent(state.cache, n - 1, n, slots=slots.long())
+        for state in ctx.models.values():
+            if longest > 0 and (state.name, state.role) not in idle:  # (an idle drafter catches up when it resumes)
+                self._prefill_model(state, feeds, slots)
         lens = torch.tensor([len(f) for f in feeds], dtype=torch.int32, device=dev)
         pending = torch.tensor([p[-1] for _, p in entries], dtype=torch.long, device=dev)
         index = slots.long()
@@ -251,6 +226,61 @@ class Session:
         ctx.counter[index] = 0
         ctx.active[index] = 1
 
+
+    def _prefill_model(self, state, feeds: list[list[int]], slots: torch.Tensor) -> None:
+        """One model's share of `prefill`: its forwards over the feeds, chunk by chunk (prefill_shapes)."""
+        ctx, dev, backend = self.ctx, self.engine.device, self.engine.backend
+        recurrent = getattr(state.cache, "recurrent", None) is not None
+        n = len(feeds)
+        # pad rows repeat row 0; not for recurrent state, whose rows each commit their own ring nodes
+        rows = n if recurrent or not backend.captures else prefill_shapes.rows(n, self.B)
+        # a chunk's every node must stay in the ring until its commit: ragged prompts end mid-chunk
+        limit = min(RECURRENT_PREFILL_CHUNK, state.cache.recurrent.nodes) if recurrent else None
+        plan = prefill_shapes.chunks(max(len(f) for f in feeds), rows_=rows, max_seq=self.max_seq,
+                                     bucketed=backend.captures, quantum=backend.prefill_quantum, limit=limit)
+        width = plan[-1][0] + plan[-1][1]
+        ids = torch.zeros(rows, width, dtype=torch.long)
+        for b, f in enumerate(feeds):
+            ids[b, :len(f)] = torch.tensor(f, dtype=torch.long)
+        ids[n:] = ids[0]
+        fed = torch.tensor([len(f) for f in feeds] + [len(feeds[0])] * (rows - n), dtype=torch.long, device=dev)
+        row_slots = torch.cat([slots, slots[:1].expand(rows - n)])
+        for begin, size in plan:
+            inputs, forward = self._prefill_forward(state, rows, size)
+            inputs.ids.copy_(ids[:, begin:begin + size])
+            inputs.pos.copy_(torch.arange(begin, begin + size)[None, :].expand(rows, size))
+            inputs.slots.copy_(row_slots)
+            inputs.lens.copy_(fed.clamp(max=begin))
+            ctx.launch_timed(state, ("prefill", rows, size), forward.run)  # a graph from the first on
+            if recurrent:
+                kept = (fed - begin).clamp(0, size)
+                commit_recurrent(state.cache, kept - 1, kept, slots=slots.long())
+
+    def _prefill_forward(self, state, rows: int, size: int):
+        """(inputs, forward) of `state`'s cache-only forward over rows x size tokens, built once."""
+        key = (state.name, state.role, rows, size)
+        if key not in self.prefills:
+            inputs = ForwardInputs.allocate(rows, size, self.engine.device, slots=True)
+            self.prefills[key] = (inputs, state.executor.forward_on(state.cache, inputs, logits=False))
+        return self.prefills[key]
+
+    def prepare_prefills(self) -> int:
+        """Capture now every prefill shape this session can take (prefill_shapes.shapes), for each
+        model whose cache is attention only, so that no request waits on a first-time capture (as
+        the serving warm-up steps every live count): only on a backend that captures, and only while
+        no request is live (a warm-up forward writes slot 0's cache rows). Returns the shapes captured."""
+        if not self.engine.backend.captures or int(self.ctx.active.sum()):
+            return 0
+        done = 0
+        for state in self.ctx.models.values():
+            if getattr(state.cache, "recurrent", None) is not None or not self.ctx.captures_forwards(state):
+                continue
+            for rows, size in prefill_shapes.shapes(self.B, self.max_seq):
+                inputs, forward = self._prefill_forward(state, rows, size)
+                inputs.slots.zero_()
+                inputs.lens.zero_()
+                done += self.ctx.prepare_timed(state, ("prefill", rows, size), forward.run)
+        return done
 
     def _idle_drafters(self, live: int) -> set:
         """(model, "draft") of the drafters no draft op uses with `live` requests decoding (each op

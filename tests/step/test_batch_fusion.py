@@ -407,8 +407,8 @@ def test_ngram_off_at_runs_no_lookup_and_keeps_tokens(engines, pair, tmp_path, m
 
 def test_serving_warm_up_captures_every_live_count(pair, tmp_path):
     """specir serve's lane warm-up on a capturing backend (emulated CUDA graphs): afterwards every
-    live count 1 .. capacity has its step captured, so a batch that then joins and drains one by
-    one captures nothing new, and its tokens equal an eager run's."""
+    live count 1 .. capacity has its step captured and every prefill shape its forward, so a batch
+    that then joins and drains one by one captures nothing new, and its tokens equal an eager run's."""
     from specir.backends.reference.step_backend import TableStepBackend
     from specir.serve.scheduler import Lane
     from specir.step.engine import StepEngine
@@ -425,13 +425,16 @@ def test_serving_warm_up_captures_every_live_count(pair, tmp_path):
     lane.warm()
     verify = next(op for op in pipeline.step.ops if op.name == "verify.packed")
     assert lane.decode.session.ctx.op_state[("rows", id(verify))][1:] == [16, 32, 32]
-    assert lane.decode.active() == 0 and graphs.captured == 2  # one capture per forward size
+    from specir.step import prefill_shapes
+    shapes = prefill_shapes.shapes(3, lane.decode.session.max_seq)
+    assert lane.prefill_shapes == 2 * len(shapes)  # every prefill shape of the target and the drafter
+    assert lane.decode.active() == 0 and graphs.captured == 2 + lane.prefill_shapes  # one per step size
     captured = graphs.captured
     prompts = _prompts(3, seed=4)
     reqs = [lane.decode.add(p, n, 0.0, 1) for p, n in zip(prompts, (4, 9, 14))]
     while lane.decode.active():
         lane.decode.step()
-    assert graphs.captured == captured, "a live count the warm-up met was captured again"
+    assert graphs.captured == captured, "a live count or prefill shape the warm-up met was captured again"
     eager = StepEngine(pipeline, TableStepBackend("cpu")).open(3, rows, sampling=False)
     want = [eager.add(p, n, 0.0, 1) for p, n in zip(prompts, (4, 9, 14))]
     while eager.active():
