@@ -46,3 +46,34 @@ def test_caches_only_forward_writes_the_same_cache(backend, pair, tmp_path):
     for layer in full_cache.k:
         for a, b in zip(full_cache.layer(layer), short_cache.layer(layer)):
             assert torch.equal(a, b)
+
+
+def test_cache_only_forwards_share_their_buffers(pair, tmp_path):
+    """Triton: the cache-only forwards of one model (prefills of several shapes) plan their
+    intermediates from one SharedPool, so a smaller or equal shape planned after a larger one
+    allocates nothing, and each, run in any order, writes the cache a forward of its own would."""
+    pytest.importorskip("triton")
+    import os
+    if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
+        pytest.skip("needs the Triton interpreter or a GPU")
+    from specir.backends.triton.compiled_model import CompiledModel
+    from specir.backends.triton.forward import StaticForward
+    model = load_pipeline(write_spec(tmp_path, "ar", pair[0], dtype="f32")).model("target")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    executor = CompiledModel(model, {k: v.to(device) for k, v in load_weights(model).items()}, device)
+    cache = executor.new_cache(2, 16)
+    big, small = _inputs(2, 6, device), _inputs(1, 4, device)
+    first = executor.forward_on(cache, big, logits=False)
+    assert first.buffer_bytes > 0
+    second = executor.forward_on(cache, small, logits=False)
+    assert second.buffer_bytes == 0  # every buffer it needs is a view of one the first planned
+    for inputs, forward in ((small, second), (big, first)):
+        alone = executor.new_cache(2, 16)
+        StaticForward(executor, alone, inputs, logits=False).run()
+        forward.run()
+        for layer in cache.k:
+            for a, b in zip(cache.layer(layer), alone.layer(layer)):
+                assert torch.equal(a[:inputs.ids.shape[0], :, :inputs.ids.shape[1]],
+                                   b[:inputs.ids.shape[0], :, :inputs.ids.shape[1]])
+    with pytest.raises(ValueError):
+        StaticForward(executor, cache, big, logits=True, pool=executor._prefill_pool)
