@@ -1,6 +1,7 @@
-"""The serving lanes' warm-up: on a backend that captures, two steps at every live count 1 ..
-capacity before the first request (a step shape runs eagerly first, is captured the second time),
-then every slot free again; elsewhere one short request."""
+"""The serving lanes' warm-up: on a backend that captures, every prefill shape captured while no
+slot is taken, then two steps at every live count 1 .. capacity before the first request (a step
+shape runs eagerly first, is captured the second time), then every slot free again; elsewhere
+one short request."""
 from __future__ import annotations
 
 import types
@@ -10,8 +11,9 @@ from specir.serve.scheduler import Lane
 
 class _Decode:
     def __init__(self, max_seq):
-        self.session = types.SimpleNamespace(max_seq=max_seq)
-        self.requests, self.steps = [], []
+        self.requests, self.steps, self.prepared = [], [], []  # prepared: live requests at each prepare_prefills
+        self.session = types.SimpleNamespace(max_seq=max_seq,
+                                             prepare_prefills=lambda: self.prepared.append(len(self.requests)) or 5)
 
     def add(self, prompt, max_new, temperature, seed):
         r = types.SimpleNamespace(done=False, left=max_new, seed=seed)
@@ -47,6 +49,7 @@ def test_a_capturing_backend_meets_every_live_count_before_serving():
     lane.warm()
     assert decode.steps == [n for n in range(1, 9) for _ in (0, 1)]
     assert decode.requests == []  # every warm-up request left its slot
+    assert decode.prepared == [0] and lane.prefill_shapes == 5  # prefill shapes captured first, slots all free
 
 
 def test_a_backend_that_compiles_nothing_decodes_one_short_request():
