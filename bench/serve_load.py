@@ -13,7 +13,7 @@ What it does (every step through the CLI, as a user would):
    `specir compile ... --target T -o build-{spec,ar}/` (`--target`, default cpu); with `--spec-passes
    PIPELINE` the speculative build is `specir compile spec.spec --target T -p PIPELINE` (e.g. "ngram-draft{k=4},batch-fusion{
    shrink=true,target=cpu}"; default: no passes, the shipped chain k=4 pipeline as `specir init` writes it).
-2. For each concurrency C: `specir serve build-X --max-batch-size C` for both builds (two server
+2. For each concurrency C: `specir serve build-X --max-batch-size C --max-model-len L` (default 2048) for both builds (two server
    processes on loopback), an untimed warm-up round (every prompt once, 8 tokens), then `--repeats` timed rounds alternating AR
    and spec (so that load on this shared machine hits both alike). A round: C client threads send
    `--requests-per-client` greedy completions each (default: together every prompt once, four
@@ -80,10 +80,12 @@ def prompts(source: str = "", target: str = "cpu") -> list[list[int]]:
 
 
 class Server:
-    def __init__(self, build: Path, batch: int, log: Path):
+    def __init__(self, build: Path, batch: int, log: Path, max_model_len: int = 0):
         self.log = open(log, "w+")
+        context = ["--max-model-len", str(max_model_len)] if max_model_len else []
         self.proc = subprocess.Popen(SPECIR + ["serve", str(build), "--port", "0", "--max-batch-size", str(batch),
-                                               "--max-queue", "256"], stdout=subprocess.DEVNULL, stderr=self.log)
+                                               "--max-queue", "256", *context], stdout=subprocess.DEVNULL,
+                                     stderr=self.log)
         deadline = time.monotonic() + 600
         while True:
             if self.proc.poll() is not None:
@@ -219,6 +221,9 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--requests-per-client", type=int, default=0, help="default: every prompt once in all (32 at concurrency 1, 4 at 8), 4 passes at 32 and more")
     ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--max-model-len", type=int, default=2048,
+                    help="each server's --max-model-len (default 2048: both servers' caches, 2 lanes x "
+                         "batch x context, fit one GPU together at the 8B shape; 0: the server's default)")
     ap.add_argument("--source", default="", help="the pipeline to serve (a .spec); default: `specir init`'s shipped pair")
     ap.add_argument("--target", default="cpu", help="the compile target of both builds (cpu, h200, ...)")
     ap.add_argument("--spec-passes", default="", help="passes for the speculative build (specir compile -p); "
@@ -234,7 +239,8 @@ def main() -> int:
     per_clients = {c: args.requests_per_client or default_per_client(c, len(pool)) for c in sizes}
     for c in sizes:
         per_client = per_clients[c]
-        servers = {name: Server(builds[name], c, out / f"serve-{name}-c{c}.log") for name in ("ar", "spec")}
+        servers = {name: Server(builds[name], c, out / f"serve-{name}-c{c}.log", args.max_model_len)
+                   for name in ("ar", "spec")}
         try:
             for s in servers.values():  # warm-up: every prompt once (its prefill shape), 8 tokens each
                 round_(s, pool, c, max(1, -(-len(pool) // c)), 8)
@@ -257,7 +263,7 @@ def main() -> int:
         f"{os.cpu_count()} cores" + _gpu(args.target), "load_average_before": load_before, "load_average_after": os.getloadavg(),
         "command": "python bench/serve_load.py " + shlex.join(sys.argv[1:]), "max_tokens": args.max_tokens,
         "target": args.target, "source": args.source or "specir init (the shipped pair)",
-        "prompts": len(pool), "repeats": args.repeats,
+        "prompts": len(pool), "repeats": args.repeats, "max_model_len": args.max_model_len,
         "spec_passes": args.spec_passes}
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (out / "README.md").write_text(report(results))

@@ -155,7 +155,8 @@ class Scheduler:
         captured = sum(lane.prefill_shapes for lane in self.lanes)
         if captured:
             print(f"specir serve: warm-up captured {captured} prefill forwards and every step shape in "
-                  f"{time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+                  f"{time.perf_counter() - start:.1f} s{_device_memory(self.engine.device)}", file=sys.stderr,
+                  flush=True)
         self.thread = threading.Thread(target=self._loop, name="specir-scheduler", daemon=True)
         self.thread.start()
 
@@ -393,6 +394,15 @@ class Scheduler:
         for job in running + waiting:
             self._release(job)
             self._finish(job, Event([], "error", error))
+
+
+def _device_memory(device) -> str:
+    """"; N GiB of device memory allocated (M reserved)" on a CUDA device, else ""."""
+    if getattr(device, "type", "") != "cuda":
+        return ""
+    import torch
+    return (f"; {torch.cuda.memory_allocated(device) / 2**30:.1f} GiB of device memory allocated "
+            f"({torch.cuda.memory_reserved(device) / 2**30:.1f} reserved)")
 
 
 def _engine_error(exc: Exception) -> ApiError:

@@ -275,7 +275,8 @@ class Session:
         for state in self.ctx.models.values():
             if getattr(state.cache, "recurrent", None) is not None or not self.ctx.captures_forwards(state):
                 continue
-            for rows, size in prefill_shapes.shapes(self.B, self.max_seq):
+            # the largest first: the smaller ones then plan their buffers as views of its (SharedPool)
+            for rows, size in sorted(prefill_shapes.shapes(self.B, self.max_seq), key=lambda rs: -rs[0] * rs[1]):
                 inputs, forward = self._prefill_forward(state, rows, size)
                 inputs.slots.zero_()
                 inputs.lens.zero_()
