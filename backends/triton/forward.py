@@ -20,7 +20,8 @@ being captured (the warm-up before a capture runs them).
 `run()` allocates nothing, reads no device value on the host and takes the same kernels with
 the same arguments every time, so it can be captured into a CUDA graph; its inputs are changed
 by writing into the `inputs` tensors. Intermediate values share buffers by liveness (a buffer is
-reused once every IR value living in it is dead).
+reused once every IR value living in it is dead), and a launch's scratch (split-KV attention
+partials) lives for that launch only, so every layer's attention shares one workspace.
 
 A linear launch with a SwiGLU prologue (program.py) runs as one Triton kernel (`up=`), or, when
 this forward's rows route it to cuBLAS (gemm_route.py) or its weights cannot run Triton, as
@@ -166,6 +167,7 @@ class StaticForward:
             holders[id(buf)] = (buf, set(names))
 
         self.calls = []
+        self._pool, self._scratches = pool, []
         wanted = None if logits else cache_launches(program)
         for i, launch in enumerate(program.launches):
             if wanted is not None and i not in wanted:
@@ -182,7 +184,10 @@ class StaticForward:
             elif launch.outs:
                 for name in launch.outs:
                     allocate([name], [program.values[name]])
+            self._scratches = []
             self.calls.append(self._bind(i, launch, params))
+            for buf in self._scratches:  # live during this launch only: later launches may reuse it
+                pool.give(buf)
             for v in dead:
                 if last_use.get(v) == i and v in value_buffer:
                     buf, live = holders[value_buffer[v]]
@@ -196,6 +201,13 @@ class StaticForward:
             shared.release(buf for buf, live in holders.values() if live)
 
     # ------------------------------------------------------------------ binding
+    def _scratch(self, numel: int, dtype) -> torch.Tensor:
+        """A buffer the launch being bound uses as scratch (nothing in it outlives the launch): from
+        the forward's pool, given back once the launch is bound, so every layer shares one."""
+        buf = self._pool.take(numel, dtype)
+        self._scratches.append(buf)
+        return buf
+
     def _separate_prologue(self, index: int, launch) -> bool:
         """True when `launch` has a SwiGLU prologue that this forward runs as its own silu_mul
         launch: a `linear` whose weights run through torch, or that runs cuBLAS at B * T rows."""
@@ -311,9 +323,8 @@ class StaticForward:
             requests, nodes = (B, T) if row_start is None else (row_start.numel() - 1, mask.shape[2])
             cfg = attention_config(requests, nodes, H, KH, D, max_seq, self.device, grouped=row_start is not None)
             workspace = None
-            if cfg["num_splits"] > 1:
-                workspace = torch.empty(B * T * H * cfg["num_splits"] * (D + 1), dtype=torch.float32,
-                                        device=self.device)
+            if cfg["num_splits"] > 1:  # scratch of this launch only: the next layer's attention reuses it
+                workspace = self._scratch(B * T * H * cfg["num_splits"] * (D + 1), torch.float32)
                 counter_buffer(self.device, cfg["m_blocks"] * cfg["grid"][0])  # allocated now, never in a capture
             lens, slots, offsets, scale = inp.lens, inp.slots, inp.offsets, a["scale"] or None
             self.configs.append({"launch": index, "kernel": launch.kernel, "B": B, "T": T, "max_seq": max_seq,

@@ -77,3 +77,39 @@ def test_cache_only_forwards_share_their_buffers(pair, tmp_path):
                                    b[:inputs.ids.shape[0], :, :inputs.ids.shape[1]])
     with pytest.raises(ValueError):
         StaticForward(executor, cache, big, logits=True, pool=executor._prefill_pool)
+
+
+def test_every_layers_split_attention_shares_one_workspace(pair, tmp_path):
+    """Triton: the split-KV partials are scratch of one launch, so a forward holds one workspace for
+    all its attention layers, and its logits still equal the reference executor's."""
+    pytest.importorskip("triton")
+    import os
+    if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
+        pytest.skip("needs the Triton interpreter or a GPU")
+    from specir.backends.triton.compiled_model import CompiledModel
+    from specir.runtime.model_runner import ModelRunner
+    model = load_pipeline(write_spec(tmp_path, "ar", pair[0], dtype="f32")).model("target")
+    weights = load_weights(model)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    executor = CompiledModel(model, {k: v.to(device) for k, v in weights.items()}, device)
+    reference = ModelRunner(model, weights, slots=2, max_seq=1024)
+    logits = []
+    for ex, dev in ((executor, device), (reference, "cpu")):
+        cache = ex.new_cache(2, 1024)
+        ex.forward_on(cache, _inputs(2, 40, dev), logits=False).run()  # 40 committed rows each
+        step = _inputs(2, 1, dev)
+        step.lens.fill_(40)
+        step.pos.fill_(40)
+        forward = ex.forward_on(cache, step)
+        logits.append(forward.run().float().cpu())
+        if ex is executor:
+            layers = [(launch.attrs["heads"], launch.attrs["head_dim"]) for launch in executor.program.launches
+                      if launch.kind == "attention"]
+            splits = [c["config"]["num_splits"] for c in forward.configs if c["kernel"].startswith("attention")]
+            assert len(layers) > 1 and min(splits) > 1
+            sizes = {2 * H * n * (D + 1) for (H, D), n in zip(layers, splits)}
+            bound = [c.cell_contents for call in forward.calls for c in (call.__closure__ or ())]
+            workspaces = {t.data_ptr() for t in bound if isinstance(t, torch.Tensor) and t.dtype == torch.float32
+                          and t.dim() == 1 and t.numel() in sizes}
+            assert len(workspaces) == 1, "each layer's attention has a workspace of its own"
+    assert torch.allclose(logits[0], logits[1], atol=1e-3, rtol=1e-3)

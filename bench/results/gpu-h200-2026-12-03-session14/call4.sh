@@ -1,0 +1,2 @@
+# call 4 (2026-12-03, session 14, warm after call 3, /tmp/zoo8b kept): the same serve_load at concurrency 1
+. bench/results/gpu-h200-2026-12-03-session14/setup.sh; timeout 280 python3 bench/serve_load.py --source /tmp/zoo8b/p.spec --target h200 --spec-passes batch-fusion --concurrency 1 --repeats 2 --max-tokens 48 --out $OUT/serve > $OUT/serve-log.txt 2>&1; echo "serve rc=$?"; grep -h "warm-up" $OUT/serve/serve-*.log > $OUT/serve-logs.txt 2>&1; rm -rf $OUT/serve/build-* $OUT/serve/bench-* $OUT/serve/serve-*.log; tail -n 22 $OUT/serve-log.txt
