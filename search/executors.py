@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing
+import os
 
 from specir.errors import SpecirError
 from specir.parent_death import die_with_parent
@@ -22,7 +23,8 @@ from .evaluate import evaluate
 class LocalExecutor:
     def __init__(self, workers: int):
         self.pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                                           initializer=die_with_parent)  # no worker outlives the search
+                                           initializer=die_with_parent,  # no worker outlives the search
+                                           initargs=(os.getpid(),))
 
     def submit(self, job):
         return self.pool.submit(evaluate, job)

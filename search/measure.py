@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specir.errors import SpecirError
+from specir.parent_death import child_environment
 
 
 @dataclass
@@ -73,8 +74,8 @@ def device_lock(device: str):
 class _Timer:
     def __init__(self, argv: list[str], env: dict, log: Path, timeout: float):
         self.log = open(log, "ab")
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     env=child_environment(env), start_new_session=True)
         self.timeout = timeout
         self.ready = self._read()
 

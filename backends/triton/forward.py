@@ -168,6 +168,20 @@ class StaticForward:
 
         self.calls = []
         self._pool, self._scratches = pool, []
+        try:
+            self._plan(program, params, pool, logits, allocate, last_use, holders, value_buffer)
+        except BaseException:
+            if shared is not None:  # a forward that cannot be planned keeps nothing of the shared pool
+                shared.release([buf for buf, live in holders.values() if live] + self._scratches)
+            raise
+        self.recurrent = None  # this run's RecurrentForward (recurrent programs)
+        self.logits = self.views.get(program.result) if logits else None
+        self.buffer_bytes = pool.allocated - allocated_before
+        if shared is not None:  # nothing outlives a run: the next forward planned may reuse all of it
+            shared.release(buf for buf, live in holders.values() if live)
+
+    def _plan(self, program, params, pool, logits, allocate, last_use, holders, value_buffer) -> None:
+        """Bind every launch of the program, in order, to buffers from `pool` (see __init__)."""
         wanted = None if logits else cache_launches(program)
         for i, launch in enumerate(program.launches):
             if wanted is not None and i not in wanted:
@@ -188,17 +202,13 @@ class StaticForward:
             self.calls.append(self._bind(i, launch, params))
             for buf in self._scratches:  # live during this launch only: later launches may reuse it
                 pool.give(buf)
+            self._scratches = []
             for v in dead:
                 if last_use.get(v) == i and v in value_buffer:
                     buf, live = holders[value_buffer[v]]
                     live.discard(v)
                     if not live:
                         pool.give(buf)
-        self.recurrent = None  # this run's RecurrentForward (recurrent programs)
-        self.logits = self.views.get(program.result) if logits else None
-        self.buffer_bytes = pool.allocated - allocated_before
-        if shared is not None:  # nothing outlives a run: the next forward planned may reuse all of it
-            shared.release(buf for buf, live in holders.values() if live)
 
     # ------------------------------------------------------------------ binding
     def _scratch(self, numel: int, dtype) -> torch.Tensor:

@@ -16,6 +16,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from ..parent_death import child_environment
+
 
 def _relay(stream) -> None:
     for line in iter(stream.readline, b""):
@@ -33,7 +35,7 @@ def run_stage(module: str, job: dict, timeout: float | None = None, prefix: list
     with tempfile.TemporaryDirectory(prefix="specir-guard-", dir=folder or None) as tmp:
         job_path, out_path = Path(tmp) / "job.json", Path(tmp) / "out.json"
         job_path.write_text(json.dumps(job))
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = child_environment(dict(os.environ, PYTHONUNBUFFERED="1"))  # the stage dies with this process
         proc = subprocess.Popen([*prefix, sys.executable, "-m", module, str(job_path), str(out_path)],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 env=env, start_new_session=True)

@@ -101,8 +101,9 @@ class Lane:
         """Decode a warm-up request; where the backend captures, step twice at each live count
         1 .. capacity (requests join one by one and then leave): a step shape runs eagerly the first
         time and is captured the second, so every shape a batch of this lane takes at a live count
-        is compiled and captured before the first user request; so is every prefill shape
-        (Session.prepare_prefills), so that no admitted request waits on a capture either."""
+        is compiled and captured before the first user request; so is every prefill shape of a
+        model whose forwards are captured and whose cache is attention only (Session.prepare_prefills;
+        recurrent models prefill eagerly), so that no admitted request waits on a capture either."""
         temperature = 0.7 if self.sampling else 0.0
         prompt = [i % 7 + 1 for i in range(8)]
         self.prefill_shapes = self.decode.session.prepare_prefills()  # every prefill shape, captured now

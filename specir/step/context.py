@@ -102,19 +102,20 @@ class StepContext:
         replay()
         return output
 
-    def launch_timed(self, state: ModelState, key, run) -> None:
+    def launch_timed(self, state: ModelState, key, run, *, capture: bool = True) -> None:
         """run() (a forward writing only caches, e.g. a prefill's) where every call is real work on
         the clock: where the backend captures, the first call of `key` warms it and captures it
         (`prepare_timed`, set-up), and every call, the first included, replays the graph (eagerly
-        where the executor's forwards are not captured, StepContext.captures_forwards)."""
-        self.prepare_timed(state, key, run)
+        where the executor's forwards are not captured, StepContext.captures_forwards, or with
+        capture=False: the first call is then warmed only)."""
+        self.prepare_timed(state, key, run, capture=capture)
         entry = state.graphs[key]
         if entry == "eager":
             run()
         else:
             entry[0]()
 
-    def prepare_timed(self, state: ModelState, key, run) -> bool:
+    def prepare_timed(self, state: ModelState, key, run, *, capture: bool = True) -> bool:
         """Make `key`'s entry for `launch_timed` now: where the backend captures, run() once eagerly
         (kernels compile; its writes are rewritten by the real runs) and capture it (both through the
         backend's `first_time`: set-up). True when it captured a graph just now."""
@@ -122,7 +123,7 @@ class StepContext:
             return False
         if self.backend.captures:
             self.backend.warm(run)
-        captures = self.captures_forwards(state)
+        captures = capture and self.captures_forwards(state)
         state.graphs[key] = self.backend.capture(run, self.backend.graph_pool()) if captures else "eager"
         return captures
 

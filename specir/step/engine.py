@@ -232,12 +232,15 @@ class Session:
         ctx, dev, backend = self.ctx, self.engine.device, self.engine.backend
         recurrent = getattr(state.cache, "recurrent", None) is not None
         n = len(feeds)
-        # pad rows repeat row 0; not for recurrent state, whose rows each commit their own ring nodes
-        rows = n if recurrent or not backend.captures else prefill_shapes.rows(n, self.B)
+        # bucketed shapes (each captured once) where this model's forwards are captured and its cache is
+        # attention only: recurrent rows each commit their own ring nodes (no pad rows; eager, as the
+        # warm-up captures none of them), and a length-dependent rope prefills a prompt in one forward
+        bucketed = ctx.captures_forwards(state) and not recurrent
+        rows = prefill_shapes.rows(n, self.B) if bucketed else n  # pad rows repeat row 0
         # a chunk's every node must stay in the ring until its commit: ragged prompts end mid-chunk
         limit = min(RECURRENT_PREFILL_CHUNK, state.cache.recurrent.nodes) if recurrent else None
         plan = prefill_shapes.chunks(max(len(f) for f in feeds), rows_=rows, max_seq=self.max_seq,
-                                     bucketed=backend.captures, quantum=backend.prefill_quantum, limit=limit)
+                                     bucketed=bucketed, quantum=backend.prefill_quantum, limit=limit)
         width = plan[-1][0] + plan[-1][1]
         ids = torch.zeros(rows, width, dtype=torch.long)
         for b, f in enumerate(feeds):
@@ -251,7 +254,7 @@ class Session:
             inputs.pos.copy_(torch.arange(begin, begin + size)[None, :].expand(rows, size))
             inputs.slots.copy_(row_slots)
             inputs.lens.copy_(fed.clamp(max=begin))
-            ctx.launch_timed(state, ("prefill", rows, size), forward.run)  # a graph from the first on
+            ctx.launch_timed(state, ("prefill", rows, size), forward.run, capture=bucketed)  # a graph per shape
             if recurrent:
                 kept = (fed - begin).clamp(0, size)
                 commit_recurrent(state.cache, kept - 1, kept, slots=slots.long())

@@ -1,13 +1,16 @@
 """The shapes a prefill runs at: rows and tokens of each forward over a prompt batch.
 
 Contract:
-- Unbucketed (a backend that runs forwards eagerly): `n` requests run as n rows, the prompts padded
+- Unbucketed (a backend that runs forwards eagerly, a model with recurrent state, or one whose
+  forwards are not captured, e.g. a length-dependent rope): `n` requests run as n rows, the prompts padded
   to a multiple of the backend's `prefill_quantum`, in chunks of at most `limit` tokens (a model with
   recurrent state: its ring) or in one forward.
 - Bucketed (a backend that captures a CUDA graph per forward shape, `StepBackend.captures`): so that
   every shape can be captured once at start-up, `rows(n, capacity)` is the next power of two (at
   most the capacity; the extra rows repeat row 0 and rewrite row 0's KV with its own values, as
-  ForwardInputs allows pad rows to), and the tokens of each forward come from SIZES, at most
+  ForwardInputs allows pad rows to: sound while a row's result does not depend on which row of the
+  batch it is, true of the Triton and cuBLAS kernels today, not of a split-K kernel reducing with
+  atomics), and the tokens of each forward come from SIZES, at most
   TOKENS_PER_FORWARD rows x tokens (a longer prompt prefills chunk by chunk, each reading the
   chunks before it from the cache). `shapes(capacity, max_seq)` lists every (rows, tokens) a
   bucketed prefill can take.

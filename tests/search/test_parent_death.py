@@ -100,3 +100,18 @@ def test_a_timing_waiting_for_the_device_lock_says_who_holds_it(tmp_path, capsys
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_child_told_of_a_parent_that_is_gone_exits_at_once():
+    """A child whose parent is not the one its spawner named (SPECIR_PARENT_PID: it was adopted)
+    exits before doing anything; one whose parent is the named one goes on, and the variable is
+    not passed on to its own children."""
+    code = ("import os; from specir.parent_death import die_with_parent; die_with_parent(); "
+            "print(os.environ.get('SPECIR_PARENT_PID'))")
+    wrong = subprocess.run([sys.executable, "-c", code], env={**os.environ, "SPECIR_PARENT_PID": "1"},
+                           capture_output=True, text=True, timeout=120)
+    assert wrong.returncode == 1 and wrong.stdout == ""
+    from specir.parent_death import child_environment
+    right = subprocess.run([sys.executable, "-c", code], env=child_environment(), capture_output=True, text=True,
+                           timeout=120)
+    assert right.returncode == 0 and right.stdout.strip() == "None"

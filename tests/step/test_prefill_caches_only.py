@@ -113,3 +113,35 @@ def test_every_layers_split_attention_shares_one_workspace(pair, tmp_path):
                           and t.dim() == 1 and t.numel() in sizes}
             assert len(workspaces) == 1, "each layer's attention has a workspace of its own"
     assert torch.allclose(logits[0], logits[1], atol=1e-3, rtol=1e-3)
+
+
+def test_a_forward_that_cannot_be_planned_gives_the_shared_pool_back(pair, tmp_path, monkeypatch):
+    """Triton: a cache-only forward whose planning fails midway returns every buffer it took to the
+    shared pool (none stays taken by a forward that does not exist)."""
+    pytest.importorskip("triton")
+    import os
+    if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
+        pytest.skip("needs the Triton interpreter or a GPU")
+    from specir.backends.triton import forward as forward_module
+    from specir.backends.triton.compiled_model import CompiledModel
+    model = load_pipeline(write_spec(tmp_path, "ar", pair[0], dtype="f32")).model("target")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    executor = CompiledModel(model, {k: v.to(device) for k, v in load_weights(model).items()}, device)
+    cache = executor.new_cache(2, 16)
+    executor.forward_on(cache, _inputs(2, 6, device), logits=False)  # the pool now holds one forward's buffers
+    allocated = executor._prefill_pool.allocated
+    real_bind = forward_module.StaticForward._bind
+    calls = []
+
+    def failing_bind(self, index, launch, params):
+        calls.append(index)
+        if len(calls) == 6:
+            raise ValueError("a launch that cannot be bound")
+        return real_bind(self, index, launch, params)
+
+    monkeypatch.setattr(forward_module.StaticForward, "_bind", failing_bind)
+    with pytest.raises(ValueError):
+        executor.forward_on(cache, _inputs(2, 6, device), logits=False)
+    pool = executor._prefill_pool
+    free = sum(buf.numel() * buf.element_size() for stack in pool.free.values() for buf in stack)
+    assert not pool.bases and free == pool.allocated >= allocated  # every byte it holds is free again

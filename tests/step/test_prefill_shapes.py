@@ -72,3 +72,21 @@ def test_pad_rows_leave_a_live_request_alone(pair, tmp_path):
             decode.step()
         outputs.append([first.generated] + [r.generated for r in later[0]])
     assert outputs[0] == outputs[1]
+
+
+def test_a_model_whose_forwards_run_eagerly_prefills_each_prompt_in_one_forward(pair, tmp_path):
+    """On a capturing backend, a model whose forwards are not captured (a length-dependent rope
+    reads the prompt's length on the host) is not bucketed: its prompts run as they are, in one
+    forward (chunks would each see their own length), with no pad rows."""
+    from specir.backends.reference.step_backend import TableStepBackend
+    target, drafter = pair
+    pipeline = load_pipeline(write_spec(tmp_path, "chain", target, drafter, k=3))
+    engine = StepEngine(pipeline, EmulatedGraphs(TableStepBackend("cpu")))
+    engine.executors["target"].static = False  # as a dynamic / longrope table makes it
+    rng = random.Random(2)
+    prompts = [[rng.randrange(1, 250) for _ in range(n)] for n in (401, 9, 30)]
+    got = [r.tokens for r in engine.generate(prompts, 6)]
+    shapes = {key[1:] for key in engine.sessions[(3, False)].prefills if key[0] == "target"}
+    assert shapes == {("verify", 3, 400)}  # 3 rows, the longest feed padded to the quantum (4)
+    want = StepEngine(pipeline, TableStepBackend("cpu")).generate(prompts, 6)
+    assert got == [r.tokens for r in want]
