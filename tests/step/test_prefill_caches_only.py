@@ -48,19 +48,26 @@ def test_caches_only_forward_writes_the_same_cache(backend, pair, tmp_path):
             assert torch.equal(a, b)
 
 
-def test_cache_only_forwards_share_their_buffers(pair, tmp_path):
-    """Triton: the cache-only forwards of one model (prefills of several shapes) plan their
-    intermediates from one SharedPool, so a smaller or equal shape planned after a larger one
-    allocates nothing, and each, run in any order, writes the cache a forward of its own would."""
+def _triton_target(pair, tmp_path):
+    """(model, host weights, its Triton CompiledModel, device) of the fp32 test target; skips where
+    Triton cannot run (no interpreter and no GPU)."""
     pytest.importorskip("triton")
     import os
     if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
         pytest.skip("needs the Triton interpreter or a GPU")
     from specir.backends.triton.compiled_model import CompiledModel
-    from specir.backends.triton.forward import StaticForward
     model = load_pipeline(write_spec(tmp_path, "ar", pair[0], dtype="f32")).model("target")
+    weights = load_weights(model)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    executor = CompiledModel(model, {k: v.to(device) for k, v in load_weights(model).items()}, device)
+    return model, weights, CompiledModel(model, {k: v.to(device) for k, v in weights.items()}, device), device
+
+
+def test_cache_only_forwards_share_their_buffers(pair, tmp_path):
+    """Triton: the cache-only forwards of one model (prefills of several shapes) plan their
+    intermediates from one SharedPool, so a smaller or equal shape planned after a larger one
+    allocates nothing, and each, run in any order, writes the cache a forward of its own would."""
+    from specir.backends.triton.forward import StaticForward
+    _, _, executor, device = _triton_target(pair, tmp_path)
     cache = executor.new_cache(2, 16)
     big, small = _inputs(2, 6, device), _inputs(1, 4, device)
     first = executor.forward_on(cache, big, logits=False)
@@ -82,16 +89,8 @@ def test_cache_only_forwards_share_their_buffers(pair, tmp_path):
 def test_every_layers_split_attention_shares_one_workspace(pair, tmp_path):
     """Triton: the split-KV partials are scratch of one launch, so a forward holds one workspace for
     all its attention layers, and its logits still equal the reference executor's."""
-    pytest.importorskip("triton")
-    import os
-    if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
-        pytest.skip("needs the Triton interpreter or a GPU")
-    from specir.backends.triton.compiled_model import CompiledModel
     from specir.runtime.model_runner import ModelRunner
-    model = load_pipeline(write_spec(tmp_path, "ar", pair[0], dtype="f32")).model("target")
-    weights = load_weights(model)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    executor = CompiledModel(model, {k: v.to(device) for k, v in weights.items()}, device)
+    model, weights, executor, device = _triton_target(pair, tmp_path)
     reference = ModelRunner(model, weights, slots=2, max_seq=1024)
     logits = []
     for ex, dev in ((executor, device), (reference, "cpu")):
@@ -118,15 +117,8 @@ def test_every_layers_split_attention_shares_one_workspace(pair, tmp_path):
 def test_a_forward_that_cannot_be_planned_gives_the_shared_pool_back(pair, tmp_path, monkeypatch):
     """Triton: a cache-only forward whose planning fails midway returns every buffer it took to the
     shared pool (none stays taken by a forward that does not exist)."""
-    pytest.importorskip("triton")
-    import os
-    if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
-        pytest.skip("needs the Triton interpreter or a GPU")
     from specir.backends.triton import forward as forward_module
-    from specir.backends.triton.compiled_model import CompiledModel
-    model = load_pipeline(write_spec(tmp_path, "ar", pair[0], dtype="f32")).model("target")
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    executor = CompiledModel(model, {k: v.to(device) for k, v in load_weights(model).items()}, device)
+    _, _, executor, device = _triton_target(pair, tmp_path)
     cache = executor.new_cache(2, 16)
     executor.forward_on(cache, _inputs(2, 6, device), logits=False)  # the pool now holds one forward's buffers
     allocated = executor._prefill_pool.allocated
