@@ -27,13 +27,14 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from specir.parent_death import die_with_parent
+
 # x86_64 / aarch64 share these (the generic syscall table numbers Landlock identically)
 SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
 LANDLOCK_CREATE_RULESET_VERSION = 1
 LANDLOCK_RULE_PATH_BENEATH = 1
 PR_SET_NO_NEW_PRIVS = 38
 CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWPID = 0x10000000, 0x40000000, 0x20000000
-PR_SET_PDEATHSIG = 1
 # filesystem accesses that change something (reads, read_dir and execute stay unrestricted)
 FS_WRITE_FILE, FS_REMOVE_DIR, FS_REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
 FS_MAKE = sum(1 << b for b in range(6, 13))  # char, dir, reg, sock, fifo, block, sym
@@ -291,7 +292,6 @@ def main(argv: list[str]) -> int:
     parser.add_argument("argv", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
-    from specir.parent_death import die_with_parent
     die_with_parent()  # the sandbox ends with the worker that started it (the exec below keeps this)
     folder = Path(args.folder).resolve()
     applied = restrict(folder, Limits(memory_bytes=args.memory, address_space=not args.no_address_space))
@@ -309,7 +309,7 @@ def main(argv: list[str]) -> int:
         if pid:
             _, status = os.waitpid(pid, 0)
             return os.waitstatus_to_exitcode(status) & 0xFF
-        _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        die_with_parent()  # (no parent pid to check: inside the new namespace getppid() is 0)
     os.execv(command[0], command)
     return 127  # pragma: no cover - execv does not return
 

@@ -198,7 +198,6 @@ class StaticForward:
             elif launch.outs:
                 for name in launch.outs:
                     allocate([name], [program.values[name]])
-            self._scratches = []
             self.calls.append(self._bind(i, launch, params))
             for buf in self._scratches:  # live during this launch only: later launches may reuse it
                 pool.give(buf)

@@ -211,9 +211,10 @@ class Session:
         for state in ctx.models.values():
             reset_recurrent(state.cache, slots)  # a reused slot's recurrent state starts afresh
         idle = self._idle_drafters(int(ctx.active.sum()) + len(entries))
-        for state in ctx.models.values():
-            if longest > 0 and (state.name, state.role) not in idle:  # (an idle drafter catches up when it resumes)
-                self._prefill_model(state, feeds, slots)
+        if longest > 0:
+            for state in ctx.models.values():
+                if (state.name, state.role) not in idle:  # (an idle drafter catches up when it resumes)
+                    self._prefill_model(state, feeds, slots)
         lens = torch.tensor([len(f) for f in feeds], dtype=torch.int32, device=dev)
         pending = torch.tensor([p[-1] for _, p in entries], dtype=torch.long, device=dev)
         index = slots.long()
@@ -232,10 +233,7 @@ class Session:
         ctx, dev, backend = self.ctx, self.engine.device, self.engine.backend
         recurrent = getattr(state.cache, "recurrent", None) is not None
         n = len(feeds)
-        # bucketed shapes (each captured once) where this model's forwards are captured and its cache is
-        # attention only: recurrent rows each commit their own ring nodes (no pad rows; eager, as the
-        # warm-up captures none of them), and a length-dependent rope prefills a prompt in one forward
-        bucketed = ctx.captures_forwards(state) and not recurrent
+        bucketed = self._bucketed(state)
         rows = prefill_shapes.rows(n, self.B) if bucketed else n  # pad rows repeat row 0
         # a chunk's every node must stay in the ring until its commit: ragged prompts end mid-chunk
         limit = min(RECURRENT_PREFILL_CHUNK, state.cache.recurrent.nodes) if recurrent else None
@@ -259,6 +257,12 @@ class Session:
                 kept = (fed - begin).clamp(0, size)
                 commit_recurrent(state.cache, kept - 1, kept, slots=slots.long())
 
+    def _bucketed(self, state) -> bool:
+        """Whether `state`'s prefills run in bucketed shapes, each captured once: where its forwards are
+        captured and its cache is attention only (recurrent rows each commit their own ring nodes: no
+        pad rows, run eagerly; a length-dependent rope prefills a prompt in one forward)."""
+        return self.ctx.captures_forwards(state) and getattr(state.cache, "recurrent", None) is None
+
     def _prefill_forward(self, state, rows: int, size: int):
         """(inputs, forward) of `state`'s cache-only forward over rows x size tokens, built once."""
         key = (state.name, state.role, rows, size)
@@ -276,7 +280,7 @@ class Session:
             return 0
         done = 0
         for state in self.ctx.models.values():
-            if getattr(state.cache, "recurrent", None) is not None or not self.ctx.captures_forwards(state):
+            if not self._bucketed(state):
                 continue
             # the largest first: the smaller ones then plan their buffers as views of its (SharedPool)
             for rows, size in sorted(prefill_shapes.shapes(self.B, self.max_seq), key=lambda rs: -rs[0] * rs[1]):

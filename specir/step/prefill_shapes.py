@@ -36,18 +36,19 @@ def largest_size(rows_: int) -> int:
 
 def chunks(longest: int, *, rows_: int, max_seq: int, bucketed: bool, quantum: int = 1,
            limit: int | None = None) -> list[tuple[int, int]]:
-    """(begin, size) of each forward over prompts of up to `longest` tokens (see the module doc)."""
+    """(begin, size) of each forward over prompts of up to `longest` tokens (see the module doc);
+    `limit` bounds unbucketed chunks (a recurrent model's ring), never bucketed ones."""
     if longest <= 0:
         return []
     if not bucketed:
         T = -(-longest // quantum) * quantum
         chunk = min(T, limit) if limit else T
         return [(b, min(chunk, T - b)) for b in range(0, T, chunk)]
-    cap = min(largest_size(rows_), limit) if limit else largest_size(rows_)
+    cap = largest_size(rows_)
     out, begin = [], 0
     while begin < longest:
         left = longest - begin
-        size = cap if left >= cap else next((s for s in SIZES if s >= left and s <= cap), cap)
+        size = cap if left >= cap else next(s for s in SIZES if s >= left)  # (cap is one of SIZES)
         size = min(size, max_seq - begin)  # never past the cache's rows
         out.append((begin, size))
         begin += size
