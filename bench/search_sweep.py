@@ -1,15 +1,20 @@
-"""An exhaustive CPU sweep of a small space vs `specir search` restricted to the same space.
+"""An exhaustive sweep of a small space vs `specir search` restricted to the same space.
 
     python bench/search_sweep.py --spec p.spec --target cpu --budget 10 --out DIR
                                  [--seed-workload docstrings --seed-budget 8 --seeded-budget 15]
-                                 [--sweep-report DIR/sweep/report.json]
+                                 [--sweep-report DIR/sweep/report.json] [--space cpu|gpu]
+                                 [--stages sweep,search,seeded]
+
+`--space gpu` is the space for the 8B shape on one GPU (chains, the lookup, trees up to 64 nodes);
+`--stages` runs part of the plan now and resumes the folders already started, so a GPU run can
+split over several device calls.
 
 Each search has its own memory file (none sees the sweep's results; the first version of this
 script shared one memory, so its search was seeded by the sweep on the same deployment). With
 --seed-workload, a search on that workload fills a memory from which a second search on
 --workload starts (the issue's "memory seeded by another workload"). All run through the
 search's own evaluation (compile, guard, timing against AR in interleaved rounds, forcing of the
-timed outputs); the sweep evaluates every candidate of SPACE, a search only sees those candidates
+timed outputs); the sweep evaluates every candidate of the space, a search only sees those candidates
 (others score as invalid) and stops after its budget. Writes DIR/sweep/, DIR/search/ (and
 DIR/seed-W/, DIR/seeded/), each a full search folder, and DIR/README.md: the sweep's best and, per
 search, its best so far after each evaluation and when it reaches >= 95% of the sweep's best (by
@@ -22,9 +27,16 @@ import json
 import sys
 from pathlib import Path
 
-SPACE = (["", "draft-shape{k=1}", "draft-shape{k=2}", "draft-shape{k=3}", "draft-shape{k=6}"]
-         + [f"ngram-draft{{k={k},max_ngram={n}}}" for k in (2, 3, 4) for n in (2, 3)]
-         + [f"draft-shape{{k={k}}},tree-verify{{budget={b},topk={t}}}" for k in (2, 4) for t in (2, 4) for b in (8, 16)])
+SPACES = {
+    # the shipped pair on a CPU: the n-gram lookup, short chains, small trees
+    "cpu": (["", "draft-shape{k=1}", "draft-shape{k=2}", "draft-shape{k=3}", "draft-shape{k=6}"]
+            + [f"ngram-draft{{k={k},max_ngram={n}}}" for k in (2, 3, 4) for n in (2, 3)]
+            + [f"draft-shape{{k={k}}},tree-verify{{budget={b},topk={t}}}" for k in (2, 4) for t in (2, 4) for b in (8, 16)]),
+    # the 8B shape on one GPU at batch 1: chain depths, the lookup, trees up to 64 nodes
+    "gpu": (["", "draft-shape{k=2}", "draft-shape{k=3}", "draft-shape{k=6}", "ngram-draft{k=4}"]
+            + [f"tree-verify{{budget={b},topk={t}}}" for b, t in ((16, 4), (32, 4), (32, 8), (64, 8))]
+            + [f"tree-verify{{budget={b},topk=8,depth={d}}}" for b, d in ((32, 6), (64, 6))]),
+}
 
 
 def curve(search: dict, sweep_by_pipeline: dict, best: float) -> list[dict]:
@@ -59,16 +71,25 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sweep-report", default="", help="reuse this sweep's report.json instead of sweeping")
+    ap.add_argument("--space", choices=sorted(SPACES), default="cpu", help="the pipelines swept (and searched)")
+    ap.add_argument("--max-new-tokens", type=int, default=24, help="tokens per timed and guarded prompt")
+    ap.add_argument("--candidate-memory", type=float, default=8.0, metavar="GB", help="memory limit of a candidate")
+    ap.add_argument("--stages", default="sweep,search,seeded",
+                    help="which of sweep, search, seeded to run now (a folder already run is resumed, so a "
+                         "long run splits over several calls: the README is written when all have run)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     out = Path(args.out)
-    allowed = set(SPACE)
+    space = SPACES[args.space]
+    allowed = set(space)
+    stages = set(args.stages.split(","))
 
     def run(name, memory, workload=args.workload, restrict=True, **kw):
         """One search folder; each memory file is its own (a search never sees the sweep's results)."""
         s = Search(Settings(out=str(out / name), resume=(out / name / "search.sqlite").exists(), spec=args.spec,
                             target=args.target, workload=workload, workers=args.workers, rounds=args.rounds,
-                            memory=str(out / memory), **kw))
+                            memory=str(out / memory), max_new_tokens=args.max_new_tokens,
+                            memory_limit_gb=args.candidate_memory, **kw))
         s.prepare()
         if restrict:  # the search sees only the sweep's space (compared by final IR, not by spelling)
             s._scores = {}
@@ -80,18 +101,25 @@ def main(argv=None) -> int:
     if args.sweep_report:  # an earlier sweep of the same space and workload (its report.json)
         sweep = json.loads(Path(args.sweep_report).read_text())
     else:
-        sweep = run("sweep", "sweep-memory.sqlite", restrict=False, budget=len(SPACE), sweep=SPACE)
+        if "sweep" not in stages:
+            return 0
+        sweep = run("sweep", "sweep-memory.sqlite", restrict=False, budget=len(space), sweep=space)
+    if "search" not in stages:
+        return 0
     searches = {"empty memory": (run("search", "search-memory.sqlite", budget=args.budget), args.budget)}
     if args.seed_workload:
+        if "seeded" not in stages:
+            return 0
         run("seed-" + args.seed_workload, "seeded-memory.sqlite", workload=args.seed_workload, budget=args.seed_budget)
         searches[f"memory seeded on {args.seed_workload}"] = (
             run("seeded", "seeded-memory.sqlite", budget=args.seeded_budget), args.seeded_budget)
     by_pipeline = {c["ir_digest"]: c for c in sweep["candidates"] if c.get("ir_digest")}
     best = sweep["best"]
-    lines = [f"# CPU sweep of {len(SPACE)} pipelines vs searches on the same space", "",
+    machine = ("shared 2-core CPU VM; other jobs ran meanwhile, so timings are noisy" if args.space == "cpu"
+               else f"one GPU ({args.target}), candidates timed one at a time")
+    lines = [f"# {args.space.upper()} sweep of {len(space)} pipelines vs searches on the same space", "",
              f"- command: `python bench/search_sweep.py {' '.join(sys.argv[1:] if argv is None else argv)}`",
-             "- machine: shared 2-core CPU VM; other jobs ran meanwhile, so timings are noisy (each speedup "
-             f"is the median of {args.rounds} rounds interleaved with AR)",
+             f"- machine: {machine} (each speedup is the median of {args.rounds} rounds interleaved with AR)",
              f"- sweep best: `{best['pipeline'] or '(input)'}` {best['speedup']:.3f}x (tau {best['tau']:.2f})",
              f"- cost model rank correlation (sweep): {sweep['rank_correlation']}", ""]
     summary = {"sweep_best": best}
