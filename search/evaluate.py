@@ -129,6 +129,8 @@ def evaluate(job: dict) -> dict:
     except Exception as exc:  # noqa: BLE001 - one candidate's crash is its record, not the search's
         record["status"] = "failed"
         record["error"] = f"{type(exc).__name__}: {exc}\n" + traceback.format_exc(limit=4)
+    from specir.device_memory import release
+    release()  # what this candidate left (its compile, a failed timing) goes back before the next one
     record["seconds"] = round(time.perf_counter() - start, 2)
     return record
 

@@ -125,6 +125,7 @@ class _InProcess:
     def __init__(self, source: Path, mode: str):
         from .timer import _engine
         key = str(Path(source).resolve())
+        self.kept = mode == "ar"
         if mode == "ar" and key in self._ar:
             self.engine = self._ar[key]
         else:
@@ -147,7 +148,14 @@ class _InProcess:
         pass
 
     def close(self) -> None:
-        pass
+        """A candidate's engine is dropped and its device memory given back (the AR engine is kept):
+        a worker that kept every candidate's weights filled an H200 in six 8B candidates, and the
+        guard's child of the next one ran out of memory."""
+        if not self.kept:
+            from specir.device_memory import release
+            self.engine.close()
+            self.engine = None
+            release()
 
 
 def _timer_argv(source: Path, mode: str) -> list[str]:

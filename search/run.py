@@ -174,6 +174,10 @@ class Search:
                 op = draft_op(self.pipeline)
                 drafter = self.pipeline.model(op.symbols[0]) if op is not None and op.symbols else None
                 profile = acceptance_model.profile(drafter, prompts, conts)
+                engine.close()
+                del engine, session
+                from specir.device_memory import release
+                release()  # the workers' candidates and guards need this process's device memory
             data = {"profile": profile.as_dict(), "ar_step_seconds": seconds / max(sum(len(c) for c in conts), 1)}
             path.write_text(json.dumps(data))
         self.profile = acceptance_model.Profile.from_dict(data["profile"])

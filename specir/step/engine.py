@@ -83,6 +83,14 @@ class StepEngine:
         self.setup_s = time.perf_counter() - start
         self.timings: dict[str, float] = {}
 
+    def close(self) -> None:
+        """Drop every session (caches, captured graphs, their pools) and the models' executors
+        (weights), so the process can give their device memory back (specir.device_memory.release)."""
+        for sess in self.sessions.values():
+            sess.close()
+        self.sessions.clear()
+        self.executors.clear()
+
     # ------------------------------------------------------------------ sizing
     def rows_needed(self, longest_prompt: int, max_new: int) -> int:
         scratch = max(self.info.scratch_rows().values(), default=0)
