@@ -90,13 +90,32 @@ class CheckpointReader:
         self.folder = model_folder(model, base)
         self.index = tensor_index(self.folder, model.loc)
 
-    def read(self, name: str):
-        from safetensors import safe_open
+    def _info(self, name: str):
         info = self.index.get(name)
         if info is None:
             raise SpecirError(f"weight {name!r} of @{self.model.name} is not in the checkpoint {self.folder}",
                               location=self.model.loc, path=str(self.folder),
                               hint="the pipeline and the checkpoint disagree; re-run specir init")
+        return info
+
+    def stats(self, name: str):
+        """BF12 statistics of weight `name`, cached per file version (specir.bf12.stats_cache)."""
+        from specir.bf12.stats_cache import checkpoint_stats
+        info = self._info(name)
+
+        def read_bf16_matrix():
+            t = self.read(name)
+            if t.dim() != 2 or str(t.dtype) != "torch.bfloat16":
+                raise SpecirError(f"weight {name!r} of @{self.model.name} is {t.dtype} {tuple(t.shape)} in "
+                                  f"{info.file.name}; the pipeline declares a bf16 matrix", path=str(info.file),
+                                  location=self.model.loc, hint="the pipeline and the checkpoint disagree; "
+                                                                "re-run specir init")
+            return t
+        return checkpoint_stats(info.file, name, read_bf16_matrix)
+
+    def read(self, name: str):
+        from safetensors import safe_open
+        info = self._info(name)
         try:
             with safe_open(str(info.file), framework="pt", device="cpu") as f:
                 return f.get_tensor(name)
@@ -172,10 +191,12 @@ class PackWeights(Pass):
             elif len(w.type.shape) == 2 and count < self.min_weights:
                 note = f"too small ({count} < {self.min_weights} weights)"
             else:
-                from specir.bf12 import decide
+                import torch
+
+                from specir.bf12.decision import decide_for
                 reader = reader or CheckpointReader(model, base)
-                d = decide(reader.read(name), max_bits=self.max_bits, max_zero_fraction=self.max_zeros,
-                           min_elements=self.min_weights)
+                d = decide_for(tuple(w.type.shape), torch.bfloat16, lambda name=name: reader.stats(name),
+                               max_bits=self.max_bits, max_zero_fraction=self.max_zeros, min_elements=self.min_weights)
                 bits = d.stats.bits_per_weight if d.stats else 16.0
                 verdicts[name] = Verdict(d.pack, "" if d.pack else short_reason(d.reason), count,
                                          bits if d.pack else 16.0)

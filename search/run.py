@@ -234,7 +234,7 @@ class Search:
                         or self.space.passes[st.name].origin == "builtin")
         try:
             with _quiet():
-                pipeline, _ = optimise(self.s.spec, Space.spell(builtin), target=self.target.name)
+                pipeline, _ = optimise(self.pipeline, Space.spell(builtin), target=self.target.name)
         except SpecirError:
             self._scores[key] = None
             return None

@@ -27,10 +27,12 @@ from .runtime.weights import check_checkpoints
 from .targets import get_target
 
 
-def optimise(spec: str | Path, pipeline_string: str = "", *, print_after_all: bool = False,
+def optimise(spec: "str | Path | Pipeline", pipeline_string: str = "", *, print_after_all: bool = False,
              debug: bool = False, target: str | None = None) -> tuple[Pipeline, PassManager]:
-    """The passes run on `spec`; `target`: the compile target the passes see (None: as under opt)."""
-    pipeline = load_pipeline(spec)
+    """The passes run on `spec` (a .spec path, or a pipeline already loaded: passes never change
+    their input, so a search loads its input once); `target`: the compile target the passes see
+    (None: as under opt)."""
+    pipeline = spec if isinstance(spec, Pipeline) else load_pipeline(spec)
     manager = PassManager(build_passes(pipeline_string) if pipeline_string else [],
                           print_after_all=print_after_all, debug=debug, target=target)
     return manager.run(pipeline), manager

@@ -5,6 +5,7 @@ matrix is large enough that reading it dominates the kernel's time.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -27,13 +28,23 @@ class PackDecision:
 def decide(w: torch.Tensor, *, max_bits: float = MAX_BITS_PER_WEIGHT,
            max_zero_fraction: float = MAX_ZERO_FRACTION, min_elements: int = MIN_ELEMENTS) -> PackDecision:
     """Whether to pack `w` as BF12, with a one-line reason either way."""
-    if w.dim() != 2:
-        return PackDecision(False, f"not a matrix (shape {tuple(w.shape)})")
-    if w.dtype != torch.bfloat16:
-        return PackDecision(False, f"weights are {w.dtype}; BF12 is lossless only for bf16")
-    if w.numel() < min_elements:
-        return PackDecision(False, f"too small ({w.numel()} < {min_elements} weights) to be worth a packed kernel")
-    s = analyze(w)
+    return decide_for(tuple(w.shape), w.dtype, lambda: analyze(w), max_bits=max_bits,
+                      max_zero_fraction=max_zero_fraction, min_elements=min_elements)
+
+
+def decide_for(shape: tuple, dtype: torch.dtype, stats_of: Callable[[], MatrixStats], *,
+               max_bits: float = MAX_BITS_PER_WEIGHT, max_zero_fraction: float = MAX_ZERO_FRACTION,
+               min_elements: int = MIN_ELEMENTS) -> PackDecision:
+    """`decide` for a matrix known by its shape and dtype; `stats_of()` gives its statistics (called
+    only when they are needed: the pack-weights pass serves them from a cache, specir.bf12.stats_cache)."""
+    if len(shape) != 2:
+        return PackDecision(False, f"not a matrix (shape {tuple(shape)})")
+    if dtype != torch.bfloat16:
+        return PackDecision(False, f"weights are {dtype}; BF12 is lossless only for bf16")
+    numel = shape[0] * shape[1]
+    if numel < min_elements:
+        return PackDecision(False, f"too small ({numel} < {min_elements} weights) to be worth a packed kernel")
+    s = stats_of()
     n, k = s.shape
     zero_fraction = s.zeros / (n * k)
     if zero_fraction > max_zero_fraction:

@@ -37,6 +37,10 @@ class MatrixStats:
     def as_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "MatrixStats":
+        return cls(**{**d, "shape": tuple(d["shape"])})
+
 
 def stored_bytes(n: int, k: int, raw_rows: int) -> int:
     """Bytes BF12 stores for an [n, k] matrix with `raw_rows` raw rows, header included."""
