@@ -93,6 +93,8 @@ class Search:
             raise SpecirError(f"--out {settings.out!r} is a file, not a folder", hint="give --out a folder name")
         self.out.mkdir(parents=True, exist_ok=True)
         self.notes: list[str] = []
+        self.bar = None  # the progress bar while run() runs
+        self._scored_now = 0  # candidates the cost model scored since the last proposal
 
     # ------------------------------------------------------------------ set-up
     def prepare(self) -> None:
@@ -226,6 +228,9 @@ class Search:
         key = Space.spell(steps)
         if key in self._scores:
             return self._scores[key]
+        self._scored_now += 1
+        if self.bar is not None:  # the proposer's scoring can take a while: say so
+            self.bar.set_description(f"search (cost model: {self._scored_now} candidates scored)")
         from specir.compiler import optimise
         from specir.ir.printer import print_pipeline
         from specir.prediction import draft_op, predict
@@ -312,7 +317,7 @@ class Search:
         agent_calls = sum(1 for r in self.records if r["origin"] == "agent")
         executor = make_executor(s.workers, s.ray)
         inflight: dict = {}
-        bar = self._bar(len(counted))
+        bar = self.bar = self._bar(len(counted))
         interrupted = False
         try:
             while True:
@@ -335,7 +340,10 @@ class Search:
                                 self._finish(rec, counted, bar)
                                 continue
                     if job is None:
+                        self._scored_now = 0
                         steps = proposer.next(self.records, self.taken | self._inflight_digests(inflight))
+                        if bar:
+                            bar.set_description("search", refresh=False)
                         if steps is None:
                             break
                         scored = self.score(steps)
@@ -366,6 +374,7 @@ class Search:
                 executor.close()
             if bar:
                 bar.close()
+                self.bar = None
         rep = self.write(interrupted)
         if interrupted:
             raise KeyboardInterrupt
