@@ -16,7 +16,9 @@ after each, so a stage that fails or runs out of time loses nothing before it):
             context against the roofline: weight bytes except the embedding, plus KV bytes at that
             context, plus recurrent state bytes (the committed state read and a node state
             written, per recurrent layer), over the measured copy bandwidth; then the verify-cost
-            curve: one forward + argmax over a random tree of n nodes (n = 1 .. 128), relative to n = 1
+            curve: one forward + argmax over a random tree of n nodes (n = 1 .. 128), relative to n = 1,
+            and (`kernels`) the 1-node and the largest tree's forward per kernel family (torch.profiler,
+            eager launches: where the tree's extra time goes)
   bench     (run before roofline) `specir bench BUILD --workload code-completion --batch-size B --check` for chain and
             tree: tokens/s, speedup over AR in the same run, tau, token forcing of every output
   projection  per build and batch: step cost = tau / tokens-per-s (from bench), and the speedup it
@@ -216,12 +218,41 @@ def roofline(args, build: str) -> dict:
                                    "x_roofline": round(t / floor, 3), "kv_MB": round(kv_bytes / 1e6, 1)})
                 base = t
             rows["verify"].append({"context": ctx, "nodes": n, "ms": round(t, 4), "x_ar": round(t / base, 3)})
+            if ctx == args.contexts[0] and n in (1, max(sizes)):  # where the tree's extra time goes, per kernel
+                rows.setdefault("kernels", {})[str(n)] = _kernel_breakdown(
+                    lambda f=forward: argmax(f.run()[0]), dev)
             del forward, inputs
         del cache
     del cm
     if dev.startswith("cuda"):
         torch.cuda.empty_cache()  # the bench stage's processes get the memory back
     return rows
+
+
+def _kernel_breakdown(run, dev: str, reps: int = 5, top: int = 12) -> dict:
+    """GPU kernel milliseconds per forward of `run` (eager, torch.profiler), grouped by kernel family
+    as bench/step_profile.py groups them; on a CPU, the profiled CPU ops instead."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from step_profile import kernel_groups
+    from torch.profiler import ProfilerActivity, profile
+    run()
+    sync = torch.cuda.synchronize if dev.startswith("cuda") else (lambda: None)
+    sync()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.startswith("cuda") else [])
+    with profile(activities=activities) as prof:
+        for _ in range(reps):
+            run()
+        sync()
+    if dev.startswith("cuda"):
+        gpu_ms, groups = kernel_groups(prof, reps)
+    else:
+        events = [e for e in prof.key_averages() if e.key.startswith("aten::")]
+        groups = [{"name": e.key, "ms_per_step": e.self_cpu_time_total / 1e3 / reps, "launches_per_step": e.count / reps}
+                  for e in sorted(events, key=lambda e: -e.self_cpu_time_total)]
+        gpu_ms = sum(g["ms_per_step"] for g in groups)
+    return {"kernel_ms_per_forward": round(gpu_ms, 4),
+            "groups": [{"name": g["name"], "ms": round(g["ms_per_step"], 4), "launches": g["launches_per_step"]}
+                       for g in groups[:top]]}
 
 
 def bench(args, report: Report, builds: dict) -> dict:

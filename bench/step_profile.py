@@ -94,7 +94,7 @@ def _segments(engine, batch, max_new, sync) -> list[dict]:
              "ms_per_step": totals.get(i, 0.0) / max(steps, 1)} for i in range(len(described))]
 
 
-def _kernels(prof, steps: int) -> tuple[float, list[dict]]:
+def kernel_groups(prof, steps: int) -> tuple[float, list[dict]]:
     from torch.autograd import DeviceType
     kernels: dict[str, list[float]] = {}
     for ev in prof.events():
@@ -125,7 +125,7 @@ def profile_engine(name: str, engine, prompts, batch_size: int, max_new: int, ou
                      "steps": max(len(r.accept_lengths) for r in results),
                      "tokens": sum(len(r.tokens) for r in results)})
     prof, wall, steps, requests, setup_added = _decode_profiled(engine, batch, max_new, sync)
-    gpu_ms, kernels = _kernels(prof, steps)
+    gpu_ms, kernels = kernel_groups(prof, steps)
     segments = _segments(engine, batch, max_new, sync)
     tag = f"{name}-b{batch_size}"
     try:

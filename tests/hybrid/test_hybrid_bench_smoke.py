@@ -25,5 +25,8 @@ def test_hybrid_bench_tiny(tmp_path, capsys):
     roof = data["stages"]["roofline"]["result"]
     assert roof["ar"][0]["roofline_ms"] > 0 and roof["state_MB_per_request"] > 0
     assert [r["nodes"] for r in roof["verify"]] == [1, 3]
+    for n in ("1", "3"):  # the per-kernel breakdown of the AR forward and of the largest tree
+        kernels = roof["kernels"][n]
+        assert kernels["kernel_ms_per_forward"] > 0 and kernels["groups"][0]["launches"] > 0
     assert set(data["stages"]["compile"]["result"]) == {"chain", "tree"}
     assert "AR forward" in (out / "hybrid_bench.md").read_text()
