@@ -175,7 +175,9 @@ def _evaluate(job: dict, folder: Path, record: dict) -> None:
         with _stage_timed(record, "guard"):
             verdict = run_guard(request)
     except SpecirError as exc:
-        record["status"], record["error"] = "guard failed", exc.format()
+        record["error"] = exc.format()
+        # a guard that could not run for want of memory judged nothing: say so (still never validated)
+        record["status"] = "out of memory" if "OutOfMemoryError" in record["error"] else "guard failed"
         return
     record["verdict"] = _short_verdict(verdict.as_dict())
     if not verdict.ok:
