@@ -17,7 +17,7 @@ after each, so a stage that fails or runs out of time loses nothing before it):
             context, plus recurrent state bytes (the committed state read and a node state
             written, per recurrent layer), over the measured copy bandwidth; then the verify-cost
             curve: one forward + argmax over a random tree of n nodes (n = 1 .. 128), relative to n = 1,
-            and (`kernels`) the 1-node and the largest tree's forward per kernel family (torch.profiler,
+            and (`kernels`) the 1-node and the 64-node (else the largest) tree's forward per kernel family (torch.profiler,
             eager launches: where the tree's extra time goes)
   bench     (run before roofline) `specir bench BUILD --workload code-completion --batch-size B --check` for chain and
             tree: tokens/s, speedup over AR in the same run, tau, token forcing of every output
@@ -218,7 +218,7 @@ def roofline(args, build: str) -> dict:
                                    "x_roofline": round(t / floor, 3), "kv_MB": round(kv_bytes / 1e6, 1)})
                 base = t
             rows["verify"].append({"context": ctx, "nodes": n, "ms": round(t, 4), "x_ar": round(t / base, 3)})
-            if ctx == args.contexts[0] and n in (1, max(sizes)):  # where the tree's extra time goes, per kernel
+            if ctx == args.contexts[0] and n in (1, 64 if 64 in sizes else max(sizes)):  # the 64 nodes
                 rows.setdefault("kernels", {})[str(n)] = _kernel_breakdown(
                     lambda f=forward: argmax(f.run()[0]), dev)
             del forward, inputs
