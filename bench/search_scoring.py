@@ -8,13 +8,23 @@ candidates of the whole space, deduplicated by spelling): the first two pack-wei
 (the first pays the BF12 statistics of every weight unless the cache holds them), then the whole
 sample with warm statistics. Use a fresh SPECIR_CACHE to see the cold figure.
 """
-import contextlib, io, json, random, sys, time
-from specir.load import load_pipeline
-from specir.compiler import optimise
-from specir.ir.printer import print_pipeline
-from specir.search.space import Space
+import contextlib
+import io
+import json
+import random
+import sys
+import time
+
+import _checkout  # noqa: F401  (a plain checkout runs too)
+from specir.compiler import optimise  # noqa: E402
+from specir.ir.printer import print_pipeline  # noqa: E402
+from specir.load import load_pipeline  # noqa: E402
+from specir.search.space import Space  # noqa: E402
+
 spec = sys.argv[1]
-t = time.time(); p = load_pipeline(spec); load_s = time.time() - t
+t = time.time()
+p = load_pipeline(spec)
+load_s = time.time() - t
 space = Space.from_registry({})
 rng = random.Random(0)
 pool = {space.spell(s): s for s in (space.random(rng) for _ in range(200))}

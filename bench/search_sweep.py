@@ -27,6 +27,7 @@ import json
 import sys
 from pathlib import Path
 
+STAGES = ("sweep", "search", "seeded")  # seeded: the seed search on --seed-workload, then the search from its memory
 SPACES = {
     # the shipped pair on a CPU: the n-gram lookup, short chains, small trees
     "cpu": (["", "draft-shape{k=1}", "draft-shape{k=2}", "draft-shape{k=3}", "draft-shape{k=6}"]
@@ -83,6 +84,8 @@ def main(argv=None) -> int:
     space = SPACES[args.space]
     allowed = set(space)
     stages = set(args.stages.split(","))
+    if stages - set(STAGES):
+        ap.error(f"unknown --stages {sorted(stages - set(STAGES))}; known: {','.join(STAGES)}")
 
     def run(name, memory, workload=args.workload, restrict=True, **kw):
         """One search folder; each memory file is its own (a search never sees the sweep's results)."""
@@ -98,21 +101,29 @@ def main(argv=None) -> int:
             s.score = lambda steps: (lambda d: d if d and d[0] in allowed_digests else None)(score(steps))
         return s.run()
 
+    def stage(name, folder, memory, **kw):
+        """Run `name` now, or read what an earlier call of it wrote (None when it has not run)."""
+        if name in stages:
+            return run(folder, memory, **kw)
+        done = out / folder / "report.json"
+        return json.loads(done.read_text()) if done.is_file() else None
+
     if args.sweep_report:  # an earlier sweep of the same space and workload (its report.json)
         sweep = json.loads(Path(args.sweep_report).read_text())
     else:
-        if "sweep" not in stages:
-            return 0
-        sweep = run("sweep", "sweep-memory.sqlite", restrict=False, budget=len(space), sweep=space)
-    if "search" not in stages:
-        return 0
-    searches = {"empty memory": (run("search", "search-memory.sqlite", budget=args.budget), args.budget)}
+        sweep = stage("sweep", "sweep", "sweep-memory.sqlite", restrict=False, budget=len(space), sweep=space)
+    found = {"empty memory": (stage("search", "search", "search-memory.sqlite", budget=args.budget), args.budget)}
     if args.seed_workload:
-        if "seeded" not in stages:
-            return 0
-        run("seed-" + args.seed_workload, "seeded-memory.sqlite", workload=args.seed_workload, budget=args.seed_budget)
-        searches[f"memory seeded on {args.seed_workload}"] = (
-            run("seeded", "seeded-memory.sqlite", budget=args.seeded_budget), args.seeded_budget)
+        if "seeded" in stages:
+            run("seed-" + args.seed_workload, "seeded-memory.sqlite", workload=args.seed_workload, budget=args.seed_budget)
+        found[f"memory seeded on {args.seed_workload}"] = (
+            stage("seeded", "seeded", "seeded-memory.sqlite", budget=args.seeded_budget), args.seeded_budget)
+    missing = [label for label, (r, _) in {"the sweep": (sweep, 0), **found}.items() if r is None]
+    if missing:
+        print(f"not yet run: {', '.join(missing)}; the README is written when every stage has a report "
+              f"(--stages {','.join(STAGES)})")
+        return 0
+    searches = found
     by_pipeline = {c["ir_digest"]: c for c in sweep["candidates"] if c.get("ir_digest")}
     best = sweep["best"]
     machine = ("shared 2-core CPU VM; other jobs ran meanwhile, so timings are noisy" if args.space == "cpu"

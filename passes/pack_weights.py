@@ -1,9 +1,10 @@
 """pack-weights: linear layers read BF12 (lossless 12-bit) weights where the format pays.
 
 Preconditions: model graphs are expanded (imported) and each model's `source` names its
-checkpoint (a relative path is resolved against the .spec file's folder). The pass reads every
-candidate matrix from the checkpoint (one tensor at a time, memory-mapped) and asks
-`specir.bf12.decide` whether BF12 pays for it.
+checkpoint (a relative path is resolved against the .spec file's folder). For every candidate
+matrix the pass asks `specir.bf12.decision.decide_for` whether BF12 pays, from the checkpoint's
+header (shape, dtype) and the matrix's BF12 statistics, which are read (one tensor at a time,
+memory-mapped) and analysed once per file version (specir.bf12.stats_cache).
 
 Postconditions, per packed weight: its declaration is `bf12[N, K]` (same shape) and every
 `linear` reading it is `packed_linear {format = "bf12"}` (bias unchanged). A weight that stays
@@ -80,6 +81,12 @@ def short_reason(reason: str) -> str:
     return reason
 
 
+def _torch_dtype(name: str):
+    """The torch dtype of a checkpoint dtype name ("bf16"), or the name where torch has none here."""
+    import torch
+    return {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}.get(name, name)
+
+
 class CheckpointReader:
     """Reads single tensors of one model's checkpoint (safetensors, memory-mapped)."""
 
@@ -98,20 +105,20 @@ class CheckpointReader:
                               hint="the pipeline and the checkpoint disagree; re-run specir init")
         return info
 
+    def header(self, name: str) -> tuple[tuple[int, ...], str]:
+        """Weight `name`'s shape and dtype as its safetensors header gives them (no bytes read)."""
+        info = self._info(name)
+        return info.shape, info.dtype
+
     def stats(self, name: str):
         """BF12 statistics of weight `name`, cached per file version (specir.bf12.stats_cache)."""
         from specir.bf12.stats_cache import checkpoint_stats
         info = self._info(name)
-
-        def read_bf16_matrix():
-            t = self.read(name)
-            if t.dim() != 2 or str(t.dtype) != "torch.bfloat16":
-                raise SpecirError(f"weight {name!r} of @{self.model.name} is {t.dtype} {tuple(t.shape)} in "
-                                  f"{info.file.name}; the pipeline declares a bf16 matrix", path=str(info.file),
-                                  location=self.model.loc, hint="the pipeline and the checkpoint disagree; "
-                                                                "re-run specir init")
-            return t
-        return checkpoint_stats(info.file, name, read_bf16_matrix)
+        try:
+            return checkpoint_stats(info.file, name, lambda: self.read(name))
+        except OSError as exc:
+            raise SpecirError(f"cannot read weight {name!r} from {info.file.name}: {exc.strerror or exc}",
+                              path=str(info.file), hint="the checkpoint's file is missing or unreadable") from None
 
     def read(self, name: str):
         from safetensors import safe_open
@@ -191,11 +198,10 @@ class PackWeights(Pass):
             elif len(w.type.shape) == 2 and count < self.min_weights:
                 note = f"too small ({count} < {self.min_weights} weights)"
             else:
-                import torch
-
                 from specir.bf12.decision import decide_for
                 reader = reader or CheckpointReader(model, base)
-                d = decide_for(tuple(w.type.shape), torch.bfloat16, lambda name=name: reader.stats(name),
+                shape, dtype = reader.header(name)  # the checkpoint's own, as decide() saw the tensor's
+                d = decide_for(shape, _torch_dtype(dtype), lambda name=name: reader.stats(name),
                                max_bits=self.max_bits, max_zero_fraction=self.max_zeros, min_elements=self.min_weights)
                 bits = d.stats.bits_per_weight if d.stats else 16.0
                 verdicts[name] = Verdict(d.pack, "" if d.pack else short_reason(d.reason), count,

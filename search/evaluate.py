@@ -130,7 +130,10 @@ def evaluate(job: dict) -> dict:
         record["status"] = "failed"
         record["error"] = f"{type(exc).__name__}: {exc}\n" + traceback.format_exc(limit=4)
     from specir.device_memory import release
-    release()  # what this candidate left (its compile, a failed timing) goes back before the next one
+    try:
+        release()  # what this candidate left (its compile, a failed timing) goes back before the next one
+    except Exception as exc:  # noqa: BLE001 - a sticky device error must not replace the candidate's record
+        record["release_error"] = f"{type(exc).__name__}: {exc}"
     record["seconds"] = round(time.perf_counter() - start, 2)
     return record
 
@@ -177,7 +180,7 @@ def _evaluate(job: dict, folder: Path, record: dict) -> None:
     except SpecirError as exc:
         record["error"] = exc.format()
         # a guard that could not run for want of memory judged nothing: say so (still never validated)
-        record["status"] = "out of memory" if "OutOfMemoryError" in record["error"] else "guard failed"
+        record["status"] = "out of memory" if "crashed: OutOfMemoryError" in record["error"] else "guard failed"
         return
     record["verdict"] = _short_verdict(verdict.as_dict())
     if not verdict.ok:

@@ -151,11 +151,14 @@ class _InProcess:
         """A candidate's engine is dropped and its device memory given back (the AR engine is kept):
         a worker that kept every candidate's weights filled an H200 in six 8B candidates, and the
         guard's child of the next one ran out of memory."""
-        if not self.kept:
+        if not self.kept and self.engine is not None:
             from specir.device_memory import release
-            self.engine.close()
-            self.engine = None
-            release()
+            engine, self.engine = self.engine, None
+            try:
+                engine.close()
+            finally:
+                del engine
+                release()
 
 
 def _timer_argv(source: Path, mode: str) -> list[str]:
@@ -175,7 +178,8 @@ def measure(build: Path, baseline_build: Path, rounds: list[list[list[int]]], ma
     try:
         try:
             if sandbox is None:  # a build of built-in passes only: trusted, timed in this process
-                cand, ar = _InProcess(build, "pipeline"), _InProcess(baseline_build, "ar")
+                cand = _InProcess(build, "pipeline")  # assigned first: closed even if AR's engine fails
+                ar = _InProcess(baseline_build, "ar")
             else:
                 cand = _Timer(sandbox(_timer_argv(build, "pipeline")), env or dict(os.environ), folder / "timer.log",
                               timeout)

@@ -95,6 +95,7 @@ class Search:
         self.notes: list[str] = []
         self.bar = None  # the progress bar while run() runs
         self._scored_now = 0  # candidates the cost model scored since the last proposal
+        self._said_at = 0.0  # when the bar last said so
 
     # ------------------------------------------------------------------ set-up
     def prepare(self) -> None:
@@ -229,8 +230,11 @@ class Search:
         if key in self._scores:
             return self._scores[key]
         self._scored_now += 1
-        if self.bar is not None:  # the proposer's scoring can take a while: say so
-            self.bar.set_description(f"search (cost model: {self._scored_now} candidates scored)")
+        if self.bar is not None:  # the proposer's scoring can take a while: say so (at most once a second)
+            now = time.monotonic()
+            refresh = now - self._said_at >= 1.0
+            self._said_at = now if refresh else self._said_at
+            self.bar.set_description(f"search (cost model scored {self._scored_now})", refresh=refresh)
         from specir.compiler import optimise
         from specir.ir.printer import print_pipeline
         from specir.prediction import draft_op, predict

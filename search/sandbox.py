@@ -180,15 +180,17 @@ def restrict(folder: Path, limits: Limits) -> Applied:
 
 def environment(folder: Path) -> dict:
     """The variables sandboxed processes get (`sandboxed(..., env=)`): temp files, caches and Python's bytecode under `folder`;
-    the user's compiled-kernel and digest caches are copied in first (they are read, not shared)."""
+    the user's compiled-kernel and file caches (specir.file_cache.CACHES) are copied in first (they are read, not shared)."""
     import shutil
     from specir.user_cache import cache_root
     cache = folder / "cache"
     (cache / "tvm").mkdir(parents=True, exist_ok=True)
     (folder / "tmp").mkdir(exist_ok=True)
     user = cache_root()
-    if (user / "digests.json").is_file() and not (cache / "digests.json").exists():
-        shutil.copy2(user / "digests.json", cache / "digests.json")
+    from specir.file_cache import CACHES
+    for name in CACHES:  # checkpoint digests, BF12 statistics: an 8B candidate would recompute minutes of them
+        if (user / f"{name}.json").is_file() and not (cache / f"{name}.json").exists():
+            shutil.copy2(user / f"{name}.json", cache / f"{name}.json")
     tvm = Path(os.environ.get("SPECIR_TVM_CACHE") or user / "tvm")
     if tvm.is_dir():
         for f in tvm.iterdir():

@@ -16,17 +16,14 @@ from ..file_cache import FileCache
 from .stats import MatrixStats, analyze
 
 _CACHE = FileCache("bf12-stats")
-VERSION = 1  # of analyze() and the layout it counts; a change stores under a new key
+# of analyze() and what it counts (the layout's GROUP and WINDOW, the header bytes): bump it when they
+# change, so stored statistics of the old layout are not served
+VERSION = 1
 
 
 def checkpoint_stats(file: Path, name: str, read: Callable) -> MatrixStats:
-    key = f"v{VERSION}:{name}"
-    stored = _CACHE.get(file, key)
-    if isinstance(stored, dict):
-        try:
-            return MatrixStats.from_dict(stored)
-        except (TypeError, KeyError):
-            pass  # a cache written by another version: computed again
-    stats = analyze(read())
-    _CACHE.put(file, key, stats.as_dict())
-    return stats
+    stored = _CACHE.get_or_compute(file, f"v{VERSION}:{name}", lambda: analyze(read()).as_dict())
+    try:
+        return MatrixStats.from_dict(stored)
+    except (TypeError, KeyError):  # an entry that is not this version's: analysed again, not stored
+        return analyze(read())

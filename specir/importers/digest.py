@@ -46,11 +46,7 @@ def checkpoint_digest(folder: str | Path, *, use_cache: bool = True) -> str:
     lines = []
     for f in files:
         try:
-            digest = _CACHE.get(f, "sha256") if use_cache else None
-            if digest is None:
-                digest = _file_sha256(f)
-                if use_cache:
-                    _CACHE.put(f, "sha256", digest)
+            digest = _CACHE.get_or_compute(f, "sha256", lambda f=f: _file_sha256(f)) if use_cache else _file_sha256(f)
         except OSError as exc:
             raise SpecirError(f"cannot read {f}: {exc.strerror}", path=str(f)) from None
         lines.append(f"{f.name}\0{digest}\n")

@@ -94,6 +94,10 @@ class StepBackend:
             cache[key] = self.executor(model, load())
         return cache[key]
 
+    def release(self) -> None:
+        """Forget the executors `compiled` built (their weights), for an engine being closed."""
+        self.__dict__.pop("_executors", None)
+
     def argmax(self, logits: torch.Tensor) -> torch.Tensor:
         return logits.float().argmax(dim=-1)
 

@@ -80,16 +80,20 @@ class StepEngine:
             if getattr(executor, "state_nodes", 1) is None:  # recurrent state ring: a step's nodes, or a prefill chunk
                 executor.state_nodes = self.info.ring_nodes(pipeline.model(name))
         self.sessions: dict[tuple[int, bool], Session] = {}
+        self.closed = False
         self.setup_s = time.perf_counter() - start
         self.timings: dict[str, float] = {}
 
     def close(self) -> None:
         """Drop every session (caches, captured graphs, their pools) and the models' executors
-        (weights), so the process can give their device memory back (specir.device_memory.release)."""
+        (weights, also the backend's references), so the process can give their device memory back
+        (specir.device_memory.release). A closed engine decodes nothing (SpecirError)."""
         for sess in self.sessions.values():
             sess.close()
         self.sessions.clear()
         self.executors.clear()
+        self.backend.release()
+        self.closed = True
 
     # ------------------------------------------------------------------ sizing
     def rows_needed(self, longest_prompt: int, max_new: int) -> int:
@@ -111,6 +115,8 @@ class StepEngine:
                                   hint=f"use --max-new-tokens {max(self.max_position - len(p), 1)} or less")
 
     def session(self, B: int, rows: int, sampling: bool) -> "Session":
+        if self.closed:
+            raise SpecirError("this engine was closed", hint="make a new engine (specir.runtime.session.make_engine)")
         key = (B, sampling)
         sess = self.sessions.get(key)
         if sess is None or sess.max_seq < rows:

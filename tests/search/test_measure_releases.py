@@ -6,6 +6,9 @@ from __future__ import annotations
 import contextlib
 import io
 
+import pytest
+
+from specir.errors import SpecirError
 from specir.step.engine import StepEngine
 
 
@@ -27,5 +30,8 @@ def test_a_timed_candidate_is_closed_and_the_baseline_kept(search_pair, tmp_path
     (ar,) = measure_mod._InProcess._ar.values()
     assert closed and all(e is not ar for e in closed), "the candidate's engine is closed, the AR engine kept"
     assert closed[0].sessions == {} and closed[0].executors == {}
+    assert "_executors" not in vars(closed[0].backend), "the backend forgets the executors (their weights) too"
+    with pytest.raises(SpecirError, match="closed"):
+        closed[0].generate([[5, 6, 7]], 2)
     assert ar.sessions, "the kept AR engine keeps its warm session"
     assert released, "device memory is released after the candidate"
