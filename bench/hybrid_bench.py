@@ -180,13 +180,23 @@ def _tree_mask(n: int, seed: int) -> torch.Tensor:
     return mask
 
 
+def _tree_forward(cm, cache, n: int, ctx: int, dev: str):
+    """A forward of one request over a random tree of `n` nodes (a single token when n = 1) after
+    `ctx` cached tokens (the forward keeps its inputs)."""
+    from specir.step.forward_inputs import ForwardInputs
+    inputs = ForwardInputs.allocate(1, n, dev, mask_width=n if n > 1 else None)
+    inputs.lens.fill_(ctx)
+    if n > 1:
+        inputs.mask.copy_(_tree_mask(n, n)[None])
+    return cm.forward(cache, inputs)
+
+
 def roofline(args, build: str) -> dict:
     """AR forward vs roofline at each context, and the verify-cost curve (see the module docstring)."""
     from specir.backends.triton.compiled_model import CompiledModel
     from specir.backends.triton.kernels.argmax import argmax
     from specir.load import load_pipeline
     from specir.runtime.weights import load_weights
-    from specir.step.forward_inputs import ForwardInputs
     dev, clock = args.device, Clock(args.device, args.reps)
     ms = clock.ms
     src = torch.empty(1 << (28 if dev.startswith("cuda") else 22), dtype=torch.uint8, device=dev)
@@ -206,11 +216,7 @@ def roofline(args, build: str) -> dict:
         cache = cm.new_cache(1, ctx + max(sizes) + 8)
         kv_bytes = sum(2 * kvh * hd * ctx * 2 for kvh, hd in cm.program.layers.values())
         for n in sizes:
-            inputs = ForwardInputs.allocate(1, n, dev, mask_width=n if n > 1 else None)
-            inputs.lens.fill_(ctx)
-            if n > 1:
-                inputs.mask.copy_(_tree_mask(n, n)[None])
-            forward = cm.forward(cache, inputs)
+            forward = _tree_forward(cm, cache, n, ctx, dev)
             t = ms(clock.graph(lambda f=forward: argmax(f.run()[0])))
             if n == 1:
                 floor = (weight_bytes + kv_bytes + 2 * state_bytes) / bandwidth * 1e3
@@ -218,19 +224,15 @@ def roofline(args, build: str) -> dict:
                                    "x_roofline": round(t / floor, 3), "kv_MB": round(kv_bytes / 1e6, 1)})
                 base = t
             rows["verify"].append({"context": ctx, "nodes": n, "ms": round(t, 4), "x_ar": round(t / base, 3)})
-            del forward, inputs
+            del forward
         del cache
     # after every timing (a profiler session can slow later launches): where the tree's extra time goes
     ctx, rows["kernels"] = args.contexts[0], {}
     cache = cm.new_cache(1, ctx + max(sizes) + 8)
     for n in (1, 64 if 64 in sizes else max(sizes)):  # the issue's 64 nodes
-        inputs = ForwardInputs.allocate(1, n, dev, mask_width=n if n > 1 else None)
-        inputs.lens.fill_(ctx)
-        if n > 1:
-            inputs.mask.copy_(_tree_mask(n, n)[None])
-        forward = cm.forward(cache, inputs)
+        forward = _tree_forward(cm, cache, n, ctx, dev)
         rows["kernels"][str(n)] = _kernel_breakdown(lambda f=forward: argmax(f.run()[0]), dev)
-        del forward, inputs
+        del forward
     del cache
     del cm
     if dev.startswith("cuda"):

@@ -23,6 +23,7 @@ from pathlib import Path
 from .user_cache import cache_root
 
 CACHES = ("digests", "bf12-stats")
+_MISSING = object()  # a stored value may be None
 
 
 def file_stamp(path: Path) -> list[int]:
@@ -66,15 +67,18 @@ class FileCache:
         if seen != self._seen:
             self._entries, self._seen = _read(path), seen
 
+    def _lookup(self, name: str, stamp: list[int], key: str):
+        return (_values(self._entries.get(name), stamp) or {}).get(key, _MISSING)
+
     def get_or_compute(self, path: Path, key: str, compute: Callable):
         path = Path(path).resolve()
         stamp = file_stamp(path)
-        values = _values(self._entries.get(str(path)), stamp)
-        if values is None or key not in values:
+        value = self._lookup(str(path), stamp, key)
+        if value is _MISSING:  # another process may have stored it since this one read the file
             self._refresh()
-            values = _values(self._entries.get(str(path)), stamp)
-        if values is not None and key in values:
-            return values[key]
+            value = self._lookup(str(path), stamp, key)
+        if value is not _MISSING:
+            return value
         value = compute()
         try:
             unchanged = file_stamp(path) == stamp

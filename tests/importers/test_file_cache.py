@@ -46,15 +46,16 @@ def test_a_file_rewritten_while_computing_is_not_stored(tmp_path, cache_dir):
 
 
 def test_two_processes_writing_keep_both_entries(tmp_path, cache_dir):
-    a, b, c = tmp_path / "a.bin", tmp_path / "b.bin", tmp_path / "c.bin"
-    for f in (a, b, c):
+    a, b, c, c2 = tmp_path / "a.bin", tmp_path / "b.bin", tmp_path / "c.bin", tmp_path / "c2.bin"
+    for f in (a, b, c, c2):
         f.write_bytes(f.name.encode())
     first, second = FileCache("digests"), FileCache("digests")
     second.get_or_compute(c, "k", lambda: "C")  # second has read and written the cache ...
     first.get_or_compute(a, "k", lambda: "A")  # ... before first writes
-    second.get_or_compute(b, "k", lambda: "B")  # second's write merges what is on disk now
+    # first writes again while second computes, after second's last read: second's write must merge it
+    second.get_or_compute(b, "k", lambda: (first.get_or_compute(c2, "k", lambda: "C2"), "B")[1])
     stored = json.loads((cache_dir / "digests.json").read_text())
-    assert {str(f.resolve()) for f in (a, b, c)} <= set(stored)
+    assert {str(f.resolve()) for f in (a, b, c, c2)} <= set(stored)
 
 
 def test_an_old_format_digest_cache_is_read_as_a_miss(tmp_path, cache_dir):
