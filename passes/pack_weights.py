@@ -118,7 +118,8 @@ class CheckpointReader:
             return checkpoint_stats(info.file, name, lambda: self.read(name))
         except OSError as exc:
             raise SpecirError(f"cannot read weight {name!r} from {info.file.name}: {exc.strerror or exc}",
-                              path=str(info.file), hint="the checkpoint's file is missing or unreadable") from None
+                              location=self.model.loc, path=str(info.file),
+                              hint="the checkpoint's file is missing or unreadable") from None
 
     def read(self, name: str):
         from safetensors import safe_open
