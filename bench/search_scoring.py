@@ -1,4 +1,5 @@
-"""What the search's cost-model scoring of candidates costs for one input pipeline (CPU only).
+"""What the search's cost-model scoring of candidates costs for one input pipeline (the BF12
+statistics are analysed on the GPU when there is one, else on the CPU).
 
     python bench/search_scoring.py P.SPEC        # e.g. the shipped pair inflated to the 8B shape
 

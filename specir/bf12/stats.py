@@ -59,14 +59,17 @@ def bits_per_weight(packed: BF12Matrix) -> float:
 
 
 def analyze(w: torch.Tensor) -> MatrixStats:
-    """Statistics of a 2-D bf16 matrix as BF12 would store it (no planes are built)."""
+    """Statistics of a 2-D bf16 matrix as BF12 would store it (no planes are built).
+
+    Runs on `w`'s device (every step is integer arithmetic, so CPU and GPU give equal statistics)."""
     if w.dim() != 2 or w.dtype != torch.bfloat16:
         raise ValueError(f"analyze wants a 2-D bf16 matrix, got {tuple(w.shape)} {w.dtype}")
     n, k = w.shape
-    w = w.detach().cpu()
+    w = w.detach()
     kp = padded_k(k)
     step = max(1, _CHUNK_ELEMENTS // kp)
-    hist = torch.zeros(256, dtype=torch.int64)
+    hist = torch.zeros(256, dtype=torch.int64, device=w.device)
+    valid = torch.arange(kp, device=w.device) < k
     raw_rows = escapes = zeros = 0
     for i in range(0, n, step):
         bits = bf16_bits(w[i:i + step])
@@ -84,8 +87,8 @@ def analyze(w: torch.Tensor) -> MatrixStats:
         natural = base - WINDOW
         off = base[..., None] - high
         escaped = (high == esc[..., None]) & ((off >= WINDOW) | (off < 0)) & (esc != natural)[..., None]
-        valid = torch.arange(kp) < k
         escapes += int((escaped.view(rows, kp) & valid & row_ok[:, None]).sum())
+    hist = hist.cpu()
     p = hist.double() / hist.sum()
     entropy = float(-(p[p > 0] * p[p > 0].log2()).sum())
     windows = hist.cumsum(0)
