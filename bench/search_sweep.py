@@ -14,8 +14,9 @@ script shared one memory, so its search was seeded by the sweep on the same depl
 --seed-workload, a search on that workload fills a memory from which a second search on
 --workload starts (the issue's "memory seeded by another workload"). All run through the
 search's own evaluation (compile, guard, timing against AR in interleaved rounds, forcing of the
-timed outputs); the sweep evaluates every candidate of the space, a search only sees those candidates
-(others score as invalid) and stops after its budget. Writes DIR/sweep/, DIR/search/ (and
+timed outputs); the sweep evaluates every candidate of the space; a search is `specir search --space
+DIR/space-NAME.txt` (this script writes the file): the cost model ranks the whole space, the
+proposer moves only inside it, and the search stops after its budget. Writes DIR/sweep/, DIR/search/ (and
 DIR/seed-W/, DIR/seeded/), each a full search folder, and DIR/README.md: the sweep's best and, per
 search, its best so far after each evaluation and when it reaches >= 95% of the sweep's best (by
 its own measurement, and by the sweep's measurement of the same pipeline).
@@ -82,23 +83,34 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     out = Path(args.out)
     space = SPACES[args.space]
-    allowed = set(space)
     stages = set(args.stages.split(","))
     if stages - set(STAGES):
         ap.error(f"unknown --stages {sorted(stages - set(STAGES))}; known: {','.join(STAGES)}")
 
-    def run(name, memory, workload=args.workload, restrict=True, **kw):
-        """One search folder; each memory file is its own (a search never sees the sweep's results)."""
-        s = Search(Settings(out=str(out / name), resume=(out / name / "search.sqlite").exists(), spec=args.spec,
-                            target=args.target, workload=workload, workers=args.workers, rounds=args.rounds,
-                            memory=str(out / memory), max_new_tokens=args.max_new_tokens,
-                            memory_limit_gb=args.candidate_memory, **kw))
+    space_file = out / f"space-{args.space}.txt"
+    out.mkdir(parents=True, exist_ok=True)
+    space_file.write_text("".join((t or "(input)") + "\n" for t in space))
+
+    def run(name, memory, workload=args.workload, budget=10, sweep=None):
+        """One search folder; each memory file is its own (a search never sees the sweep's results).
+        A search runs through the CLI (`specir search --space`, which the README quotes); the sweep,
+        which no CLI flag offers, through the same Search with Settings.sweep."""
+        folder, resume = out / name, (out / name / "search.sqlite").exists()
+        common = dict(target=args.target, workload=workload, budget=budget, workers=args.workers, rounds=args.rounds,
+                      memory=str(out / memory), max_new_tokens=args.max_new_tokens)
+        if sweep is None:
+            from specir.cli.main import main as specir_main
+            argv = ["search", args.spec, "--space", str(space_file), "--out", str(folder),
+                    "--candidate-memory", str(args.candidate_memory)] + (["--resume"] if resume else [])
+            for key, value in common.items():
+                argv += ["--" + key.replace("_", "-"), str(value)]
+            print("specir " + " ".join(argv), flush=True)
+            specir_main(argv)
+            report = folder / "report.json"
+            return json.loads(report.read_text()) if report.is_file() else None
+        s = Search(Settings(out=str(folder), resume=resume, spec=args.spec, memory_limit_gb=args.candidate_memory,
+                            sweep=sweep, **common))
         s.prepare()
-        if restrict:  # the search sees only the sweep's space (compared by final IR, not by spelling)
-            s._scores = {}
-            score = s.score
-            allowed_digests = {d[0] for d in (score(s.space.parse(t)) for t in allowed) if d}
-            s.score = lambda steps: (lambda d: d if d and d[0] in allowed_digests else None)(score(steps))
         return s.run()
 
     def stage(name, folder, memory, **kw):
@@ -111,7 +123,7 @@ def main(argv=None) -> int:
     if args.sweep_report:  # an earlier sweep of the same space and workload (its report.json)
         sweep = json.loads(Path(args.sweep_report).read_text())
     else:
-        sweep = stage("sweep", "sweep", "sweep-memory.sqlite", restrict=False, budget=len(space), sweep=space)
+        sweep = stage("sweep", "sweep", "sweep-memory.sqlite", budget=len(space), sweep=space)
     found = {"empty memory": (stage("search", "search", "search-memory.sqlite", budget=args.budget), args.budget)}
     if args.seed_workload:
         if "seeded" in stages:

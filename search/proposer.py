@@ -6,8 +6,11 @@ seeds (the memory's mechanisms for the nearest deployments), then the best candi
 model predicts in a broad sample of the space; after that, neighbours (one move away) of the best
 measured candidates, ranked by predicted speedup times the cost model's observed error on the most
 similar validated candidates (measured / predicted, over those with the same set of passes, else
-the same kind of draft, else all), with some exploration. `score(steps) -> (digest, predicted speedup, draft kind)` or None when the
-candidate is invalid; `taken` holds the digests already evaluated or in flight.
+the same kind of draft, else all), with some exploration; at a local optimum, a jump (the best
+predicted candidate of a fresh sample). `pool` (optional) is a finite space given as a list of
+candidates: the broad sample and every jump are then the whole pool, ranked by the cost model.
+`score(steps) -> (digest, predicted speedup, draft kind)` or None when the candidate is invalid (or
+outside the pool); `taken` holds the digests already evaluated or in flight.
 """
 from __future__ import annotations
 
@@ -22,10 +25,23 @@ EXPLORE = 0.15
 
 
 class Proposer:
-    def __init__(self, space: Space, score, seeds=(), rng: random.Random | None = None):
+    def __init__(self, space: Space, score, seeds=(), rng: random.Random | None = None, pool=None):
         self.space, self.score, self.rng = space, score, rng or random.Random(0)
         self.queue = [()] + [tuple(s) for s in seeds]
+        self.pool = [tuple(p) for p in pool] if pool is not None else None
         self._prior_done = False
+
+    def _ranked_sample(self, taken) -> list:
+        """Fresh candidates of a broad sample of the space (the whole pool when there is one), best
+        predicted first."""
+        sample = self.pool if self.pool is not None else [self.space.random(self.rng) for _ in range(PRIOR_SAMPLE)]
+        ranked = []
+        for steps in {self.space.spell(s): s for s in sample}.values():
+            scored = self._fresh(steps, taken)
+            if scored:
+                ranked.append((scored[1] or 0.0, steps))
+        ranked.sort(key=lambda x: -x[0])
+        return [s for _, s in ranked]
 
     def _correction(self, history, kind, steps=()) -> float:
         """The cost model's observed error (measured / predicted) on the most similar validated
@@ -54,14 +70,7 @@ class Proposer:
                 return steps
         if not self._prior_done:
             self._prior_done = True
-            pool = {self.space.spell(s): s for s in (self.space.random(self.rng) for _ in range(PRIOR_SAMPLE))}
-            ranked = []
-            for steps in pool.values():
-                scored = self._fresh(steps, taken)
-                if scored:
-                    ranked.append((scored[1] or 0.0, steps))
-            ranked.sort(key=lambda x: -x[0])
-            self.queue = [s for _, s in ranked[:PRIOR_TAKE]]
+            self.queue = self._ranked_sample(taken)[:PRIOR_TAKE]
             return self.next(history, taken)
         validated = sorted((r for r in history if r.get("status") == "validated" and r.get("measured")),
                            key=lambda r: -r["measured"]["speedup"])
@@ -78,11 +87,8 @@ class Proposer:
                     ranked.append((scored[1] * self._correction(history, scored[2], steps) if scored[1] else 0.0,
                                    steps))
         if not ranked:  # a local optimum: jump
-            for _ in range(PRIOR_SAMPLE):
-                steps = self.space.random(self.rng)
-                if self._fresh(steps, taken):
-                    return steps
-            return None
+            fresh = self._ranked_sample(taken)
+            return fresh[0] if fresh else None
         ranked.sort(key=lambda x: -x[0])
         if self.rng.random() < EXPLORE and len(ranked) > 1:
             return self.rng.choice(ranked[1:min(len(ranked), 8)])[1]

@@ -59,6 +59,7 @@ class Settings:
     seed: int = 0
     progress: bool = True
     sweep: list | None = None  # evaluate exactly these pass pipelines, in order (an exhaustive sweep)
+    space: list | None = None  # search only these pass pipelines (a finite space; None: the registry's)
 
 
 def _quiet():
@@ -96,6 +97,8 @@ class Search:
         self.bar = None  # the progress bar while run() runs
         self._scored_now = 0  # candidates the cost model scored since the last proposal
         self._said_at = 0.0  # when the bar last said so
+        self._scores: dict = {}  # spelling -> score (see score)
+        self._allowed = None  # the IR digests of a finite `space`, or None
 
     # ------------------------------------------------------------------ set-up
     def prepare(self) -> None:
@@ -226,6 +229,14 @@ class Search:
 
     # ------------------------------------------------------------------ candidates
     def score(self, steps):
+        """(IR digest, predicted speedup, draft kind, prediction, IR text) of a candidate, or None when
+        it is invalid or outside a finite `space` (compared by final IR, not by spelling)."""
+        scored = self._score(steps)
+        if scored and self._allowed is not None and scored[0] not in self._allowed:
+            return None
+        return scored
+
+    def _score(self, steps):
         key = Space.spell(steps)
         if key in self._scores:
             return self._scores[key]
@@ -304,6 +315,18 @@ class Search:
         from .executors import make_executor
         s = self.s
         self._scores: dict = {}
+        self._allowed = None
+        pool = None
+        if s.space is not None:
+            pool = [self.space.parse(t) for t in s.space]
+            self._allowed = {d[0] for d in map(self._score, pool + [()]) if d}  # the input is always timed
+            invalid = [t or "(input)" for t, p in zip(s.space, pool) if self._score(p) is None]
+            if invalid:
+                self.notes.append(f"{len(invalid)} of the space's {len(pool)} pipelines do not compile on this input and "
+                                  f"are left out: {', '.join(f'`{t}`' for t in invalid[:5])}")
+            if not self._allowed:
+                raise SpecirError("no pipeline of the space compiles on this input",
+                                  hint="check the pass names and options with specir compile -p PIPELINE")
         self.records = self.state.records()
         self.taken = {d for r in self.records for d in (r.get("ir_digest"), r.get("key")) if d}
         self.best = reporting.summarise(self.records)["best"]
@@ -313,7 +336,7 @@ class Search:
         seeds = [(self.space.step(name),) for name, info in self.space.passes.items() if info.origin != "builtin"]
         seeds += [self.space.parse(m["pipeline"]) for m in self.memory.nearest(self.deployment, 5)
                   if not m.get("pass_source") and self._known_passes(m["pipeline"])]
-        proposer = Proposer(self.space, self.score, seeds, random.Random(s.seed + len(self.records)))
+        proposer = Proposer(self.space, self.score, seeds, random.Random(s.seed + len(self.records)), pool)
         if s.sweep is not None:
             proposer = _Sweep(self, [self.space.parse(t) for t in s.sweep])
         counted = [r for r in self.records if r["status"] != "duplicate"]

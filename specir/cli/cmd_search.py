@@ -34,6 +34,8 @@ def register(sub) -> None:
                    help="wall-time limit of each sandboxed stage and of generation (default 600)")
     p.add_argument("--candidate-memory", type=float, default=8.0, metavar="GB",
                    help="memory limit of sandboxed candidates (default 8)")
+    p.add_argument("--space", metavar="FILE", help="search only the pass pipelines listed in FILE (one per line, "
+                   "(input) for none): the cost model ranks all of them and the proposer moves among them")
     p.add_argument("--seed", type=int, default=0, help="the proposer's and the prompt split's seed")
     p.add_argument("--out", required=True, metavar="DIR")
     p.add_argument("--json", action="store_true", help="print report.json's best and baseline")
@@ -53,12 +55,16 @@ def run(args) -> int:
         raise SpecirError("--candidate-timeout and --candidate-memory must be positive", hint="e.g. 600 and 8")
     if args.agent_base_url and not args.agent:
         raise SpecirError("--agent-base-url needs --agent MODEL", hint="e.g. --agent openai/my-model")
+    space = None
+    if args.space:
+        from ..search.space_file import read_space_file
+        space = read_space_file(args.space)
     settings = Settings(spec=args.spec, target=args.target, out=args.out, workload=args.workload, prompts=args.prompts,
                         batch_size=args.batch_size, budget=args.budget, workers=args.workers, ray=args.ray,
                         agent=args.agent, agent_base_url=args.agent_base_url, agent_calls=args.agent_calls,
                         memory=args.memory, plugins=list(args.plugin or []), resume=args.resume,
                         max_new_tokens=args.max_new_tokens, rounds=args.rounds, timeout=args.candidate_timeout,
-                        memory_limit_gb=args.candidate_memory, seed=args.seed)
+                        memory_limit_gb=args.candidate_memory, seed=args.seed, space=space)
     try:
         report = search(settings)
     except KeyboardInterrupt:

@@ -95,3 +95,11 @@ def test_bad_flags_are_one_error_with_a_hint(specir_cli, search_pair, tmp_path):
     code, _, err = specir_cli(*search_args(spec, prompts, tmp_path / "o3", tmp_path / "m", "--agent-base-url",
                                            "http://127.0.0.1:9/v1"))
     assert code == 2 and "--agent-base-url needs --agent" in err
+
+
+def test_a_bad_space_file_is_one_error_at_its_line(specir_cli, search_pair, tmp_path):
+    spec, prompts = search_pair
+    space = tmp_path / "space.txt"
+    space.write_text("(input)\ndraft-shape{k=2\n")
+    code, _, err = specir_cli(*search_args(spec, prompts, tmp_path / "o", tmp_path / "m", "--space", space))
+    assert code == 2 and f"{space}:2:" in err and "Traceback" not in err
