@@ -116,7 +116,7 @@ def _recurrent_cases(bf, f32):
     path replay (PATHS)."""
     ix = dict(slots_ptr="i64", base_ptr="i64", nodes_ptr="i64", parents_ptr="i64")
     paths = dict(path_ptr="i32", depth_ptr="i32", start_ptr="i64")
-    conv = dict(x_ptr=bf, w_ptr=bf, bias_ptr=bf, out_ptr=bf, committed_ptr=bf, scratch_ptr=bf, **ix)
+    conv = dict(x_ptr=bf, w_ptr=bf, bias_ptr=bf, out_ptr=bf, committed_ptr=bf, scratch_ptr=bf, **ix, **paths)
     delta = dict(qkv_ptr=bf, b_ptr=bf, a_ptr=bf, a_log_ptr=bf, dt_bias_ptr=bf, out_ptr=bf, committed_ptr=f32,
                  scratch_ptr=f32, **ix, **paths)
     ssm = dict(xbc_ptr=bf, dt_ptr=bf, a_log_ptr=bf, d_ptr=bf, dt_bias_ptr=bf, out_ptr=bf, committed_ptr=f32,
@@ -125,8 +125,9 @@ def _recurrent_cases(bf, f32):
     ssm_const = dict(H=128, P=64, G=8, N=128, NP=128, BLOCK_P=16)
     variants = {"chain": dict(CHAIN=True, PATHS=False), "tree": dict(CHAIN=False, PATHS=False),
                 "tree (path replay)": dict(CHAIN=False, PATHS=True)}
-    return [("conv1d tree", "conv1d", "_conv1d_tree_kernel", conv, [],
-             dict(K=4, KP=4, BLOCK_C=128, HAS_BIAS=True, SILU=True), dict(num_warps=4))] + [
+    return [(f"conv1d tree{label}", "conv1d", "_conv1d_tree_kernel", conv, [],
+             dict(K=4, KP=4, BLOCK_C=128, HAS_BIAS=True, SILU=True, PATHS=on), dict(num_warps=4))
+            for label, on in (("", False), (" (path replay)", True))] + [
         (f"{op} {label}", op, kernel, pointers, floats, dict(const, **flags), dict(num_warps=4))
         for op, kernel, pointers, floats, const in (
             ("gated_delta", "_gated_delta_kernel", delta, [], delta_const),

@@ -52,6 +52,7 @@ def _gated_delta_kernel(
     T, W, stride_qb, stride_qt, stride_bb, stride_bt, stride_ab, stride_at, stride_ob, stride_ot,
     HK: tl.constexpr, HV: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr,
     DKP: tl.constexpr, BLOCK_V: tl.constexpr, CHAIN: tl.constexpr, PATHS: tl.constexpr,
+    STORE: tl.constexpr = True,
 ):
     """Axis 0: the request (walk), or request x node (PATHS); axes 1, 2: value head, value block.
     Walk: the tokens in order, each from its parent's state (a chain keeps it in registers).
@@ -90,7 +91,8 @@ def _gated_delta_kernel(
                                 scale, HK, DK, DV, act_dtype)
         o = tl.sum(s * q[:, None], axis=0)
         tl.store(out_ptr + b * stride_ob + t * stride_ot + h * DV + dv, round_to(o, act_dtype), mask=in_v)
-        store_state(s, tl.load(nodes_ptr + b * T + t).to(tl.int64), scratch_ptr, slot, base, W, per_node, idx, m2)
+        if STORE:
+            store_state(s, tl.load(nodes_ptr + b * T + t).to(tl.int64), scratch_ptr, slot, base, W, per_node, idx, m2)
     else:
         s = load_state_at(parents_ptr + b * T, committed, scratch_ptr, slot, base, W, per_node, idx, m2)
         for t in range(0, T):
@@ -109,9 +111,12 @@ def _gated_delta_kernel(
 
 def gated_delta_rule_tree(qkv: torch.Tensor, b: torch.Tensor, a: torch.Tensor, a_log: torch.Tensor,
                           dt_bias: torch.Tensor, rf, key, *, k_heads: int, v_heads: int, k_dim: int, v_dim: int,
-                          out: torch.Tensor | None = None, block_v: int = 32) -> torch.Tensor:
+                          out: torch.Tensor | None = None, block_v: int = 32, num_warps: int = 4,
+                          store_states: bool = True) -> torch.Tensor:
     """qkv [B, T, 2*Hk*Dk + Hv*Dv], b/a [B, T, Hv] -> [B, T, Hv*Dv]; writes every node's state
-    into rf.store.scratch[key] (rf: a RecurrentForward)."""
+    into rf.store.scratch[key] (rf: a RecurrentForward). `store_states=False` (a tree's path
+    replay only) computes the outputs without writing node states: what a commit that replays the
+    accepted path from its inputs would need; bench/recurrent_tree_kernels.py times it."""
     B, T, _ = qkv.shape
     committed, scratch = rf.store.committed[key], rf.store.scratch[key]
     if committed.shape[1:] != (v_heads, k_dim, v_dim) or committed.dtype != torch.float32:
@@ -131,6 +136,7 @@ def gated_delta_rule_tree(qkv: torch.Tensor, b: torch.Tensor, a: torch.Tensor, a
     _gated_delta_kernel[grid](
         qkv, b, a, a_log, dt_bias, out, committed, scratch,
         rf.slots.contiguous(), rf.store.base, rf.nodes.contiguous(), rf.parents.contiguous(), path, depth, start,
-        T, rf.store.nodes, *strides, **shape, CHAIN=bool(rf.chain), PATHS=paths, num_warps=4)
+        T, rf.store.nodes, *strides, **shape, CHAIN=bool(rf.chain), PATHS=paths,
+        STORE=store_states or not paths, num_warps=num_warps)
     return out
 

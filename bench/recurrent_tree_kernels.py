@@ -1,0 +1,122 @@
+"""Per-launch time of the recurrent tree kernels at a production hybrid shape, by variant.
+
+    python bench/recurrent_tree_kernels.py [--nodes 64] [--out FILE.json]
+
+One layer of Qwen3.5-9B's Gated DeltaNet (Hk 16, Hv 32, Dk = Dv 128; conv over 8192 channels,
+K = 4) for one request over a random tree of --nodes nodes (node t's parent drawn from 0 .. t-1,
+as bench/hybrid_bench.py draws them), the state ring holding every node:
+- conv1d: the walk over the tokens vs PATHS (one program per node), checked bit-equal;
+- gated delta: the path replay (PATHS) with block_v / num_warps variants, and without writing
+  node states (what a replay-from-inputs commit needs), checked bit-equal in outputs;
+- for scale: the decode step (one token) of each.
+Times are CUDA-graph replays (median of 5 x 50). A CPU run (TRITON_INTERPRET=1) only checks.
+"""
+import argparse
+import json
+import statistics
+import sys
+
+import _checkout  # noqa: F401
+import torch
+
+from specir.backends.triton.kernels.conv1d import conv1d_tree
+from specir.backends.triton.kernels.gated_delta import gated_delta_rule_tree
+from specir.ir.ops_recurrent import StateSpec
+from specir.runtime.recurrent_state import RecurrentStates
+
+HK, HV, DK, DV, K = 16, 32, 128, 128, 4
+C = 2 * HK * DK + HV * DV
+
+
+def parents_of(n: int, seed: int = 0) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.tensor([[-1] + [int(torch.randint(0, t, (1,), generator=gen)) for t in range(1, n)]])
+
+
+def graph_ms(fn, reps=50, rounds=5) -> float | None:
+    if not torch.cuda.is_available():
+        fn()
+        return None
+    fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        with torch.cuda.graph(g):
+            fn()
+    out = []
+    for _ in range(rounds):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(reps):
+            g.replay()
+        b.record()
+        torch.cuda.synchronize()
+        out.append(a.elapsed_time(b) / reps)
+    return round(statistics.median(out) * 1e3, 2)  # microseconds
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nodes", type=int, default=64)
+    ap.add_argument("--out", default="")
+    args = ap.parse_args(argv)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    n = args.nodes
+    specs = [StateSpec(0, "conv", (C, K - 1), "act"), StateSpec(0, "delta", (HV, DK, DV), "f32")]
+    store = RecurrentStates(specs, slots=1, nodes=n + 1, act_dtype=torch.bfloat16, device=dev)
+    gen = torch.Generator().manual_seed(1)
+    store.committed[(0, "conv")].copy_(torch.randn(1, C, K - 1, generator=gen).to(torch.bfloat16))
+    store.committed[(0, "delta")].copy_(torch.randn(1, HV, DK, DV, generator=gen) * 0.1)
+    slots = torch.zeros(1, dtype=torch.long, device=dev)
+    parents = parents_of(n).to(dev)
+    rf = store.begin(slots, torch.zeros(1, dtype=torch.long, device=dev), parents)
+    rf.paths()
+    one = store.begin(slots, torch.zeros(1, dtype=torch.long, device=dev), torch.full((1, 1), -1, device=dev))
+    x = (torch.randn(1, n, C, generator=gen)).to(torch.bfloat16).to(dev)
+    w = (torch.randn(C, 1, K, generator=gen) * 0.3).to(torch.bfloat16).to(dev)
+    bias = (torch.randn(C, generator=gen) * 0.1).to(torch.bfloat16).to(dev)
+    qkv = torch.randn(1, n, C, generator=gen).to(torch.bfloat16).to(dev)
+    bb = torch.randn(1, n, HV, generator=gen).to(torch.bfloat16).to(dev)
+    aa = torch.randn(1, n, HV, generator=gen).to(torch.bfloat16).to(dev)
+    a_log = torch.randn(HV, generator=gen).to(torch.bfloat16).to(dev)
+    dt_bias = torch.randn(HV, generator=gen).to(torch.bfloat16).to(dev)
+    depth = int(rf.paths()[1].max())
+    rows, checks = {"shape": dict(Hk=HK, Hv=HV, Dk=DK, Dv=DV, conv_channels=C, K=K, nodes=n, max_depth=depth),
+                    "device": torch.cuda.get_device_name() if dev == "cuda" else "cpu (interpreter: checks only)"}, {}
+    ring = store.scratch[(0, "conv")]
+    y_walk = conv1d_tree(x, w, bias, rf, (0, "conv"), paths=False)
+    ring_walk = ring.clone()
+    y_paths = conv1d_tree(x, w, bias, rf, (0, "conv"), paths=True)
+    checks["conv paths == walk"] = bool(torch.equal(y_walk, y_paths) and torch.equal(ring, ring_walk))
+    rows["conv1d_us"] = {"walk": graph_ms(lambda: conv1d_tree(x, w, bias, rf, (0, "conv"), paths=False)),
+                         "paths": graph_ms(lambda: conv1d_tree(x, w, bias, rf, (0, "conv"), paths=True)),
+                         "decode (1 token)": graph_ms(lambda: conv1d_tree(x[:, :1], w, bias, one, (0, "conv")))}
+    kw = dict(k_heads=HK, v_heads=HV, k_dim=DK, v_dim=DV)
+    ref = gated_delta_rule_tree(qkv, bb, aa, a_log, dt_bias, rf, (0, "delta"), **kw)
+    delta = {}
+    for block_v in (16, 32, 64):
+        for warps in (2, 4, 8):
+            for store_states in (True, False):
+                o = gated_delta_rule_tree(qkv, bb, aa, a_log, dt_bias, rf, (0, "delta"), block_v=block_v,
+                                          num_warps=warps, store_states=store_states, **kw)
+                checks[f"delta v{block_v} w{warps} store={store_states} == default"] = bool(torch.equal(o, ref))
+                delta[f"block_v={block_v} warps={warps} store={store_states}"] = graph_ms(
+                    lambda bv=block_v, nw=warps, st=store_states: gated_delta_rule_tree(
+                        qkv, bb, aa, a_log, dt_bias, rf, (0, "delta"), block_v=bv, num_warps=nw, store_states=st, **kw))
+            if dev != "cuda":
+                break
+        if dev != "cuda":
+            break
+    delta["decode (1 token)"] = graph_ms(lambda: gated_delta_rule_tree(qkv[:, :1], bb[:, :1], aa[:, :1], a_log, dt_bias,
+                                                                       one, (0, "delta"), **kw))
+    rows["gated_delta_us"], rows["checks"] = delta, checks
+    text = json.dumps(rows, indent=1)
+    if args.out:
+        open(args.out, "w").write(text)
+    print(text)
+    return 0 if all(checks.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
