@@ -7,7 +7,8 @@ K = 4) for one request over a random tree of --nodes nodes (node t's parent draw
 as bench/hybrid_bench.py draws them), the state ring holding every node:
 - conv1d: the walk over the tokens vs PATHS (one program per node), checked bit-equal;
 - gated delta: the path replay (PATHS) with block_v / num_warps variants, and without writing
-  node states (what a replay-from-inputs commit needs), checked bit-equal in outputs;
+  node states (what a replay-from-inputs commit needs), checked bit-equal in outputs at each
+  configuration (configurations reduce in different orders, so they differ by fp32 rounding);
 - for scale: the decode step (one token) of each.
 Times are CUDA-graph replays (median of 5 x 50). A CPU run (TRITON_INTERPRET=1) only checks.
 """
@@ -93,14 +94,16 @@ def main(argv=None) -> int:
                          "paths": graph_ms(lambda: conv1d_tree(x, w, bias, rf, (0, "conv"), paths=True)),
                          "decode (1 token)": graph_ms(lambda: conv1d_tree(x[:, :1], w, bias, one, (0, "conv")))}
     kw = dict(k_heads=HK, v_heads=HV, k_dim=DK, v_dim=DV)
-    ref = gated_delta_rule_tree(qkv, bb, aa, a_log, dt_bias, rf, (0, "delta"), **kw)
     delta = {}
     for block_v in (16, 32, 64):
         for warps in (2, 4, 8):
+            stored = gated_delta_rule_tree(qkv, bb, aa, a_log, dt_bias, rf, (0, "delta"), block_v=block_v,
+                                           num_warps=warps, **kw)
+            unstored = gated_delta_rule_tree(qkv, bb, aa, a_log, dt_bias, rf, (0, "delta"), block_v=block_v,
+                                             num_warps=warps, store_states=False, **kw)
+            # the outputs do not depend on writing the states (other configurations reduce in another order)
+            checks[f"delta v{block_v} w{warps}: outputs equal without the state writes"] = bool(torch.equal(stored, unstored))
             for store_states in (True, False):
-                o = gated_delta_rule_tree(qkv, bb, aa, a_log, dt_bias, rf, (0, "delta"), block_v=block_v,
-                                          num_warps=warps, store_states=store_states, **kw)
-                checks[f"delta v{block_v} w{warps} store={store_states} == default"] = bool(torch.equal(o, ref))
                 delta[f"block_v={block_v} warps={warps} store={store_states}"] = graph_ms(
                     lambda bv=block_v, nw=warps, st=store_states: gated_delta_rule_tree(
                         qkv, bb, aa, a_log, dt_bias, rf, (0, "delta"), block_v=bv, num_warps=nw, store_states=st, **kw))

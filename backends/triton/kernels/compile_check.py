@@ -132,7 +132,9 @@ def _recurrent_cases(bf, f32):
         for op, kernel, pointers, floats, const in (
             ("gated_delta", "_gated_delta_kernel", delta, [], delta_const),
             ("mamba2_scan", "_mamba2_scan_kernel", ssm, ["dt_min", "dt_max"], ssm_const))
-        for label, flags in variants.items()]
+        for label, flags in variants.items()] + [
+        ("gated_delta tree (path replay, as launched: 64 / 2)", "gated_delta", "_gated_delta_kernel", delta, [],
+         dict(delta_const, BLOCK_V=64, CHAIN=False, PATHS=True), dict(num_warps=2))]
 
 
 def cubin_resources(cubin: bytes) -> dict:
