@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,12 @@ def specir_cli(capsys):
         out = capsys.readouterr()
         return code, out.out, out.err
     return run
+
+
+@pytest.fixture
+def seed():
+    """Fresh random inputs every run; the seed is printed and can be pinned with SPECIR_TEST_SEED."""
+    value = int(os.environ.get("SPECIR_TEST_SEED", secrets.randbits(31)))
+    print(f"seed={value} (rerun with SPECIR_TEST_SEED={value})")
+    torch.manual_seed(value)
+    return value

@@ -13,11 +13,12 @@ each side from fp32 sums taken in another order)."""
 from __future__ import annotations
 
 import os
-import secrets
 import types
 
 import pytest
 import torch
+
+from tests.helpers.tolerance import close
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -32,27 +33,10 @@ from specir.backends.triton.kernels.conv1d import conv1d_tree  # noqa: E402
 from specir.backends.triton.kernels.gated_delta import gated_delta_rule_tree  # noqa: E402
 from specir.backends.triton.kernels.mamba2_scan import mamba2_scan_tree  # noqa: E402
 
-TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
+
 SLOTS, NODES = 4, 7
 REQUEST_SLOTS = [2, 0, 3]
 MODES = ["decode", "chain", "tree", "continue"]
-
-
-@pytest.fixture
-def seed():
-    value = int(os.environ.get("SPECIR_TEST_SEED", secrets.randbits(31)))
-    print(f"seed={value} (rerun with SPECIR_TEST_SEED={value})")
-    torch.manual_seed(value)
-    return value
-
-
-def close(actual, expected, dtype):
-    a, e = actual.float().cpu(), expected.float().cpu()
-    assert a.shape == e.shape
-    assert torch.isfinite(a).all(), "non-finite (unwritten?) elements"
-    scale = e.pow(2).mean().sqrt().item() + 1e-30
-    err = ((a - e).abs() / (e.abs() + scale)).max().item()
-    assert err <= TOL[dtype], f"relative error {err:.3g} > {TOL[dtype]:.1g}"
 
 
 def _forward_shape(mode, gen):

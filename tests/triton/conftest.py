@@ -7,12 +7,13 @@ be pinned with SPECIR_TEST_SEED=<n>.
 """
 
 import os
-import secrets
 import sys
 import types
 
 import pytest
 import torch
+
+from tests.helpers.tolerance import close
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -33,20 +34,6 @@ def _make_specir_importable():
 
 _make_specir_importable()
 
-# relative-error bounds per activation dtype (see `close`)
-# bf16: an element is rounded once in the kernel and once in the reference, and sums in another order:
-# up to about four bf16 ulps (2^-8 each) of relative error on the largest elements
-TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 2e-2, torch.float16: 2e-3}
-
-
-@pytest.fixture
-def seed():
-    value = int(os.environ.get("SPECIR_TEST_SEED", secrets.randbits(31)))
-    print(f"seed={value} (rerun with SPECIR_TEST_SEED={value})")
-    torch.manual_seed(value)
-    return value
-
-
 @pytest.fixture
 def device():
     return "cuda" if torch.cuda.is_available() else "cpu"
@@ -57,17 +44,6 @@ def poisoned(shape, dtype, device):
     if dtype.is_floating_point:
         return torch.full(shape, float("nan"), dtype=dtype, device=device)
     return torch.full(shape, -7777, dtype=dtype, device=device)
-
-
-def close(actual, expected, dtype=None, tol=None):
-    """Assert every element is finite and |a - e| <= tol * (|e| + rms(e))."""
-    tol = TOLERANCE[dtype or expected.dtype] if tol is None else tol
-    assert actual.shape == expected.shape, (actual.shape, expected.shape)
-    a, e = actual.float().cpu(), expected.float().cpu()
-    assert torch.isfinite(a).all(), f"{(~torch.isfinite(a)).sum().item()} non-finite (unwritten?) elements"
-    scale = e.pow(2).mean().sqrt().item() + 1e-30
-    err = ((a - e).abs() / (e.abs() + scale)).max().item()
-    assert err <= tol, f"relative error {err:.3g} > {tol:.1g}"
 
 
 @pytest.fixture

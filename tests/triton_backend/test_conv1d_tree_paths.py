@@ -11,11 +11,12 @@ rounding. Fresh random inputs per test (the seed is printed; pin it with SPECIR_
 from __future__ import annotations
 
 import os
-import secrets
 import types
 
 import pytest
 import torch
+
+from tests.helpers.tolerance import close
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -29,7 +30,7 @@ from specir.backends.reference import recurrent as ref  # noqa: E402
 from specir.backends.triton.kernels import conv1d as conv_mod  # noqa: E402
 
 SLOTS, NODES = 4, 16
-TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
+
 KEY = (0, "s")
 
 # (id, request slots, T, C, K, bias, offsets (earlier nodes held per request), block_c)
@@ -40,22 +41,6 @@ CASES = [
     ("b2_k4_continue", [3, 1], 10, 48, 4, False, [2, 0], 32),
     ("b2_k3_bias", [1, 2], 6, 16, 3, True, [0, 1], 128),
 ]
-
-
-@pytest.fixture
-def seed():
-    value = int(os.environ.get("SPECIR_TEST_SEED", secrets.randbits(31)))
-    print(f"seed={value} (rerun with SPECIR_TEST_SEED={value})")
-    torch.manual_seed(value)
-    return value
-
-
-def close(actual, expected, dtype):
-    a, e = actual.float().cpu(), expected.float().cpu()
-    assert a.shape == e.shape and torch.isfinite(a).all()
-    scale = e.pow(2).mean().sqrt().item() + 1e-30
-    err = ((a - e).abs() / (e.abs() + scale)).max().item()
-    assert err <= TOL[dtype], f"relative error {err:.3g} > {TOL[dtype]:.1g}"
 
 
 def _parents(offsets, T, K, gen):
