@@ -44,12 +44,13 @@ from .kernels.embedding import embedding
 from .kernels.kv_cache import kv_write
 from .kernels.linear import linear_bf12, linear_bf16
 from .kernels.linear_config import choose
+from .kernels.hybrid_norm import rms_norm_1p, rms_norm_gated
 from .kernels.norm import add_rms_norm, rms_norm
 from .kernels.rope import rope, rope_kv_write
 from .kernels.conv1d import conv1d_tree
 from .kernels.gated_delta import gated_delta_rule_tree
 from .kernels.mamba2_scan import mamba2_scan_tree
-from .program import RECURRENT_OPS, TORCH_OPS
+from .program import HYBRID_NORMS, RECURRENT_OPS, TORCH_OPS
 from .weights import weight_names
 
 
@@ -350,6 +351,8 @@ class StaticForward:
                                      offsets=offsets, pos=pos, window=window, row_start=row_start, **over)
         if kind == "swiglu":
             return self._silu_mul_call(index, view(launch.ins[0]), view(launch.ins[1]), view(launch.outs[0]))
+        if kind in HYBRID_NORMS:
+            return self._bind_hybrid_norm(index, launch)
         if kind in TORCH_OPS:
             return self._bind_torch(index, launch)
         if kind in RECURRENT_OPS:
@@ -366,6 +369,16 @@ class StaticForward:
         """The launch's attributes with the weights it names resolved (as the reference runner)."""
         table = self.model.weights.table
         return {**launch.attrs, **{k: table[name] for k, name in weight_names(launch).items()}}
+
+    def _bind_hybrid_norm(self, index: int, launch):
+        a, weight = launch.attrs, self._params(launch)["weight"]
+        x, out = self.views[launch.ins[0]], self.views[launch.outs[0]]
+        group = a.get("group") or None
+        self.configs.append({"launch": index, "kernel": launch.kernel, "rows": self.B * self.T, "group": group})
+        if launch.kind == "rms_norm_1p":
+            return lambda: rms_norm_1p(x, weight, a["eps"], group, out=out)
+        gate = self.views[launch.ins[1]]
+        return lambda: rms_norm_gated(x, gate, weight, a["eps"], group, bool(a.get("gate_first")), out=out)
 
     def _bind_torch(self, index: int, launch):
         from specir.backends.reference.hybrid import KERNELS

@@ -27,9 +27,10 @@ width so the executor can size buffers.
 
 Hybrid families (docs/HYBRID.md): the recurrent ops (conv1d, gated_delta_rule, mamba2_scan) are
 one Triton launch each (kernels/conv1d.py, gated_delta.py, mamba2_scan.py) reading and writing the
-cache's recurrent state store; the stateless ops they come with (TORCH_OPS: zero-centred and
-gated norms, slices, scales, activations, products) run as the torch reference functions on the
-device ("torch.<op>" in the kernel list), one launch per op, numerics as the reference backend.
+cache's recurrent state store; their zero-centred and gated norms (HYBRID_NORMS) are one Triton
+launch each (kernels/hybrid_norm.py); the other stateless ops they come with (TORCH_OPS: slices,
+scales, activations, products) run as the torch reference functions on the device
+("torch.<op>" in the kernel list), numerics as the reference backend.
 """
 from __future__ import annotations
 
@@ -40,10 +41,11 @@ from specir.ir.nodes import Model, Op
 from specir.ir.ops_recurrent import state_specs
 from specir.passes.fusion import FUSION_DEFAULTS
 
-TORCH_OPS = ("rms_norm_1p", "rms_norm_gated", "slice", "concat", "scale", "activation", "mul")
+TORCH_OPS = ("slice", "concat", "scale", "activation", "mul")
+HYBRID_NORMS = ("rms_norm_1p", "rms_norm_gated")
 RECURRENT_OPS = ("conv1d", "gated_delta_rule", "mamba2_scan")
 SUPPORTED_OPS = ("embed", "rms_norm", "linear", "packed_linear", "rope", "attention", "swiglu", "add",
-                 *TORCH_OPS, *RECURRENT_OPS)
+                 *HYBRID_NORMS, *TORCH_OPS, *RECURRENT_OPS)
 
 
 @dataclass
@@ -76,6 +78,8 @@ KERNEL_OF = {
     "conv1d": "conv1d.conv1d_tree",
     "gated_delta_rule": "gated_delta.gated_delta_rule_tree",
     "mamba2_scan": "mamba2_scan.mamba2_scan_tree",
+    "rms_norm_1p": "hybrid_norm.rms_norm_1p",
+    "rms_norm_gated": "hybrid_norm.rms_norm_gated",
     **{name: f"torch.{name}" for name in TORCH_OPS},
 }
 
@@ -255,7 +259,7 @@ def plan_program(model: Model) -> Program:
             if i in swiglu_in_fusion:
                 continue  # the prologue of its linear
             launches.append(Launch("swiglu", (op.result,), op.values, {}, (op.result,)))
-        elif name in TORCH_OPS or name in RECURRENT_OPS:
+        elif name in TORCH_OPS or name in RECURRENT_OPS or name in HYBRID_NORMS:
             launches.append(Launch(name, (op.result,), op.values, dict(op.attrs), (op.result,)))
     policy = model.attrs.get("cublas_min_rows")
     states = [spec for op in ops for spec in state_specs(op)]
