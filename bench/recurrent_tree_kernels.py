@@ -88,7 +88,9 @@ def main(argv=None) -> int:
     ring = store.scratch[(0, "conv")]
     y_walk = conv1d_tree(x, w, bias, rf, (0, "conv"), paths=False)
     ring_walk = ring.clone()
+    ring.fill_(float("nan"))  # PATHS must write every node's window itself
     y_paths = conv1d_tree(x, w, bias, rf, (0, "conv"), paths=True)
+    ring[:, n:] = ring_walk[:, n:]  # the ring's spare node
     checks["conv paths == walk"] = bool(torch.equal(y_walk, y_paths) and torch.equal(ring, ring_walk))
     rows["conv1d_us"] = {"walk": graph_ms(lambda: conv1d_tree(x, w, bias, rf, (0, "conv"), paths=False)),
                          "paths": graph_ms(lambda: conv1d_tree(x, w, bias, rf, (0, "conv"), paths=True)),

@@ -105,9 +105,10 @@ def main(argv=None) -> int:
             for key, value in common.items():
                 argv += ["--" + key.replace("_", "-"), str(value)]
             print("specir " + " ".join(argv), flush=True)
-            specir_main(argv)
-            report = folder / "report.json"
-            return json.loads(report.read_text()) if report.is_file() else None
+            code = specir_main(argv)
+            if code not in (0, 1):  # 1: nothing validated (the report says so); else an error or Ctrl-C
+                raise SystemExit(code)
+            return json.loads((folder / "report.json").read_text())
         s = Search(Settings(out=str(folder), resume=resume, spec=args.spec, memory_limit_gb=args.candidate_memory,
                             sweep=sweep, **common))
         s.prepare()

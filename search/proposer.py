@@ -6,9 +6,9 @@ seeds (the memory's mechanisms for the nearest deployments), then the best candi
 model predicts in a broad sample of the space; after that, neighbours (one move away) of the best
 measured candidates, ranked by predicted speedup times the cost model's observed error on the most
 similar validated candidates (measured / predicted, over those with the same set of passes, else
-the same kind of draft, else all), with some exploration; at a local optimum, a jump (the best
-predicted candidate of a fresh sample). `pool` (optional) is a finite space given as a list of
-candidates: the broad sample and every jump are then the whole pool, ranked by the cost model.
+the same kind of draft, else all), with some exploration; at a local optimum, a jump to a random fresh candidate. `pool` (optional) is a finite space given as a list of
+candidates: the broad sample is then the whole pool, ranked by the cost model, and a jump takes
+the best predicted member left.
 `score(steps) -> (digest, predicted speedup, draft kind)` or None when the candidate is invalid (or
 outside the pool); `taken` holds the digests already evaluated or in flight.
 """
@@ -86,9 +86,15 @@ class Proposer:
                 if scored:
                     ranked.append((scored[1] * self._correction(history, scored[2], steps) if scored[1] else 0.0,
                                    steps))
-        if not ranked:  # a local optimum: jump
-            fresh = self._ranked_sample(taken)
-            return fresh[0] if fresh else None
+        if not ranked:  # a local optimum: jump (in a pool, to its best predicted member left)
+            if self.pool is not None:
+                fresh = self._ranked_sample(taken)
+                return fresh[0] if fresh else None
+            for _ in range(PRIOR_SAMPLE):
+                steps = self.space.random(self.rng)
+                if self._fresh(steps, taken):
+                    return steps
+            return None
         ranked.sort(key=lambda x: -x[0])
         if self.rng.random() < EXPLORE and len(ranked) > 1:
             return self.rng.choice(ranked[1:min(len(ranked), 8)])[1]

@@ -6,7 +6,8 @@ builds the space (the registry's passes, --plugin passes described in the sandbo
 the memory's nearest deployments, then keeps `workers` candidates in flight (local pool or Ray)
 until `budget` evaluations have finished: the input pipeline first; with an agent, then one
 candidate per agent reply (up to `agent_calls`); then --plugin passes alone, the memory's seeds
-and the proposer's candidates. Each finished candidate is committed to
+and the proposer's candidates. A finite `space` (--space) limits the seeds and the proposer to its
+pipelines (by final IR); the input, --plugin passes and agent replies are tried as before. Each finished candidate is committed to
 `<out>/search.sqlite` and the report is rewritten; validated improvements go to the memory.
 Ctrl-C writes the report of what finished; `resume` continues a killed or interrupted search.
 """
@@ -109,6 +110,13 @@ class Search:
         s = self.s
         self.target = get_target(s.target)
         require_available(self.target)
+        if s.space is not None:  # before the folder keeps these settings: a bad space never sticks to it
+            from .space_file import check_pipeline
+            for n, text in enumerate(s.space, 1):
+                try:
+                    check_pipeline(text, plugins=bool(s.plugins))
+                except SpecirError as e:
+                    raise SpecirError(f"space entry {n} `{text}`: {e.message}", hint=e.hint) from None
         self.state = State(self.out)
         settings = {k: v for k, v in asdict(s).items() if k not in ("progress", "resume", "out")}
         self.state.check_settings(settings, s.resume)
@@ -232,7 +240,8 @@ class Search:
         """(IR digest, predicted speedup, draft kind, prediction, IR text) of a candidate, or None when
         it is invalid or outside a finite `space` (compared by final IR, not by spelling)."""
         scored = self._score(steps)
-        if scored and self._allowed is not None and scored[0] not in self._allowed:
+        if scored and self._allowed is not None and scored[0] not in self._allowed \
+                and not scored[0].startswith("pre:"):  # a --plugin pass is tried whatever the space
             return None
         return scored
 
@@ -266,6 +275,24 @@ class Search:
         self._scores[key] = (digest, pred.speedup, kind, pred.as_dict(), text if not plugins else None)
         return self._scores[key]
 
+    def _finite_space(self):
+        """With a finite `space`: its candidates (the proposer's pool), and `_allowed` set to the IR
+        digests that score() lets through (the space's valid pipelines and the input); else None."""
+        self._allowed = None
+        if self.s.space is None:
+            return None
+        pool = [self.space.parse(t) for t in self.s.space]
+        valid = {d[0] for d in map(self._score, pool) if d}
+        if not valid:
+            raise SpecirError("no pipeline of the space compiles on this input",
+                              hint="try one with specir opt SPEC -p PIPELINE to see why")
+        invalid = [t or "(input)" for t, p in zip(self.s.space, pool) if self._score(p) is None]
+        if invalid:
+            self.notes.append(f"{len(invalid)} of the space's {len(pool)} pipelines do not compile on this input and "
+                              f"are left out: {', '.join(f'`{t}`' for t in invalid[:5])}")
+        self._allowed = valid | {d[0] for d in [self._score(())] if d}  # the input is always timed
+        return pool
+
     def job(self, index: int, passes: str, plugins: list[str], origin: str, scored) -> dict:
         s = self.s
         drop = index % 3  # timing prompts vary per candidate: outputs cached by one candidate help no other
@@ -291,7 +318,7 @@ class Search:
         from . import agent
         best = self.best
         passes = best["passes"] if best else ""
-        scored = self.score(self.space.parse(passes)) if passes is not None else None
+        scored = self._score(self.space.parse(passes)) if passes is not None else None
         ir = scored[4] if scored and scored[4] else (self.out / "baseline" / "build" / "pipeline.spec").read_text()
         from specir.ir.parser import parse
         try:
@@ -315,18 +342,7 @@ class Search:
         from .executors import make_executor
         s = self.s
         self._scores: dict = {}
-        self._allowed = None
-        pool = None
-        if s.space is not None:
-            pool = [self.space.parse(t) for t in s.space]
-            self._allowed = {d[0] for d in map(self._score, pool + [()]) if d}  # the input is always timed
-            invalid = [t or "(input)" for t, p in zip(s.space, pool) if self._score(p) is None]
-            if invalid:
-                self.notes.append(f"{len(invalid)} of the space's {len(pool)} pipelines do not compile on this input and "
-                                  f"are left out: {', '.join(f'`{t}`' for t in invalid[:5])}")
-            if not self._allowed:
-                raise SpecirError("no pipeline of the space compiles on this input",
-                                  hint="check the pass names and options with specir compile -p PIPELINE")
+        pool = self._finite_space()
         self.records = self.state.records()
         self.taken = {d for r in self.records for d in (r.get("ir_digest"), r.get("key")) if d}
         self.best = reporting.summarise(self.records)["best"]
@@ -437,7 +453,7 @@ class Search:
 
     def _ir_text(self, rec: dict) -> str | None:
         if not rec.get("plugins"):
-            scored = self.score(self.space.parse(rec["passes"]))
+            scored = self._score(self.space.parse(rec["passes"]))
             if scored and scored[4]:
                 return scored[4]
         build = Path(rec["folder"]) / "build" / "pipeline.spec" if rec.get("folder") else None

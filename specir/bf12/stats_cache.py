@@ -36,5 +36,10 @@ def _analyze_read(read: Callable) -> dict:
     ~150 s of two CPU cores; the statistics are integer counts, equal on either device)."""
     w = read()
     if torch.cuda.is_available():
-        w = w.to("cuda", non_blocking=False)
+        try:
+            return analyze(w.to("cuda")).as_dict()
+        except (RuntimeError, torch.cuda.OutOfMemoryError):  # a full or unusable GPU: the CPU gives the same
+            pass
+        finally:
+            torch.cuda.empty_cache()  # the search's workers need the memory, not this process's cache
     return analyze(w).as_dict()

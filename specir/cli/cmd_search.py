@@ -34,8 +34,9 @@ def register(sub) -> None:
                    help="wall-time limit of each sandboxed stage and of generation (default 600)")
     p.add_argument("--candidate-memory", type=float, default=8.0, metavar="GB",
                    help="memory limit of sandboxed candidates (default 8)")
-    p.add_argument("--space", metavar="FILE", help="search only the pass pipelines listed in FILE (one per line, "
-                   "(input) for none): the cost model ranks all of them and the proposer moves among them")
+    p.add_argument("--space", metavar="FILE", help="the proposer's candidates are only the pass pipelines listed in FILE "
+                   "(one per line, (input) for none), all ranked by the cost model; --plugin passes and agent replies "
+                   "are still tried")
     p.add_argument("--seed", type=int, default=0, help="the proposer's and the prompt split's seed")
     p.add_argument("--out", required=True, metavar="DIR")
     p.add_argument("--json", action="store_true", help="print report.json's best and baseline")
@@ -56,9 +57,9 @@ def run(args) -> int:
     if args.agent_base_url and not args.agent:
         raise SpecirError("--agent-base-url needs --agent MODEL", hint="e.g. --agent openai/my-model")
     space = None
-    if args.space:
+    if args.space is not None:
         from ..search.space_file import read_space_file
-        space = read_space_file(args.space)
+        space = read_space_file(args.space, plugins=bool(args.plugin))
     settings = Settings(spec=args.spec, target=args.target, out=args.out, workload=args.workload, prompts=args.prompts,
                         batch_size=args.batch_size, budget=args.budget, workers=args.workers, ray=args.ray,
                         agent=args.agent, agent_base_url=args.agent_base_url, agent_calls=args.agent_calls,

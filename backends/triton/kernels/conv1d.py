@@ -12,7 +12,9 @@ committed window). Which variant runs (tree_paths.replays_paths, as for gated_de
 - PATHS (a tree that fits the ring): one program per (request x node, block of channels)
   gathers the node's window from the window before its path and the inputs of its ancestors
   (RecurrentForward.paths); no program reads another's output, so the serial walk is gone.
-Both compute y with `_conv_out` over the same window values (bit-identical, tested): fp32
+Both compute y with `_conv_out` over the same window values (bit-identical under the
+interpreter; compiled, they may reduce the window in another order: fp32 rounding, seen on an
+H200, as gated_delta.py's two variants; the windows written are copies, equal either way): fp32
 accumulation, the sum rounded once to the activation dtype, then silu (as F.conv1d + silu).
 """
 
@@ -139,6 +141,8 @@ def conv1d_tree(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
         return out
     block = min(block_c, triton.next_power_of_2(C))
     paths = replays_paths(rf, T) if paths is None else paths
+    if paths and T > rf.store.nodes:
+        raise ValueError(f"PATHS needs every node of the forward in the ring ({T} nodes, ring {rf.store.nodes})")
     path, depth, start = rf.paths() if paths else (rf.parents,) * 3  # unread without PATHS
     _conv1d_tree_kernel[(B * T if paths else B, triton.cdiv(C, block))](
         x, w, bias if bias is not None else w, out, committed, scratch,
