@@ -1,6 +1,7 @@
-"""Hybrid targets on the Triton step backend (backends/triton: the recurrent ops as the Triton
-recurrent kernels over the cache's state store, the stateless hybrid ops as torch launches), run
-end to end by the StepEngine under TRITON_INTERPRET=1 without a GPU: chain and tree pipelines
+"""Hybrid targets of every family on the Triton step backend (backends/triton: the recurrent ops
+as the Triton recurrent kernels over the cache's state store, the hybrid norms as Triton launches,
+the other stateless hybrid ops as torch launches), run end to end by the StepEngine under
+TRITON_INTERPRET=1 without a GPU: chain and tree pipelines
 (fp32 activations, bf16 weights) give exactly the tokens of plain greedy decoding, which pass
 token forcing against transformers' forward; a build compiled for the H200 runs through
 `specir run` on the interpreter. Models are two layers (one recurrent, one attention) and
@@ -26,7 +27,11 @@ from tests.hybrid.helpers import forced_greedy  # noqa: E402
 pytest.importorskip("triton")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 TWO_LAYERS = {"qwen3_5": dict(num_hidden_layers=2, layer_types=["linear_attention", "full_attention"]),
-              "nemotron_h": dict(layers_block_type=["linear_attention", "full_attention"])}
+              "qwen3_next": dict(num_hidden_layers=2, layer_types=["linear_attention", "full_attention"]),
+              "nemotron_h": dict(layers_block_type=["linear_attention", "full_attention"]),
+              "bamba": dict(num_hidden_layers=2, attn_layer_indices=[1]),
+              "falcon_h1": dict(num_hidden_layers=1),  # attention and Mamba2 side by side in every layer
+              "granitemoehybrid": dict(num_hidden_layers=2, layer_types=["mamba", "attention"])}
 PROMPTS = [[1, 2, 3, 4], [9, 8, 7]]
 
 
@@ -37,7 +42,8 @@ def _pair(family, root, vocab=None):
     return target, drafter
 
 
-@pytest.mark.parametrize("family,kind", [("qwen3_5", "tree"), ("nemotron_h", "chain")])
+@pytest.mark.parametrize("family,kind", [("qwen3_5", "tree"), ("nemotron_h", "chain"), ("qwen3_next", "chain"),
+                                         ("bamba", "tree"), ("falcon_h1", "chain"), ("granitemoehybrid", "tree")])
 def test_triton_step_engine_equals_greedy(family, kind, tmp_path):
     target, drafter = _pair(family, tmp_path)
     expected = forced_greedy(target, PROMPTS, 5)
