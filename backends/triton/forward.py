@@ -44,13 +44,14 @@ from .kernels.embedding import embedding
 from .kernels.kv_cache import kv_write
 from .kernels.linear import linear_bf12, linear_bf16
 from .kernels.linear_config import choose
+from .kernels import pointwise
 from .kernels.hybrid_norm import rms_norm_1p, rms_norm_gated
 from .kernels.norm import add_rms_norm, rms_norm
 from .kernels.rope import rope, rope_kv_write
 from .kernels.conv1d import conv1d_tree
 from .kernels.gated_delta import gated_delta_rule_tree
 from .kernels.mamba2_scan import mamba2_scan_tree
-from .program import HYBRID_NORMS, RECURRENT_OPS, TORCH_OPS
+from .program import HYBRID_NORMS, POINTWISE_OPS, RECURRENT_OPS, TORCH_OPS
 from .weights import weight_names
 
 
@@ -353,6 +354,8 @@ class StaticForward:
             return self._silu_mul_call(index, view(launch.ins[0]), view(launch.ins[1]), view(launch.outs[0]))
         if kind in HYBRID_NORMS:
             return self._bind_hybrid_norm(index, launch)
+        if kind in POINTWISE_OPS:
+            return self._bind_pointwise(index, launch)
         if kind in TORCH_OPS:
             return self._bind_torch(index, launch)
         if kind in RECURRENT_OPS:
@@ -379,6 +382,21 @@ class StaticForward:
             return lambda: rms_norm_1p(x, weight, a["eps"], group, out=out)
         gate = self.views[launch.ins[1]]
         return lambda: rms_norm_gated(x, gate, weight, a["eps"], group, bool(a.get("gate_first")), out=out)
+
+    def _bind_pointwise(self, index: int, launch):
+        a = launch.attrs
+        ins, out = [self.views[v] for v in launch.ins], self.views[launch.outs[0]]
+        self.configs.append({"launch": index, "kernel": launch.kernel, "rows": self.B * self.T})
+        if launch.kind == "activation":
+            return lambda: pointwise.activation(ins[0], a["fn"], out=out)
+        if launch.kind == "mul":
+            return lambda: pointwise.mul(ins[0], ins[1], out=out)
+        vector = None
+        if a.get("segments"):
+            vector = torch.repeat_interleave(torch.tensor([float(f) for f in a["factors"]]),
+                                             torch.tensor([int(n) for n in a["segments"]])).to(out.device, out.dtype)
+        factor, divisor = (1.0 if a.get(k) is None else float(a[k]) for k in ("factor", "divisor"))
+        return lambda: pointwise.scale(ins[0], factor, divisor, vector, out=out)
 
     def _bind_torch(self, index: int, launch):
         from specir.backends.reference.hybrid import KERNELS

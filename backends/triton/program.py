@@ -27,10 +27,10 @@ width so the executor can size buffers.
 
 Hybrid families (docs/HYBRID.md): the recurrent ops (conv1d, gated_delta_rule, mamba2_scan) are
 one Triton launch each (kernels/conv1d.py, gated_delta.py, mamba2_scan.py) reading and writing the
-cache's recurrent state store; their zero-centred and gated norms (HYBRID_NORMS) are one Triton
-launch each (kernels/hybrid_norm.py); the other stateless ops they come with (TORCH_OPS: slices,
-scales, activations, products) run as the torch reference functions on the device
-("torch.<op>" in the kernel list), numerics as the reference backend.
+cache's recurrent state store; their zero-centred and gated norms (HYBRID_NORMS) and pointwise
+ops (POINTWISE_OPS: activations, products, scales) are one Triton launch each
+(kernels/hybrid_norm.py, pointwise.py); the slices and concatenations (TORCH_OPS) run as the
+torch reference functions on the device ("torch.<op>" in the kernel list).
 """
 from __future__ import annotations
 
@@ -41,11 +41,12 @@ from specir.ir.nodes import Model, Op
 from specir.ir.ops_recurrent import state_specs
 from specir.passes.fusion import FUSION_DEFAULTS
 
-TORCH_OPS = ("slice", "concat", "scale", "activation", "mul")
+TORCH_OPS = ("slice", "concat")
 HYBRID_NORMS = ("rms_norm_1p", "rms_norm_gated")
+POINTWISE_OPS = ("activation", "mul", "scale")
 RECURRENT_OPS = ("conv1d", "gated_delta_rule", "mamba2_scan")
 SUPPORTED_OPS = ("embed", "rms_norm", "linear", "packed_linear", "rope", "attention", "swiglu", "add",
-                 *HYBRID_NORMS, *TORCH_OPS, *RECURRENT_OPS)
+                 *HYBRID_NORMS, *POINTWISE_OPS, *TORCH_OPS, *RECURRENT_OPS)
 
 
 @dataclass
@@ -80,6 +81,7 @@ KERNEL_OF = {
     "mamba2_scan": "mamba2_scan.mamba2_scan_tree",
     "rms_norm_1p": "hybrid_norm.rms_norm_1p",
     "rms_norm_gated": "hybrid_norm.rms_norm_gated",
+    **{name: f"pointwise.{name}" for name in POINTWISE_OPS},
     **{name: f"torch.{name}" for name in TORCH_OPS},
 }
 
@@ -259,7 +261,7 @@ def plan_program(model: Model) -> Program:
             if i in swiglu_in_fusion:
                 continue  # the prologue of its linear
             launches.append(Launch("swiglu", (op.result,), op.values, {}, (op.result,)))
-        elif name in TORCH_OPS or name in RECURRENT_OPS or name in HYBRID_NORMS:
+        elif name in TORCH_OPS or name in RECURRENT_OPS or name in HYBRID_NORMS or name in POINTWISE_OPS:
             launches.append(Launch(name, (op.result,), op.values, dict(op.attrs), (op.result,)))
     policy = model.attrs.get("cublas_min_rows")
     states = [spec for op in ops for spec in state_specs(op)]
