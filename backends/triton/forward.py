@@ -51,7 +51,7 @@ from .kernels.rope import rope, rope_kv_write
 from .kernels.conv1d import conv1d_tree
 from .kernels.gated_delta import gated_delta_rule_tree
 from .kernels.mamba2_scan import mamba2_scan_tree
-from .program import HYBRID_NORMS, POINTWISE_OPS, RECURRENT_OPS, TORCH_OPS
+from .program import HYBRID_NORMS, POINTWISE_OPS, RECURRENT_OPS
 from .weights import weight_names
 
 
@@ -356,8 +356,6 @@ class StaticForward:
             return self._bind_hybrid_norm(index, launch)
         if kind in POINTWISE_OPS:
             return self._bind_pointwise(index, launch)
-        if kind in TORCH_OPS:
-            return self._bind_torch(index, launch)
         if kind in RECURRENT_OPS:
             return self._bind_recurrent(index, launch)
         raise SpecirError(f"no Triton launch for {kind!r}")
@@ -391,19 +389,16 @@ class StaticForward:
             return lambda: pointwise.activation(ins[0], a["fn"], out=out)
         if launch.kind == "mul":
             return lambda: pointwise.mul(ins[0], ins[1], out=out)
+        if launch.kind == "slice":
+            return lambda: pointwise.slice_(ins[0], a["start"], a["size"], a.get("group") or None, out=out)
+        if launch.kind == "concat":
+            return lambda: pointwise.concat(*ins, out=out)
         vector = None
         if a.get("segments"):
             vector = torch.repeat_interleave(torch.tensor([float(f) for f in a["factors"]]),
                                              torch.tensor([int(n) for n in a["segments"]])).to(out.device, out.dtype)
         factor, divisor = (1.0 if a.get(k) is None else float(a[k]) for k in ("factor", "divisor"))
         return lambda: pointwise.scale(ins[0], factor, divisor, vector, out=out)
-
-    def _bind_torch(self, index: int, launch):
-        from specir.backends.reference.hybrid import KERNELS
-        fn, params = KERNELS[launch.kind], self._params(launch)
-        ins, out = [self.views[v] for v in launch.ins], self.views[launch.outs[0]]
-        self.configs.append({"launch": index, "kernel": launch.kernel, "rows": self.B * self.T})
-        return lambda: out.copy_(fn(params, None, *ins))
 
     def _bind_recurrent(self, index: int, launch):
         if getattr(self.cache, "recurrent", None) is None:

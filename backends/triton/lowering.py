@@ -35,9 +35,7 @@ from .program import fusions, plan_program
 
 KERNEL_DIR = Path(__file__).with_name("kernels")
 HELPERS = ("_numerics.py", "_interpreter_compat.py", "_device.py", "__init__.py")
-EXTRA_SOURCES = {"add": Path(__file__).with_name("add_kernel.py"),
-                 # the hybrid stateless ops run their torch reference functions (program.py, TORCH_OPS)
-                 "torch": Path(__file__).parents[1] / "reference" / "hybrid.py"}
+EXTRA_SOURCES = {"add": Path(__file__).with_name("add_kernel.py")}
 LIBRARY_OF = {"linear": ("linear.py", "linear_kernels.py", "linear_decode.py", "linear_config.py")}
 
 
@@ -127,12 +125,9 @@ def lower(pipeline: Pipeline, target: Target, folder: Path, *, emit_ptx: bool = 
                 shutil.copy2(KERNEL_DIR / file, src_dir / file)
                 sources.append(f"kernels/{file}")
         info = kernels[kernel]
-        torch_op = module == "torch"
         rows.append({"op": ",".join(sorted(info["ops"])),
-                     "kernel": f"specir.backends.reference.hybrid.{kernel.split('.', 1)[1]}" if torch_op
-                     else f"specir.backends.triton.kernels.{kernel}",
-                     "backend": "torch" if torch_op else "triton", "source": sources[0], "sources": sources,
-                     "launches_per_forward": info["launches_per_forward"], "config": "launch_configs.json"})
+                     "kernel": f"specir.backends.triton.kernels.{kernel}", "backend": "triton", "source": sources[0],
+                     "sources": sources, "launches_per_forward": info["launches_per_forward"], "config": "launch_configs.json"})
     if cublas:
         rows.append({"op": "linear", "kernel": CUBLAS_CALL, "backend": "cublas", "sources": [],
                      "forwards": cublas, "config": "launch_configs.json (kernel cublas.linear)"})

@@ -28,9 +28,8 @@ width so the executor can size buffers.
 Hybrid families (docs/HYBRID.md): the recurrent ops (conv1d, gated_delta_rule, mamba2_scan) are
 one Triton launch each (kernels/conv1d.py, gated_delta.py, mamba2_scan.py) reading and writing the
 cache's recurrent state store; their zero-centred and gated norms (HYBRID_NORMS) and pointwise
-ops (POINTWISE_OPS: activations, products, scales) are one Triton launch each
-(kernels/hybrid_norm.py, pointwise.py); the slices and concatenations (TORCH_OPS) run as the
-torch reference functions on the device ("torch.<op>" in the kernel list).
+ops (POINTWISE_OPS: activations, products, scales, column slices; a concatenation is one copy
+launch per input) are Triton launches too (kernels/hybrid_norm.py, pointwise.py).
 """
 from __future__ import annotations
 
@@ -41,12 +40,11 @@ from specir.ir.nodes import Model, Op
 from specir.ir.ops_recurrent import state_specs
 from specir.passes.fusion import FUSION_DEFAULTS
 
-TORCH_OPS = ("slice", "concat")
 HYBRID_NORMS = ("rms_norm_1p", "rms_norm_gated")
-POINTWISE_OPS = ("activation", "mul", "scale")
+POINTWISE_OPS = ("activation", "mul", "scale", "slice", "concat")
 RECURRENT_OPS = ("conv1d", "gated_delta_rule", "mamba2_scan")
 SUPPORTED_OPS = ("embed", "rms_norm", "linear", "packed_linear", "rope", "attention", "swiglu", "add",
-                 *HYBRID_NORMS, *POINTWISE_OPS, *TORCH_OPS, *RECURRENT_OPS)
+                 *HYBRID_NORMS, *POINTWISE_OPS, *RECURRENT_OPS)
 
 
 @dataclass
@@ -81,8 +79,8 @@ KERNEL_OF = {
     "mamba2_scan": "mamba2_scan.mamba2_scan_tree",
     "rms_norm_1p": "hybrid_norm.rms_norm_1p",
     "rms_norm_gated": "hybrid_norm.rms_norm_gated",
-    **{name: f"pointwise.{name}" for name in POINTWISE_OPS},
-    **{name: f"torch.{name}" for name in TORCH_OPS},
+    **{name: f"pointwise.{name}" for name in POINTWISE_OPS if name != "slice"},
+    "slice": "pointwise.slice_",
 }
 
 
@@ -261,7 +259,7 @@ def plan_program(model: Model) -> Program:
             if i in swiglu_in_fusion:
                 continue  # the prologue of its linear
             launches.append(Launch("swiglu", (op.result,), op.values, {}, (op.result,)))
-        elif name in TORCH_OPS or name in RECURRENT_OPS or name in HYBRID_NORMS or name in POINTWISE_OPS:
+        elif name in RECURRENT_OPS or name in HYBRID_NORMS or name in POINTWISE_OPS:
             launches.append(Launch(name, (op.result,), op.values, dict(op.attrs), (op.result,)))
     policy = model.attrs.get("cublas_min_rows")
     states = [spec for op in ops for spec in state_specs(op)]

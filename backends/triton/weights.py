@@ -26,7 +26,7 @@ import torch
 from specir.bf12 import BF12Matrix, pack
 from specir.bf12.concat import concat_rows
 
-from .program import HYBRID_NORMS, POINTWISE_OPS, RECURRENT_OPS, TORCH_OPS, Program
+from .program import HYBRID_NORMS, POINTWISE_OPS, RECURRENT_OPS, Program
 
 WEIGHT_KEYS = {"conv1d": ("weight", "bias"), "gated_delta_rule": ("a_log", "dt_bias"),
                "mamba2_scan": ("a_log", "d", "dt_bias")}
@@ -80,7 +80,7 @@ def prepare_weights(program: Program, raw: dict, dtype: torch.dtype) -> Prepared
             out.packed[index] = (packed, bias)
         elif kind in ("embed", "rms_norm", "add_rms_norm"):
             out.table[a["weight"]] = _cast(raw[a["weight"]], dtype).contiguous()
-        elif kind in TORCH_OPS or kind in RECURRENT_OPS or kind in HYBRID_NORMS or kind in POINTWISE_OPS:
+        elif kind in RECURRENT_OPS or kind in HYBRID_NORMS or kind in POINTWISE_OPS:
             for name in weight_names(launch).values():
                 out.table[name] = _cast(raw[name], dtype).contiguous()
     return out

@@ -53,3 +53,23 @@ def test_bad_operands_are_refused(device):
         pointwise.mul(x, torch.zeros(1, 2, 4, device=device))
     with pytest.raises(ValueError, match="vector must be"):
         pointwise.scale(x, vector=torch.ones(4, device=device))
+
+
+@pytest.mark.parametrize("params", [dict(start=0, size=16, group=48), dict(start=16, size=32, group=48),
+                                    dict(start=100, size=60)], ids=["grouped_head", "grouped_tail", "row"])
+def test_slice_matches_the_reference(params, seed, device):
+    gen = torch.Generator().manual_seed(seed)
+    x = _view(2, 3, 192, torch.bfloat16, device, gen)
+    got = pointwise.slice_(x, params["start"], params["size"], params.get("group"))
+    assert torch.equal(got, ref.slice_(dict(params), None, x))  # a copy: exact
+
+
+def test_concat_matches_the_reference(seed, device):
+    gen = torch.Generator().manual_seed(seed)
+    xs = [_view(2, 2, w, torch.bfloat16, device, gen) for w in (40, 1030, 7)]
+    out_buf = torch.full((2, 2, 1100), float("nan"), dtype=torch.bfloat16, device=device)
+    pointwise.concat(*xs, out=out_buf[..., 10:1087])
+    assert torch.equal(out_buf[..., 10:1087], ref.concat({}, None, *xs))
+    assert torch.isnan(out_buf[..., :10].float()).all() and torch.isnan(out_buf[..., 1087:].float()).all()
+    with pytest.raises(ValueError, match="does not fit"):
+        pointwise.slice_(xs[0], 30, 20)
