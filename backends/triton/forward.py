@@ -49,6 +49,7 @@ from .kernels.hybrid_norm import rms_norm_1p, rms_norm_gated
 from .kernels.norm import add_rms_norm, rms_norm
 from .kernels.rope import rope, rope_kv_write
 from .kernels.conv1d import conv1d_tree
+from .kernels.delta_factors import attach_delta_factors
 from .kernels.gated_delta import gated_delta_rule_tree
 from .kernels.mamba2_scan import mamba2_scan_tree
 from .program import HYBRID_NORMS, POINTWISE_OPS, RECURRENT_OPS
@@ -413,6 +414,7 @@ class StaticForward:
                                        activation=a.get("activation", "none"), out=out)
         if kind == "gated_delta_rule":
             key = (a["layer"], a.get("state") or "delta")
+            attach_delta_factors(self.cache.recurrent, key)  # tree forwards keep WY factors, not states
             return lambda: gated_delta_rule_tree(*ins, p["a_log"], p["dt_bias"], self.recurrent, key,
                                                  k_heads=a["k_heads"], v_heads=a["v_heads"], k_dim=a["k_dim"],
                                                  v_dim=a["v_dim"], out=out)

@@ -20,6 +20,11 @@ commit_prefix(slot, n) is commit(node n - 1, advance n), the accepted tree path 
 commit(node rows[-1], advance len(rows)). It is one batched tensor operation, so a device-side
 accept can hand it the last accepted node of every request without a host round trip.
 
+A kernel may keep a forward's node states of one key in another form than the ring (the gated
+delta tree kernel keeps its WY factors: backends/triton/kernels/delta_factors.py): it attaches a
+`FactoredNodes` for that key (`attach_factored`), and commit, reset and `node_states` go through it
+for that key; the ring of that key then holds only the nodes the kernel did write in full.
+
 Capacity: a forward keeps its last `nodes` nodes (a longer chain overwrites the oldest); a tree
 node's parent must be at most `nodes` nodes before it. Committing or reading a node that was
 overwritten is a SpecirError, never a silent wrong state.
@@ -65,6 +70,24 @@ def ring_nodes(specs, step_nodes: int, act_bytes: int = 2) -> int:
     return max(int(step_nodes), min(RING_NODES_MAX, RING_BYTES_PER_SLOT // per_node), 1)
 
 
+class FactoredNodes:
+    """Node states of one key that a kernel kept in its own form (RecurrentStates.attach_factored)."""
+
+    def commit(self, store: "RecurrentStates", key: Key, slots: torch.Tensor, nodes: torch.Tensor) -> None:
+        """committed[key][slots[b]] = the state after node nodes[b] (-1: unchanged), from the
+        factors where they hold the node, else from the ring; before the ring's base moves."""
+        raise NotImplementedError
+
+    def read(self, store: "RecurrentStates", key: Key, slots: torch.Tensor, nodes: torch.Tensor,
+             states: torch.Tensor) -> torch.Tensor:
+        """`states` (committed or ring) with the nodes the factors hold replaced by their states."""
+        raise NotImplementedError
+
+    def reset(self, slots: torch.Tensor) -> None:
+        """Forget the factored nodes of `slots` (new requests)."""
+        raise NotImplementedError
+
+
 class RecurrentStates:
     """Committed and scratch recurrent state of one model (see the module docstring)."""
 
@@ -87,6 +110,23 @@ class RecurrentStates:
             self.scratch[key] = torch.zeros(slots, nodes, *spec.shape, dtype=dtype, device=self.device)
         self.base = torch.zeros(slots, dtype=torch.long, device=self.device)
         self.owner = torch.full((slots, nodes), -1, dtype=torch.long, device=self.device)
+        self.factored: dict[Key, "FactoredNodes"] = {}
+
+    def attach_factored(self, key: Key, nodes: "FactoredNodes") -> "FactoredNodes":
+        """Let `nodes` hold (some of) key's node states; the one already attached wins (returned)."""
+        if key not in self.specs:
+            raise SpecirError(f"no recurrent state {key[1]!r} in layer {key[0]} to keep factored")
+        return self.factored.setdefault(key, nodes)
+
+    def node_states(self, key: Key, slots: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
+        """The state after node nodes[b] of slot slots[b] ([B, *shape]; -1: the committed state),
+        from the ring or, where a kernel kept it factored, rebuilt from its factors."""
+        slots, nodes = slots.to(self.device, torch.long), nodes.to(self.device, torch.long)
+        committed = self.committed[key][slots]
+        ring = self.scratch[key][slots, self.ring(slots, nodes)]
+        states = torch.where((nodes < 0).view(-1, *([1] * (committed.dim() - 1))), committed, ring)
+        factored = self.factored.get(key)
+        return states if factored is None else factored.read(self, key, slots, nodes, states)
 
     # ------------------------------------------------------------------ addressing
     def ring(self, slots: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
@@ -144,6 +184,9 @@ class RecurrentStates:
         take = nodes >= 0
         pos = self.ring(slots, nodes)
         for key, committed in self.committed.items():
+            if key in self.factored:
+                self.factored[key].commit(self, key, slots, nodes)
+                continue
             picked = self.scratch[key][slots, pos]
             keep = take.view(-1, *([1] * (picked.dim() - 1)))
             committed[slots] = torch.where(keep, picked, committed[slots])
@@ -154,6 +197,8 @@ class RecurrentStates:
         slots = slots.to(self.device, torch.long)
         for committed in self.committed.values():
             committed[slots] = 0
+        for factored in self.factored.values():
+            factored.reset(slots)
         self.base[slots] = 0
         self.owner[slots] = -1
 
@@ -175,6 +220,7 @@ class RecurrentForward:
     parents: torch.Tensor  # [B, T] parent node, -1 for the committed state
     chain: bool = False  # every token's parent is the token before it (t > 0)
     _paths: tuple | None = field(default=None, repr=False, compare=False)  # paths(), once per forward
+    _ancestors: torch.Tensor | None = field(default=None, repr=False, compare=False)
 
     def paths(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(path [B, T, T] int32, depth [B, T] int32, start [B, T] int64), computed once per forward
@@ -198,14 +244,16 @@ class RecurrentForward:
             path.scatter_(2, where, token.to(torch.int32)[None, None, :].expand(B, T, T).contiguous())
             start = self.parents.gather(1, path[:, :, 0].long())
             self._paths = (path[:, :, :T].contiguous(), depth.to(torch.int32), start.contiguous())
+            self._ancestors = anc.to(torch.int8)
         return self._paths
 
+    def ancestors(self) -> torch.Tensor:
+        """[B, T, T] int8: 1 where token j is token t or one of its ancestors in this forward (paths())."""
+        self.paths()
+        return self._ancestors
+
     def initial(self, key: Key, t: int) -> torch.Tensor:
-        parent = self.parents[:, t]
-        committed = self.store.committed[key][self.slots]
-        scratch = self.store.scratch[key][self.slots, self.store.ring(self.slots, parent)]
-        keep = (parent < 0).view(-1, *([1] * (committed.dim() - 1)))
-        return torch.where(keep, committed, scratch)
+        return self.store.node_states(key, self.slots, self.parents[:, t])
 
     def save(self, key: Key, t: int, value: torch.Tensor) -> None:
         pos = self.store.ring(self.slots, self.nodes[:, t])

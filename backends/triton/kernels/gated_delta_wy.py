@@ -1,0 +1,140 @@
+"""Gated delta rule over a token tree in the chunked WY form with the ancestor mask (the tree
+verify of the `gated_delta_rule` op; reference: backends/reference/recurrent.py; the form is
+checked against the recurrence in tests/hybrid/test_delta_rule_tree_wy_form.py).
+
+One program per (request, value head, block of value channels) takes the whole tree at once.
+With S the committed state, G_t the log decays summed along t's path, M the ancestor-or-self
+mask and D[t, j] = M[t, j] e^(G_t - G_j):
+    (I + L) U = beta (V - e^G K S),   L = beta D (K K^T) off the diagonal
+    O = e^G Q S + (D (Q K^T)) U
+The triangular solve is a product (I + L)^-1 = (I - L)(I + L^2)(I + L^4)...: L only links a node
+to its strict ancestors, so L^d = 0 past the tree's depth d, and log2(d) matrix products (on
+tensor cores, tf32x3 on a GPU: near fp32) replace the serial walk. Node states are not written:
+the kernel keeps k, u and G as the node's factors (delta_factors.py) and the commit rebuilds the
+one state it takes. Numerics: fp32 throughout (q, k L2-normalised with eps 1e-6, q scaled by
+Dk^-0.5, beta = sigmoid(b) rounded to the activation dtype as transformers computes it); the
+output is rounded once. It differs from the recurrence by fp32 rounding (another order).
+
+A forward some of whose nodes start from a node of an earlier forward (not the committed state)
+runs each node's path replay in turn instead (same program, same `_delta_token` arithmetic as
+gated_delta.py's PATHS variant), writing full states; the kernel decides per request.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ._numerics import round_to, softplus
+from ._state_ring import store_state
+from .delta_factors import load_delta_state, shrink_factored
+from .gated_delta import _delta_token
+
+
+@triton.jit
+def _gated_delta_wy_kernel(
+    qkv_ptr, b_ptr, a_ptr, a_log_ptr, dt_bias_ptr, out_ptr, committed_ptr, scratch_ptr,
+    slots_ptr, base_ptr, nodes_ptr, anc_ptr, path_ptr, depth_ptr, start_ptr,
+    fk, fu, fg, fpath, fdepth, fmeta, R,
+    T, W, stride_qb, stride_qt, stride_bb, stride_bt, stride_ab, stride_at, stride_ob, stride_ot,
+    HK: tl.constexpr, HV: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr,
+    DKP: tl.constexpr, BLOCK_V: tl.constexpr, TP: tl.constexpr, PRECISION: tl.constexpr,
+):
+    b = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1)
+    vb = tl.program_id(2)
+    kh = h // (HV // HK)
+    t = tl.arange(0, TP)
+    in_t = t < T
+    dk = tl.arange(0, DKP)
+    in_k = dk < DK
+    dv = vb * BLOCK_V + tl.arange(0, BLOCK_V)
+    in_v = dv < DV
+    m2 = in_k[:, None] & in_v[None, :]
+    act_dtype = out_ptr.dtype.element_ty
+    slot = tl.load(slots_ptr + b).to(tl.int64)
+    base = tl.load(base_ptr + slot).to(tl.int64)
+    first_node = tl.load(nodes_ptr + b * T).to(tl.int64)
+    per_node = HV * DK * DV
+    idx = h * DK * DV + dk[:, None] * DV + dv[None, :]
+    committed = committed_ptr + slot * per_node
+    a_coef = -tl.exp(tl.load(a_log_ptr + h).to(tl.float32))
+    dt_bias = tl.load(dt_bias_ptr + h).to(tl.float32)
+    scale = 1.0 / tl.sqrt(DK * 1.0)
+    starts = tl.load(start_ptr + b * T + t, mask=in_t, other=-1)
+    if tl.max(starts, axis=0) < 0:  # every node derives from the committed state: the WY form
+        rows = qkv_ptr + b * stride_qb + t[:, None] * stride_qt
+        m_tk = in_t[:, None] & in_k[None, :]
+        q = tl.load(rows + kh * DK + dk[None, :], mask=m_tk, other=0.0).to(tl.float32)
+        k = tl.load(rows + HK * DK + kh * DK + dk[None, :], mask=m_tk, other=0.0).to(tl.float32)
+        v = tl.load(rows + 2 * HK * DK + h * DV + dv[None, :], mask=in_t[:, None] & in_v[None, :],
+                    other=0.0).to(tl.float32)
+        bt = tl.load(b_ptr + b * stride_bb + t * stride_bt + h, mask=in_t, other=0.0).to(tl.float32)
+        at = tl.load(a_ptr + b * stride_ab + t * stride_at + h, mask=in_t, other=0.0).to(tl.float32)
+        q = q * (tl.rsqrt(tl.sum(q * q, axis=1) + 1e-6) * scale)[:, None]
+        k = k * tl.rsqrt(tl.sum(k * k, axis=1) + 1e-6)[:, None]
+        beta = round_to(1.0 / (1.0 + tl.exp(-bt)), act_dtype).to(tl.float32)
+        g = a_coef * softplus(at + dt_bias)
+        anc = tl.load(anc_ptr + b * T * T + t[:, None] * T + t[None, :], mask=in_t[:, None] & in_t[None, :],
+                      other=0) != 0
+        G = tl.sum(tl.where(anc, g[None, :], 0.0), axis=1)
+        decay = tl.where(anc, tl.exp(tl.where(anc, G[:, None] - G[None, :], 0.0)), 0.0)
+        s0 = tl.load(committed + idx, mask=m2, other=0.0)
+        e_g = tl.exp(G)
+        x = -(beta[:, None] * decay * tl.dot(k, tl.trans(k), input_precision=PRECISION))
+        x = tl.where(t[:, None] == t[None, :], 0.0, x)  # -L
+        u = beta[:, None] * (v - e_g[:, None] * tl.dot(k, s0, input_precision=PRECISION))
+        depth = tl.max(tl.load(depth_ptr + b * T + t, mask=in_t, other=1), axis=0)
+        for _ in range(0, tl.ceil(tl.log2(depth.to(tl.float32))).to(tl.int32)):  # (I - L)(I + L^2)... U
+            u = u + tl.dot(x, u, input_precision=PRECISION)
+            x = tl.dot(x, x, input_precision=PRECISION)
+        attn = decay * tl.dot(q, tl.trans(k), input_precision=PRECISION)
+        o = e_g[:, None] * tl.dot(q, s0, input_precision=PRECISION) + tl.dot(attn, u, input_precision=PRECISION)
+        tl.store(out_ptr + b * stride_ob + t[:, None] * stride_ot + h * DV + dv[None, :], round_to(o, act_dtype),
+                 mask=in_t[:, None] & in_v[None, :])
+        frow = slot * R + t
+        tl.store(fu + (frow[:, None] * HV + h) * DV + dv[None, :], u, mask=in_t[:, None] & in_v[None, :])
+        if vb == 0:
+            tl.store(fk + (frow[:, None] * HV + h) * DK + dk[None, :], k, mask=m_tk)
+            tl.store(fg + frow * HV + h, G, mask=in_t)
+            if h == 0:
+                path = tl.load(path_ptr + b * T * T + t[:, None] * T + t[None, :], mask=in_t[:, None] & in_t[None, :])
+                tl.store(fpath + frow[:, None] * R + t[None, :], path, mask=in_t[:, None] & in_t[None, :])
+                tl.store(fdepth + frow, tl.load(depth_ptr + b * T + t, mask=in_t), mask=in_t)
+                tl.store(fmeta + slot * 3, base)
+                tl.store(fmeta + slot * 3 + 1, first_node)
+                tl.store(fmeta + slot * 3 + 2, T)
+    else:  # some node continues from an earlier forward: replay each node's path, write full states
+        if (h == 0) & (vb == 0):
+            shrink_factored(fmeta, slot, base, first_node)
+        for node in range(0, T):
+            s = load_delta_state(tl.load(start_ptr + b * T + node), first_node, committed, scratch_ptr, slot, base, W,
+                                 per_node, idx, m2, fk, fu, fg, fpath, fdepth, fmeta, R, h, dk, dv, in_k, in_v,
+                                 HV, DK, DV, True)
+            qn = tl.zeros([DKP], dtype=tl.float32)
+            for i in range(0, tl.load(depth_ptr + b * T + node)):
+                j = tl.load(path_ptr + (b * T + node) * T + i).to(tl.int64)
+                s, qn = _delta_token(s, qkv_ptr + b * stride_qb + j * stride_qt, b_ptr + b * stride_bb + j * stride_bt,
+                                     a_ptr + b * stride_ab + j * stride_at, h, kh, dk, in_k, dv, in_v, a_coef, dt_bias,
+                                     scale, HK, DK, DV, act_dtype)
+            o = tl.sum(s * qn[:, None], axis=0)
+            tl.store(out_ptr + b * stride_ob + node * stride_ot + h * DV + dv, round_to(o, act_dtype), mask=in_v)
+            store_state(s, tl.load(nodes_ptr + b * T + node).to(tl.int64), scratch_ptr, slot, base, W, per_node, idx, m2)
+
+
+def launch_wy(qkv, b, a, a_log, dt_bias, out, rf, factors, committed, scratch, *, k_heads, v_heads, k_dim, v_dim,
+              block_v: int | None = None, num_warps: int | None = None, precision: str | None = None):
+    """Run the WY tree kernel (the caller checked that rf is a tree forward of T <= factors.capacity
+    nodes). block_v / num_warps / precision default to 64 / 4 / tf32x3 (ieee under the interpreter)."""
+    from ._interpreter_compat import interpreting
+    B, T, _ = qkv.shape
+    path, depth, start = rf.paths()
+    block = min(block_v or 64, triton.next_power_of_2(v_dim))
+    precision = precision or ("ieee" if interpreting() else "tf32x3")
+    _gated_delta_wy_kernel[(B, v_heads, triton.cdiv(v_dim, block))](
+        qkv, b, a, a_log, dt_bias, out, committed, scratch,
+        rf.slots.contiguous(), rf.store.base, rf.nodes.contiguous(), rf.ancestors(), path, depth, start,
+        *factors.args(), T, rf.store.nodes,
+        qkv.stride(0), qkv.stride(1), b.stride(0), b.stride(1), a.stride(0), a.stride(1), out.stride(0), out.stride(1),
+        HK=k_heads, HV=v_heads, DK=k_dim, DV=v_dim, DKP=max(16, triton.next_power_of_2(k_dim)), BLOCK_V=max(16, block),
+        TP=max(16, triton.next_power_of_2(T)), PRECISION=precision, num_warps=num_warps or 4)
+    return out
