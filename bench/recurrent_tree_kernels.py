@@ -9,6 +9,9 @@ as bench/hybrid_bench.py draws them), the state ring holding every node:
 - gated delta: the path replay (PATHS) with block_v / num_warps variants, and without writing
   node states (what a replay-from-inputs commit needs), checked bit-equal in outputs at each
   configuration (configurations reduce in different orders, so they differ by fp32 rounding);
+- gated delta in the WY form (gated_delta_wy.py: the tree at once with matrix products, node
+  factors kept instead of states) by block_v / num_warps / dot precision, its outputs against
+  PATHS (relative error), and the commit that rebuilds one node's state from the factors;
 - for scale: the decode step (one token) of each.
 Times are CUDA-graph replays (median of 5 x 50). A CPU run (TRITON_INTERPRET=1) only checks.
 """
@@ -97,8 +100,8 @@ def main(argv=None) -> int:
                          "decode (1 token)": graph_ms(lambda: conv1d_tree(x[:, :1], w, bias, one, (0, "conv")))}
     kw = dict(k_heads=HK, v_heads=HV, k_dim=DK, v_dim=DV)
     delta = {}
-    for block_v in (16, 32, 64):
-        for warps in (2, 4, 8):
+    for block_v in (32, 64):
+        for warps in (2, 4):
             stored = gated_delta_rule_tree(qkv, bb, aa, a_log, dt_bias, rf, (0, "delta"), block_v=block_v,
                                            num_warps=warps, **kw)
             unstored = gated_delta_rule_tree(qkv, bb, aa, a_log, dt_bias, rf, (0, "delta"), block_v=block_v,
@@ -113,6 +116,36 @@ def main(argv=None) -> int:
                 break
         if dev != "cuda":
             break
+    from specir.backends.triton.kernels.delta_factors import attach_delta_factors
+    factors = attach_delta_factors(store, (0, "delta"))
+    ref = gated_delta_rule_tree(qkv, bb, aa, a_log, dt_bias, rf, (0, "delta"), variant="paths", **kw).float()
+    ref_states = store.scratch[(0, "delta")][0, :n].clone()
+    wy = {}
+    for precision in ("tf32x3", "ieee") if dev == "cuda" else ("ieee",):
+        for block_v in (32, 64, 128):
+            for warps in (4, 8):
+                name = f"block_v={block_v} warps={warps} {precision}"
+                run = lambda bv=block_v, nw=warps, pr=precision: gated_delta_rule_tree(  # noqa: E731
+                    qkv, bb, aa, a_log, dt_bias, rf, (0, "delta"), variant="wy", block_v=bv, num_warps=nw,
+                    precision=pr, **kw)
+                out = run().float()
+                scale = ref.pow(2).mean().sqrt()
+                checks[f"wy {name}: outputs within 1e-3 of PATHS"] = bool(((out - ref).abs() / (ref.abs() + scale)).max() < 1e-3)
+                nodes = torch.arange(n, device=dev)
+                rebuilt = store.node_states((0, "delta"), torch.zeros(n, dtype=torch.long, device=dev), nodes)
+                err = float(((rebuilt - ref_states).abs().max() / ref_states.abs().max()))
+                checks[f"wy {name}: node states within 1e-4 of PATHS"] = err < 1e-4
+                wy[name] = graph_ms(run)
+                if dev != "cuda":
+                    break
+            if dev != "cuda":
+                break
+    node = torch.tensor([n - 1], device=dev)
+    keep = store.committed[(0, "delta")].clone()
+    wy["commit of one node (rebuilt from the factors)"] = graph_ms(
+        lambda: factors.commit(store, (0, "delta"), slots, node))
+    store.committed[(0, "delta")].copy_(keep)
+    rows["gated_delta_wy_us"] = wy
     delta["decode (1 token)"] = graph_ms(lambda: gated_delta_rule_tree(qkv[:, :1], bb[:, :1], aa[:, :1], a_log, dt_bias,
                                                                        one, (0, "delta"), **kw))
     rows["gated_delta_us"], rows["checks"] = delta, checks

@@ -130,12 +130,13 @@ def gated_delta_rule_tree(qkv: torch.Tensor, b: torch.Tensor, a: torch.Tensor, a
                           dt_bias: torch.Tensor, rf, key, *, k_heads: int, v_heads: int, k_dim: int, v_dim: int,
                           out: torch.Tensor | None = None, block_v: int | None = None,
                           num_warps: int | None = None, store_states: bool = True,
-                          variant: str | None = None) -> torch.Tensor:
+                          variant: str | None = None, precision: str | None = None) -> torch.Tensor:
     """qkv [B, T, 2*Hk*Dk + Hv*Dv], b/a [B, T, Hv] -> [B, T, Hv*Dv]; writes every node's state
     into rf.store.scratch[key] (rf: a RecurrentForward), or, for a tree forward of at most
     delta_factors.CAPACITY nodes on a key with factors attached (the Triton forward attaches them),
     runs the WY tree kernel (gated_delta_wy.py), which keeps the nodes' factors instead.
-    `variant` forces one: "wy", "paths" or "walk" (benchmarks and tests). `store_states=False`
+    `variant` forces one: "wy", "paths" or "walk" (benchmarks and tests); `precision` is WY's
+    dot precision (default tf32x3 on a GPU). `store_states=False`
     (PATHS only) computes the outputs without writing node states (bench/recurrent_tree_kernels.py).
     `block_v` / `num_warps` default per variant: the walk 32 / 4, PATHS 64 / 2 (at the Qwen3.5-9B
     shape and 64 nodes on an H200, 95 us a launch against 131 us at 32 / 4; session 16), WY 64 / 4."""
@@ -157,7 +158,8 @@ def gated_delta_rule_tree(qkv: torch.Tensor, b: torch.Tensor, a: torch.Tensor, a
         if factors is None:
             factors = attach_delta_factors(rf.store, key)
         return launch_wy(qkv, b, a, a_log, dt_bias, out, rf, factors, committed, scratch, k_heads=k_heads,
-                         v_heads=v_heads, k_dim=k_dim, v_dim=v_dim, block_v=block_v, num_warps=num_warps)
+                         v_heads=v_heads, k_dim=k_dim, v_dim=v_dim, block_v=block_v, num_warps=num_warps,
+                         precision=precision)
     paths = variant == "paths"
     block_v, num_warps = block_v or (64 if paths else 32), num_warps or (2 if paths else 4)
     block = min(block_v, triton.next_power_of_2(v_dim))
