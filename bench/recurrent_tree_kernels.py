@@ -122,13 +122,17 @@ def main(argv=None) -> int:
     ref_states = store.scratch[(0, "delta")][0, :n].clone()
     wy = {}
     for precision in ("tf32x3", "ieee") if dev == "cuda" else ("ieee",):
-        for block_v in (32, 64, 128):
+        for block_v in (16, 32, 64):
             for warps in (4, 8):
                 name = f"block_v={block_v} warps={warps} {precision}"
                 run = lambda bv=block_v, nw=warps, pr=precision: gated_delta_rule_tree(  # noqa: E731
                     qkv, bb, aa, a_log, dt_bias, rf, (0, "delta"), variant="wy", block_v=bv, num_warps=nw,
                     precision=pr, **kw)
-                out = run().float()
+                try:
+                    out = run().float()
+                except Exception as exc:  # e.g. a configuration past the shared memory
+                    wy[name] = f"{type(exc).__name__}: {str(exc)[:120]}"
+                    continue
                 scale = ref.pow(2).mean().sqrt()
                 checks[f"wy {name}: outputs within 1e-3 of PATHS"] = bool(((out - ref).abs() / (ref.abs() + scale)).max() < 1e-3)
                 nodes = torch.arange(n, device=dev)

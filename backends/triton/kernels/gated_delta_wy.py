@@ -72,29 +72,33 @@ def _gated_delta_wy_kernel(
         at = tl.load(a_ptr + b * stride_ab + t * stride_at + h, mask=in_t, other=0.0).to(tl.float32)
         q = q * (tl.rsqrt(tl.sum(q * q, axis=1) + 1e-6) * scale)[:, None]
         k = k * tl.rsqrt(tl.sum(k * k, axis=1) + 1e-6)[:, None]
+        frow = slot * R + t
+        if vb == 0:
+            tl.store(fk + (frow[:, None] * HV + h) * DK + dk[None, :], k, mask=m_tk)
+        # every product with q or k first, so the [T, Dk] tiles are dead before the solve
+        s0 = tl.load(committed + idx, mask=m2, other=0.0)
+        kk = tl.dot(k, tl.trans(k), input_precision=PRECISION)
+        qk = tl.dot(q, tl.trans(k), input_precision=PRECISION)
+        ks = tl.dot(k, s0, input_precision=PRECISION)
+        qs = tl.dot(q, s0, input_precision=PRECISION)
         beta = round_to(1.0 / (1.0 + tl.exp(-bt)), act_dtype).to(tl.float32)
         g = a_coef * softplus(at + dt_bias)
         anc = tl.load(anc_ptr + b * T * T + t[:, None] * T + t[None, :], mask=in_t[:, None] & in_t[None, :],
                       other=0) != 0
         G = tl.sum(tl.where(anc, g[None, :], 0.0), axis=1)
         decay = tl.where(anc, tl.exp(tl.where(anc, G[:, None] - G[None, :], 0.0)), 0.0)
-        s0 = tl.load(committed + idx, mask=m2, other=0.0)
         e_g = tl.exp(G)
-        x = -(beta[:, None] * decay * tl.dot(k, tl.trans(k), input_precision=PRECISION))
-        x = tl.where(t[:, None] == t[None, :], 0.0, x)  # -L
-        u = beta[:, None] * (v - e_g[:, None] * tl.dot(k, s0, input_precision=PRECISION))
+        x = tl.where(t[:, None] == t[None, :], 0.0, -(beta[:, None] * decay * kk))  # -L
+        u = beta[:, None] * (v - e_g[:, None] * ks)
         depth = tl.max(tl.load(depth_ptr + b * T + t, mask=in_t, other=1), axis=0)
         for _ in range(0, tl.ceil(tl.log2(depth.to(tl.float32))).to(tl.int32)):  # (I - L)(I + L^2)... U
             u = u + tl.dot(x, u, input_precision=PRECISION)
             x = tl.dot(x, x, input_precision=PRECISION)
-        attn = decay * tl.dot(q, tl.trans(k), input_precision=PRECISION)
-        o = e_g[:, None] * tl.dot(q, s0, input_precision=PRECISION) + tl.dot(attn, u, input_precision=PRECISION)
+        o = e_g[:, None] * qs + tl.dot(decay * qk, u, input_precision=PRECISION)
         tl.store(out_ptr + b * stride_ob + t[:, None] * stride_ot + h * DV + dv[None, :], round_to(o, act_dtype),
                  mask=in_t[:, None] & in_v[None, :])
-        frow = slot * R + t
         tl.store(fu + (frow[:, None] * HV + h) * DV + dv[None, :], u, mask=in_t[:, None] & in_v[None, :])
         if vb == 0:
-            tl.store(fk + (frow[:, None] * HV + h) * DK + dk[None, :], k, mask=m_tk)
             tl.store(fg + frow * HV + h, G, mask=in_t)
             if h == 0:
                 path = tl.load(path_ptr + b * T * T + t[:, None] * T + t[None, :], mask=in_t[:, None] & in_t[None, :])
@@ -124,7 +128,7 @@ def _gated_delta_wy_kernel(
 def launch_wy(qkv, b, a, a_log, dt_bias, out, rf, factors, committed, scratch, *, k_heads, v_heads, k_dim, v_dim,
               block_v: int | None = None, num_warps: int | None = None, precision: str | None = None):
     """Run the WY tree kernel (the caller checked that rf is a tree forward of T <= factors.capacity
-    nodes). block_v / num_warps / precision default to 64 / 4 / tf32x3 (ieee under the interpreter)."""
+    nodes). block_v / num_warps / precision default to 64 / 8 / tf32x3 (ieee under the interpreter)."""
     from ._interpreter_compat import interpreting
     B, T, _ = qkv.shape
     path, depth, start = rf.paths()
@@ -136,5 +140,5 @@ def launch_wy(qkv, b, a, a_log, dt_bias, out, rf, factors, committed, scratch, *
         *factors.args(), T, rf.store.nodes,
         qkv.stride(0), qkv.stride(1), b.stride(0), b.stride(1), a.stride(0), a.stride(1), out.stride(0), out.stride(1),
         HK=k_heads, HV=v_heads, DK=k_dim, DV=v_dim, DKP=max(16, triton.next_power_of_2(k_dim)), BLOCK_V=max(16, block),
-        TP=max(16, triton.next_power_of_2(T)), PRECISION=precision, num_warps=num_warps or 4)
+        TP=max(16, triton.next_power_of_2(T)), PRECISION=precision, num_warps=num_warps or 8)
     return out
