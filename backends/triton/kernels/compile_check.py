@@ -11,6 +11,7 @@ registers, spills (local memory) and shared memory per kernel. Exit status 1 if 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import subprocess
@@ -129,8 +130,9 @@ def _recurrent_cases(bf, f32):
     ix = dict(slots_ptr="i64", base_ptr="i64", nodes_ptr="i64", parents_ptr="i64")
     paths = dict(path_ptr="i32", depth_ptr="i32", start_ptr="i64")
     conv = dict(x_ptr=bf, w_ptr=bf, bias_ptr=bf, out_ptr=bf, committed_ptr=bf, scratch_ptr=bf, **ix, **paths)
+    factors = dict(fk=f32, fu=f32, fg=f32, fpath="i32", fdepth="i32", fmeta="i64")   # delta_factors.py
     delta = dict(qkv_ptr=bf, b_ptr=bf, a_ptr=bf, a_log_ptr=bf, dt_bias_ptr=bf, out_ptr=bf, committed_ptr=f32,
-                 scratch_ptr=f32, **ix, **paths)
+                 scratch_ptr=f32, **ix, **paths, **factors)
     ssm = dict(xbc_ptr=bf, dt_ptr=bf, a_log_ptr=bf, d_ptr=bf, dt_bias_ptr=bf, out_ptr=bf, committed_ptr=f32,
                scratch_ptr=f32, **ix, **paths)
     delta_const = dict(HK=16, HV=32, DK=128, DV=128, DKP=128, BLOCK_V=32)
@@ -146,7 +148,15 @@ def _recurrent_cases(bf, f32):
             ("mamba2_scan", "_mamba2_scan_kernel", ssm, ["dt_min", "dt_max"], ssm_const))
         for label, flags in variants.items()] + [
         ("gated_delta tree (path replay, as launched: 64 / 2)", "gated_delta", "_gated_delta_kernel", delta, [],
-         dict(delta_const, BLOCK_V=64, CHAIN=False, PATHS=True), dict(num_warps=2))]
+         dict(delta_const, BLOCK_V=64, CHAIN=False, PATHS=True), dict(num_warps=2)),
+        ("gated_delta tree (path replay, factored)", "gated_delta", "_gated_delta_kernel", delta, [],
+         dict(delta_const, BLOCK_V=64, CHAIN=False, PATHS=True, FACTORS=True), dict(num_warps=2)),
+        ("gated_delta tree (walk, factored)", "gated_delta", "_gated_delta_kernel", delta, [],
+         dict(delta_const, CHAIN=False, PATHS=False, FACTORS=True), dict(num_warps=4)),
+        ("gated_delta tree (WY, 64 nodes, as launched)", "gated_delta_wy", "_gated_delta_wy_kernel",
+         dict(delta, anc_ptr="i8"), [], dict(delta_const, BLOCK_V=64, TP=64, PRECISION="tf32x3"), dict(num_warps=8)),
+        ("gated_delta commit (factored)", "delta_factors", "_commit_kernel", dict(delta, nodes_ptr="i64"), [],
+         dict(HV=32, DK=128, DV=128, DKP=128, BLOCK_V=64), dict(num_warps=4))]
 
 
 def cubin_resources(cubin: bytes) -> dict:
@@ -177,9 +187,15 @@ def compile_all(arch: int = 90) -> list[dict]:
     for label, module, kernel, pointers, floats, constexprs, options in _cases():
         fn = getattr(importlib.import_module(f"{__package__}.{module}"), kernel)
         signature, attrs = {}, {}
+        constexprs = dict(constexprs)
+        for param in fn.params:      # a constexpr the case leaves out compiles at its default, as launched
+            if param.is_constexpr and param.name not in constexprs and param.default is not inspect.Parameter.empty:
+                constexprs[param.name] = param.default
         untyped = [n for n in fn.arg_names if n.endswith("_ptr") and n not in pointers]
-        if untyped:
-            results.append({"kernel": label, "ok": False, "error": f"compile_check lacks pointer types for {untyped}"})
+        unset = [p.name for p in fn.params if p.is_constexpr and p.name not in constexprs]
+        if untyped or unset:
+            results.append({"kernel": label, "ok": False,
+                            "error": f"compile_check lacks pointer types for {untyped} / constexprs {unset}"})
             continue
         for index, name in enumerate(fn.arg_names):
             if name in constexprs:
