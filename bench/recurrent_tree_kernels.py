@@ -140,6 +140,7 @@ def main(argv=None) -> int:
                 err = float(((rebuilt - ref_states).abs().max() / ref_states.abs().max()))
                 checks[f"wy {name}: node states within 1e-4 of PATHS"] = err < 1e-4
                 wy[name] = graph_ms(run)
+                print(f"wy {name}: {wy[name]} us", file=sys.stderr, flush=True)  # a killed run keeps what it timed
                 if dev != "cuda":
                     break
             if dev != "cuda":

@@ -30,7 +30,7 @@ from specir.backends.reference import recurrent as ref  # noqa: E402
 from specir.backends.triton.kernels import gated_delta  # noqa: E402
 from specir.backends.triton.kernels.delta_factors import attach_delta_factors  # noqa: E402
 
-SLOTS, NODES, KEY = 4, 24, (0, "s")
+SLOTS, NODES, KEY = 4, 40, (0, "s")
 REQUEST_SLOTS = [2, 0, 3]
 HK, HV, DK, DV = 2, 4, 16, 24
 
@@ -84,16 +84,17 @@ class Pair:
         return [store.committed[KEY] for store in self.stores]
 
 
-def _tree(T, gen, offsets=None, outside=None):
+def _tree(T, gen, offsets=None, outside=None, rooted=False):
     """parents [B, T]: random trees over this forward's nodes (roots from the committed state, or,
-    with `outside`, from the earlier nodes below offsets)."""
+    with `outside`, from the earlier nodes below offsets; `rooted`: node 0 is the one root, as in a
+    verify of the pending token and its draft)."""
     B = len(REQUEST_SLOTS)
     offsets = torch.zeros(B, dtype=torch.long) if offsets is None else offsets
     parents = torch.full((B, T), -1, dtype=torch.long)
     for b in range(B):
         off = int(offsets[b])
         for t in range(1 if outside is None else 0, T):
-            low = -1 if outside is None else 0
+            low = -1 if outside is None and not rooted else 0
             parents[b, t] = int(torch.randint(low, off + t, (1,), generator=gen))
     return offsets, parents
 
@@ -107,12 +108,17 @@ def _variant_run(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("T", [5, 17])
-def test_a_tree_from_the_committed_state_keeps_factors_that_rebuild_every_node_and_the_commit(dtype, T, seed):
+@pytest.mark.parametrize("T,shape", [(5, "forest"), (17, "forest"), (17, "rooted"), (33, "rooted"), (17, "chain")])
+def test_a_tree_from_the_committed_state_keeps_factors_that_rebuild_every_node_and_the_commit(dtype, T, shape,
+                                                                                              seed):
+    """T = 17 and 33 are one past the tile: the kernel peels token 0 (under it: every token when
+    rooted, some of them in a random forest; a chain's last path runs past the tile)."""
     gen = torch.Generator().manual_seed(seed)
     pair = Pair(gen)
-    offsets, parents = _tree(T, gen)
-    (o_ref, o_wy), (rf_ref, rf_wy) = pair.forward(offsets, parents, gen, dtype)
+    offsets, parents = _tree(T, gen, rooted=shape == "rooted")
+    if shape == "chain":  # a chain-shaped tree (a top-1 tree draft), verified as a tree
+        parents = torch.arange(T)[None, :].expand(len(REQUEST_SLOTS), T) - 1
+    (o_ref, o_wy), (rf_ref, rf_wy) = pair.forward(offsets, parents, gen, dtype, chain=False)
     close(o_wy, o_ref, dtype)
     meta = pair.stores[1].factored[KEY].meta[pair.slots]
     assert meta[:, 2].tolist() == [T] * len(REQUEST_SLOTS)  # the kernel took the WY form

@@ -27,7 +27,7 @@ from specir.runtime.recurrent_state import FactoredNodes
 
 from ._state_ring import load_state
 
-CAPACITY = 64  # nodes of one factored forward at most (the WY kernel's largest tile)
+CAPACITY = 65  # nodes of one factored forward at most (the WY kernel's largest tile, 64, and a peeled root)
 
 
 class DeltaFactors(FactoredNodes):

@@ -11,7 +11,14 @@ The triangular solve is a product (I + L)^-1 = (I - L)(I + L^2)(I + L^4)...: L o
 to its strict ancestors, so L^d = 0 past the tree's depth d, and log2(d) matrix products (on
 tensor cores, tf32x3 on a GPU: near fp32) replace the serial walk. Node states are not written:
 the kernel keeps k, u and G as the node's factors (delta_factors.py) and the commit rebuilds the
-one state it takes. Numerics: fp32 throughout (q, k L2-normalised with eps 1e-6, q scaled by
+one state it takes.
+
+A verify forward is the pending token and its draft: 17, 33 or 65 tokens for a 16-, 32- or 64-token
+draft, one past the tile. PEEL takes token 0 out of the tile: its state S1 = e^g0 S + k0 u0^T is a
+rank-one update, so a token under it (M[t, 0]) gets -beta_t e^(G_t - g0) (k_t . k0) u0 on its
+right-hand side and e^(G_t - g0) (q_t . k0) u0 on its output, and the tile holds the other T - 1
+(its U equals the whole solve's by block elimination; tokens not under token 0 are untouched).
+Numerics: fp32 throughout (q, k L2-normalised with eps 1e-6, q scaled by
 Dk^-0.5, beta = sigmoid(b) rounded to the activation dtype as transformers computes it); the
 output is rounded once. It differs from the recurrence by fp32 rounding (another order).
 
@@ -31,19 +38,38 @@ from .gated_delta import _delta_token
 
 
 @triton.jit
+def _delta_root(row, b_row, a_row, s0, h, kh, dk, in_k, dv, in_v, a_coef, dt_bias, scale,
+                HK: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr, act_dtype: tl.constexpr):
+    """The peeled root (token 0 of the forward) from the committed state s0 [DKP, BLOCK_V]: its
+    normalised key k0 [DKP], its WY value u0 = beta0 (v0 - e^g0 k0 s0) [BLOCK_V], its log decay g0,
+    its normalised query q0 and its output e^g0 q0 s0 + (q0 . k0) u0 (= q0 after its own update)."""
+    q0 = tl.load(row + kh * DK + dk, mask=in_k, other=0.0).to(tl.float32)
+    k0 = tl.load(row + HK * DK + kh * DK + dk, mask=in_k, other=0.0).to(tl.float32)
+    v0 = tl.load(row + 2 * HK * DK + h * DV + dv, mask=in_v, other=0.0).to(tl.float32)
+    q0 = q0 * (tl.rsqrt(tl.sum(q0 * q0, axis=0) + 1e-6) * scale)
+    k0 = k0 * tl.rsqrt(tl.sum(k0 * k0, axis=0) + 1e-6)
+    beta0 = round_to(1.0 / (1.0 + tl.exp(-tl.load(b_row + h).to(tl.float32))), act_dtype).to(tl.float32)
+    g0 = a_coef * softplus(tl.load(a_row + h).to(tl.float32) + dt_bias)
+    u0 = beta0 * (v0 - tl.exp(g0) * tl.sum(k0[:, None] * s0, axis=0))
+    o0 = tl.exp(g0) * tl.sum(q0[:, None] * s0, axis=0) + tl.sum(q0 * k0, axis=0) * u0
+    return q0, k0, u0, g0, o0
+
+
+@triton.jit
 def _gated_delta_wy_kernel(
     qkv_ptr, b_ptr, a_ptr, a_log_ptr, dt_bias_ptr, out_ptr, committed_ptr, scratch_ptr,
     slots_ptr, base_ptr, nodes_ptr, anc_ptr, path_ptr, depth_ptr, start_ptr,
     fk, fu, fg, fpath, fdepth, fmeta, R,
     T, W, stride_qb, stride_qt, stride_bb, stride_bt, stride_ab, stride_at, stride_ob, stride_ot,
     HK: tl.constexpr, HV: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr,
-    DKP: tl.constexpr, BLOCK_V: tl.constexpr, TP: tl.constexpr, PRECISION: tl.constexpr,
+    DKP: tl.constexpr, BLOCK_V: tl.constexpr, TP: tl.constexpr, PEEL: tl.constexpr, PRECISION: tl.constexpr,
 ):
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1)
     vb = tl.program_id(2)
     kh = h // (HV // HK)
-    t = tl.arange(0, TP)
+    r = tl.arange(0, TP)
+    t = r + 1 if PEEL else r  # the tile's tokens (PEEL: token 0 is the peeled root, outside the tile)
     in_t = t < T
     dk = tl.arange(0, DKP)
     in_k = dk < DK
@@ -60,14 +86,15 @@ def _gated_delta_wy_kernel(
     a_coef = -tl.exp(tl.load(a_log_ptr + h).to(tl.float32))
     dt_bias = tl.load(dt_bias_ptr + h).to(tl.float32)
     scale = 1.0 / tl.sqrt(DK * 1.0)
-    starts = tl.load(start_ptr + b * T + t, mask=in_t, other=-1)
-    if tl.max(starts, axis=0) < 0:  # every node derives from the committed state: the WY form
+    starts = tl.maximum(tl.max(tl.load(start_ptr + b * T + t, mask=in_t, other=-1), axis=0),
+                        tl.load(start_ptr + b * T))
+    if starts < 0:  # every token derives from the committed state: the WY form
         rows = qkv_ptr + b * stride_qb + t[:, None] * stride_qt
         m_tk = in_t[:, None] & in_k[None, :]
+        m_tv = in_t[:, None] & in_v[None, :]
         q = tl.load(rows + kh * DK + dk[None, :], mask=m_tk, other=0.0).to(tl.float32)
         k = tl.load(rows + HK * DK + kh * DK + dk[None, :], mask=m_tk, other=0.0).to(tl.float32)
-        v = tl.load(rows + 2 * HK * DK + h * DV + dv[None, :], mask=in_t[:, None] & in_v[None, :],
-                    other=0.0).to(tl.float32)
+        v = tl.load(rows + 2 * HK * DK + h * DV + dv[None, :], mask=m_tv, other=0.0).to(tl.float32)
         bt = tl.load(b_ptr + b * stride_bb + t * stride_bt + h, mask=in_t, other=0.0).to(tl.float32)
         at = tl.load(a_ptr + b * stride_ab + t * stride_at + h, mask=in_t, other=0.0).to(tl.float32)
         q = q * (tl.rsqrt(tl.sum(q * q, axis=1) + 1e-6) * scale)[:, None]
@@ -75,35 +102,64 @@ def _gated_delta_wy_kernel(
         frow = slot * R + t
         if vb == 0:
             tl.store(fk + (frow[:, None] * HV + h) * DK + dk[None, :], k, mask=m_tk)
-        # every product with q or k first, so the [T, Dk] tiles are dead before the solve
         s0 = tl.load(committed + idx, mask=m2, other=0.0)
+        anc = tl.load(anc_ptr + b * T * T + t[:, None] * T + t[None, :], mask=in_t[:, None] & in_t[None, :],
+                      other=0) != 0
+        g = a_coef * softplus(at + dt_bias)
+        G = tl.sum(tl.where(anc, g[None, :], 0.0), axis=1)  # log decay along the path inside the tile
+        if PEEL:
+            # a token under the root starts from its state S1 = e^g0 S + k0 u0^T: the root enters the
+            # tile's right-hand side and outputs as rank-one terms, and its decay joins G
+            q0, k0, u0, g0, o0 = _delta_root(qkv_ptr + b * stride_qb, b_ptr + b * stride_bb, a_ptr + b * stride_ab, s0,
+                                             h, kh, dk, in_k, dv, in_v, a_coef, dt_bias, scale, HK, DK, DV, act_dtype)
+            under = tl.load(anc_ptr + b * T * T + t * T, mask=in_t, other=0) != 0
+            under_root = tl.where(under, tl.exp(G), 0.0)  # e^(G inside the tile) for tokens under the root
+            kk0 = tl.sum(k * k0[None, :], axis=1)
+            qk0 = tl.sum(q * k0[None, :], axis=1)
+            G = G + tl.where(under, g0, 0.0)
+        # every product with q or k first, so the [T, Dk] tiles are dead before the solve
         kk = tl.dot(k, tl.trans(k), input_precision=PRECISION)
         qk = tl.dot(q, tl.trans(k), input_precision=PRECISION)
         ks = tl.dot(k, s0, input_precision=PRECISION)
         qs = tl.dot(q, s0, input_precision=PRECISION)
         beta = round_to(1.0 / (1.0 + tl.exp(-bt)), act_dtype).to(tl.float32)
-        g = a_coef * softplus(at + dt_bias)
-        anc = tl.load(anc_ptr + b * T * T + t[:, None] * T + t[None, :], mask=in_t[:, None] & in_t[None, :],
-                      other=0) != 0
-        G = tl.sum(tl.where(anc, g[None, :], 0.0), axis=1)
         decay = tl.where(anc, tl.exp(tl.where(anc, G[:, None] - G[None, :], 0.0)), 0.0)
         e_g = tl.exp(G)
-        x = tl.where(t[:, None] == t[None, :], 0.0, -(beta[:, None] * decay * kk))  # -L
+        x = tl.where(r[:, None] == r[None, :], 0.0, -(beta[:, None] * decay * kk))  # -L
         u = beta[:, None] * (v - e_g[:, None] * ks)
-        depth = tl.max(tl.load(depth_ptr + b * T + t, mask=in_t, other=1), axis=0)
+        o = e_g[:, None] * qs
+        if PEEL:
+            u = u - (beta * under_root * kk0)[:, None] * u0[None, :]
+            o = o + (under_root * qk0)[:, None] * u0[None, :]
+        depth = tl.load(depth_ptr + b * T + t, mask=in_t, other=1)
+        if PEEL:
+            depth = depth - under.to(tl.int32)  # the depth inside the tile
+        depth = tl.max(depth, axis=0)
         for _ in range(0, tl.ceil(tl.log2(depth.to(tl.float32))).to(tl.int32)):  # (I - L)(I + L^2)... U
             u = u + tl.dot(x, u, input_precision=PRECISION)
             x = tl.dot(x, x, input_precision=PRECISION)
-        o = e_g[:, None] * qs + tl.dot(decay * qk, u, input_precision=PRECISION)
+        o = o + tl.dot(decay * qk, u, input_precision=PRECISION)
         tl.store(out_ptr + b * stride_ob + t[:, None] * stride_ot + h * DV + dv[None, :], round_to(o, act_dtype),
-                 mask=in_t[:, None] & in_v[None, :])
-        tl.store(fu + (frow[:, None] * HV + h) * DV + dv[None, :], u, mask=in_t[:, None] & in_v[None, :])
+                 mask=m_tv)
+        tl.store(fu + (frow[:, None] * HV + h) * DV + dv[None, :], u, mask=m_tv)
+        if PEEL:
+            tl.store(out_ptr + b * stride_ob + h * DV + dv, round_to(o0, act_dtype), mask=in_v)
+            tl.store(fu + (slot * R * HV + h) * DV + dv, u0, mask=in_v)
         if vb == 0:
             tl.store(fg + frow * HV + h, G, mask=in_t)
+            if PEEL:
+                tl.store(fk + (slot * R * HV + h) * DK + dk, k0, mask=in_k)
+                tl.store(fg + slot * R * HV + h, g0)
             if h == 0:
-                path = tl.load(path_ptr + b * T * T + t[:, None] * T + t[None, :], mask=in_t[:, None] & in_t[None, :])
-                tl.store(fpath + frow[:, None] * R + t[None, :], path, mask=in_t[:, None] & in_t[None, :])
+                m_tt = in_t[:, None] & (r[None, :] < T)
+                path = tl.load(path_ptr + b * T * T + t[:, None] * T + r[None, :], mask=m_tt)
+                tl.store(fpath + frow[:, None] * R + r[None, :], path, mask=m_tt)
                 tl.store(fdepth + frow, tl.load(depth_ptr + b * T + t, mask=in_t), mask=in_t)
+                if PEEL:  # the path column past the tile (a chain's last token), and the root's row
+                    last = tl.load(path_ptr + b * T * T + t * T + TP, mask=in_t)
+                    tl.store(fpath + frow * R + TP, last, mask=in_t)
+                    tl.store(fpath + slot * R * R + r, tl.load(path_ptr + b * T * T + r), mask=r < T)
+                    tl.store(fdepth + slot * R, tl.load(depth_ptr + b * T))
                 tl.store(fmeta + slot * 3, base)
                 tl.store(fmeta + slot * 3 + 1, first_node)
                 tl.store(fmeta + slot * 3 + 2, T)
@@ -128,17 +184,21 @@ def _gated_delta_wy_kernel(
 def launch_wy(qkv, b, a, a_log, dt_bias, out, rf, factors, committed, scratch, *, k_heads, v_heads, k_dim, v_dim,
               block_v: int | None = None, num_warps: int | None = None, precision: str | None = None):
     """Run the WY tree kernel (the caller checked that rf is a tree forward of T <= factors.capacity
-    nodes). block_v / num_warps / precision default to 64 / 8 / tf32x3 (ieee under the interpreter)."""
+    nodes). block_v / num_warps / precision default to 64 / 8 / tf32x3 (ieee under the interpreter).
+    The tile is T tokens padded to a power of two, or, where T is one past a power of two (a verify
+    of the pending token and a 16-, 32- or 64-token draft), the T - 1 tokens after the peeled root."""
     from ._interpreter_compat import interpreting
     B, T, _ = qkv.shape
     path, depth, start = rf.paths()
     block = min(block_v or 64, triton.next_power_of_2(v_dim))
     precision = precision or ("ieee" if interpreting() else "tf32x3")
+    tile = max(16, triton.next_power_of_2(T))
+    peel = T > 1 and max(16, triton.next_power_of_2(T - 1)) < tile
     _gated_delta_wy_kernel[(B, v_heads, triton.cdiv(v_dim, block))](
         qkv, b, a, a_log, dt_bias, out, committed, scratch,
         rf.slots.contiguous(), rf.store.base, rf.nodes.contiguous(), rf.ancestors(), path, depth, start,
         *factors.args(), T, rf.store.nodes,
         qkv.stride(0), qkv.stride(1), b.stride(0), b.stride(1), a.stride(0), a.stride(1), out.stride(0), out.stride(1),
         HK=k_heads, HV=v_heads, DK=k_dim, DV=v_dim, DKP=max(16, triton.next_power_of_2(k_dim)), BLOCK_V=max(16, block),
-        TP=max(16, triton.next_power_of_2(T)), PRECISION=precision, num_warps=num_warps or 8)
+        TP=tile // 2 if peel else tile, PEEL=peel, PRECISION=precision, num_warps=num_warps or 8)
     return out
