@@ -64,6 +64,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=64)
     ap.add_argument("--out", default="")
+    ap.add_argument("--precisions", default="tf32x3,ieee", help="the WY kernel's dot precisions to time")
     args = ap.parse_args(argv)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     n = args.nodes
@@ -98,6 +99,14 @@ def main(argv=None) -> int:
     rows["conv1d_us"] = {"walk": graph_ms(lambda: conv1d_tree(x, w, bias, rf, (0, "conv"), paths=False)),
                          "paths": graph_ms(lambda: conv1d_tree(x, w, bias, rf, (0, "conv"), paths=True)),
                          "decode (1 token)": graph_ms(lambda: conv1d_tree(x[:, :1], w, bias, one, (0, "conv")))}
+    for block_c in (256, 512, 1024) if dev == "cuda" else ():
+        for warps in (4, 8):
+            name = f"paths block_c={block_c} warps={warps}"
+            y = conv1d_tree(x, w, bias, rf, (0, "conv"), paths=True, block_c=block_c, num_warps=warps)
+            checks[f"conv {name} == walk"] = bool(torch.equal(y, y_walk))
+            rows["conv1d_us"][name] = graph_ms(lambda bc=block_c, nw=warps: conv1d_tree(
+                x, w, bias, rf, (0, "conv"), paths=True, block_c=bc, num_warps=nw))
+            print(f"conv {name}: {rows['conv1d_us'][name]} us", file=sys.stderr, flush=True)
     kw = dict(k_heads=HK, v_heads=HV, k_dim=DK, v_dim=DV)
     delta = {}
     for block_v in (32, 64):
@@ -121,7 +130,7 @@ def main(argv=None) -> int:
     ref = gated_delta_rule_tree(qkv, bb, aa, a_log, dt_bias, rf, (0, "delta"), variant="paths", **kw).float()
     ref_states = store.scratch[(0, "delta")][0, :n].clone()
     wy = {}
-    for precision in ("tf32x3", "ieee") if dev == "cuda" else ("ieee",):
+    for precision in args.precisions.split(",") if dev == "cuda" else ("ieee",):
         for block_v in (16, 32, 64):
             for warps in (4, 8):
                 name = f"block_v={block_v} warps={warps} {precision}"

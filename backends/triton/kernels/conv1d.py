@@ -124,10 +124,11 @@ def _conv1d_tree_kernel(
 
 def conv1d_tree(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, rf, key,
                 activation: str = "silu", out: torch.Tensor | None = None, block_c: int = 128,
-                paths: bool | None = None) -> torch.Tensor:
+                paths: bool | None = None, num_warps: int = 4) -> torch.Tensor:
     """x [B, T, C] -> y [B, T, C]; weight [C, 1, K] (or [C, K]); writes every node's window into
     rf.store.scratch[key] (rf: a RecurrentForward). `paths` picks the variant (None: the PATHS
-    variant where replays_paths(rf, T), else the walk; True/False forces one, for tests)."""
+    variant where replays_paths(rf, T), else the walk; True/False forces one, for tests); `block_c` /
+    `num_warps`: the launch (bench/recurrent_tree_kernels.py times them)."""
     B, T, C = x.shape
     w = weight.reshape(C, -1).contiguous()
     K = w.shape[1]
@@ -149,6 +150,6 @@ def conv1d_tree(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
         rf.slots.contiguous(), rf.store.base, rf.nodes.contiguous(), rf.parents.contiguous(), path, depth, start,
         T, C, rf.store.nodes, x.stride(0), x.stride(1), out.stride(0), out.stride(1),
         K=K, KP=max(triton.next_power_of_2(max(K - 1, 1)), 1), BLOCK_C=block, HAS_BIAS=bias is not None,
-        SILU=activation == "silu", PATHS=paths, num_warps=4,
+        SILU=activation == "silu", PATHS=paths, num_warps=num_warps,
     )
     return out
