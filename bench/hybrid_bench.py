@@ -144,6 +144,8 @@ def make_models(args, work: str) -> dict:
                 model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
             model.save_pretrained(folder)
             del model
+            if args.device.startswith("cuda"):
+                torch.cuda.empty_cache()  # the bench stage's processes need the whole card (an H100's 80 GB)
             for name in ("tokenizer.json", "tokenizer_config.json"):
                 shutil.copy2(os.path.join(ZOO_TOKENIZER, name), os.path.join(folder, name))
         with torch.device("meta"):

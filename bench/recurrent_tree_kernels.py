@@ -143,7 +143,9 @@ def main(argv=None) -> int:
                     wy[name] = f"{type(exc).__name__}: {str(exc)[:120]}"
                     continue
                 scale = ref.pow(2).mean().sqrt()
-                checks[f"wy {name}: outputs within 1e-3 of PATHS"] = bool(((out - ref).abs() / (ref.abs() + scale)).max() < 1e-3)
+                # bf16 outputs: an fp32 difference of rounding flips a rounding step (2^-8 relative)
+                err = float(((out - ref).abs() / (ref.abs() + scale)).max())
+                checks[f"wy {name}: outputs within one bf16 step of PATHS (max {err:.1e})"] = err <= 2 ** -7
                 nodes = torch.arange(n, device=dev)
                 rebuilt = store.node_states((0, "delta"), torch.zeros(n, dtype=torch.long, device=dev), nodes)
                 err = float(((rebuilt - ref_states).abs().max() / ref_states.abs().max()))

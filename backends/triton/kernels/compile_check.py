@@ -142,6 +142,8 @@ def _recurrent_cases(bf, f32):
     return [(f"conv1d tree{label}", "conv1d", "_conv1d_tree_kernel", conv, [],
              dict(K=4, KP=4, BLOCK_C=128, HAS_BIAS=True, SILU=True, PATHS=on), dict(num_warps=4))
             for label, on in (("", False), (" (path replay)", True))] + [
+        ("conv1d tree (path replay, as launched: 1024 / 4)", "conv1d", "_conv1d_tree_kernel", conv, [],
+         dict(K=4, KP=4, BLOCK_C=1024, HAS_BIAS=True, SILU=True, PATHS=True), dict(num_warps=4))] + [
         (f"{op} {label}", op, kernel, pointers, floats, dict(const, **flags), dict(num_warps=4))
         for op, kernel, pointers, floats, const in (
             ("gated_delta", "_gated_delta_kernel", delta, [], delta_const),
