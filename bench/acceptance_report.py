@@ -22,7 +22,8 @@ PIPELINES = {
     "chain-k4": ["--draft", "chain", "--k", "4"],
     "tree-b32": ["--draft", "tree", "--k", "6", "--budget", "32", "--topk", "4"],
     "tree-b64": ["--draft", "tree", "--k", "8", "--budget", "64", "--topk", "6"],
-    "tree-d6k8-b64": ["--draft", "tree", "--k", "6", "--budget", "64", "--topk", "8"],  # bench/hybrid_bench.py's tree
+    "tree-d6k8-b64": ["--draft", "tree", "--k", "6", "--budget", "64", "--topk", "8"],
+    "tree-d8k6-b63": ["--draft", "tree", "--k", "8", "--budget", "63", "--topk", "6"],  # bench/hybrid_bench.py's tree
     "ngram-k4": ["--drafter", "ngram", "--k", "4"],
 }
 

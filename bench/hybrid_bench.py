@@ -10,7 +10,7 @@ after each, so a stage that fails or runs out of time loses nothing before it):
             with the target's vocabulary; both carry the zoo tokenizer (its 4096 ids; the other
             rows never occur in the prompts). Random weights: speeds are valid, acceptance is not
             (tau ~ 1); `projection` below shows speedups at a stated tau.
-  compile   `specir init` (chain k = 4; tree: depth 8, top-k 6, budget 64) and
+  compile   `specir init` (chain k = 4; tree: depth 8, top-k 6, budget 63: 64 nodes with the pending token) and
             `specir compile --target h200` of each
   roofline  the AR forward (T = 1, plus argmax; the engine's executor, CUDA-graph replays) at each
             context against the roofline: weight bytes except the embedding, plus KV bytes at that
@@ -72,7 +72,8 @@ DRAFTER = dict(hidden_size=2048, num_hidden_layers=3, num_attention_heads=32, nu
                intermediate_size=8192, tie_word_embeddings=True)
 TINY_DRAFTER = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=1, head_dim=8,
                     intermediate_size=64, tie_word_embeddings=True)
-BUILDS = {"chain": ["--k", "4"], "tree": ["--draft", "tree", "--k", "8", "--topk", "6", "--budget", "64"]}
+# the tree: 64 nodes with its root (the pending token and a 63-token draft), one forward of 64 tokens
+BUILDS = {"chain": ["--k", "4"], "tree": ["--draft", "tree", "--k", "8", "--topk", "6", "--budget", "63"]}
 TINY_BUILDS = {"chain": ["--k", "2"], "tree": ["--draft", "tree", "--k", "2", "--topk", "2", "--budget", "3"]}
 
 

@@ -135,9 +135,12 @@ def _gated_delta_wy_kernel(
         if PEEL:
             depth = depth - under.to(tl.int32)  # the depth inside the tile
         depth = tl.max(depth, axis=0)
-        for _ in range(0, tl.ceil(tl.log2(depth.to(tl.float32))).to(tl.int32)):  # (I - L)(I + L^2)... U
-            u = u + tl.dot(x, u, input_precision=PRECISION)
+        # U = ...(I + L^4)(I + L^2)(I - L) U: one factor per power of two below the depth; the last
+        # power is never squared (a depth of one, L = 0, makes the first factor the identity)
+        u = u + tl.dot(x, u, input_precision=PRECISION)
+        for _ in range(1, tl.ceil(tl.log2(depth.to(tl.float32))).to(tl.int32)):
             x = tl.dot(x, x, input_precision=PRECISION)
+            u = u + tl.dot(x, u, input_precision=PRECISION)
         o = o + tl.dot(decay * qk, u, input_precision=PRECISION)
         tl.store(out_ptr + b * stride_ob + t[:, None] * stride_ot + h * DV + dv[None, :], round_to(o, act_dtype),
                  mask=m_tv)
