@@ -10,7 +10,7 @@ from ..build_folder import atomic_write_text
 from ..errors import SpecirError
 from ..runtime.baseline import ar_pipeline
 from ..runtime.bench import bench, format_table, plot
-from ..runtime.memory import check_batch_fits
+from ..runtime.memory import check_batch_fits, weight_bytes
 from ..step.engine import StepEngine
 from .common_run import add_source_options, positive, prompts_from, session_from
 
@@ -47,7 +47,7 @@ def run(args) -> int:
     for rec, ids in zip(records, prompts):
         workloads.setdefault(rec.get("workload", "prompts"), []).append(ids)
     check_batch_fits(session.pipeline, max(sizes), max(len(p) for p in prompts), args.max_new_tokens, session.device,
-                     backend=session.backend)
+                     backend=session.backend, resident=weight_bytes(session.pipeline, reference=args.check))
     print(f"bench: loading {session.pipeline.name} on {session.backend} ({session.target.name}); kernels and graphs "
           "are built at the first step of each batch size", file=sys.stderr, flush=True)
     engine = session.engine()

@@ -8,7 +8,7 @@ import sys
 from ..errors import SpecirError
 from ..runtime.baseline import target_name
 from ..runtime.bench import WARM_UP_TOKENS, warm_up
-from ..runtime.memory import check_batch_fits
+from ..runtime.memory import check_batch_fits, weight_bytes
 from ..runtime.tokenizer import decode, encode, parse_prompt_ids
 from .common_run import add_source_options, positive, session_from
 
@@ -47,7 +47,7 @@ def run(args) -> int:
         raise SpecirError(f"token id {bad[0]} is outside the target's vocabulary of {vocab}",
                           hint=f"--prompt-ids takes ids from 0 to {vocab - 1}; or give --prompt TEXT")
     check_batch_fits(session.pipeline, 1, len(prompt), args.max_new_tokens, session.device, "--max-new-tokens",
-                     backend=session.backend)
+                     backend=session.backend, resident=weight_bytes(session.pipeline))
     engine = session.engine()
     # as bench warms each batch size: the timed call below reports decoding alone
     warm_s = warm_up(engine, [prompt], 1, args.max_new_tokens, temperature=args.temperature, seed=args.seed)

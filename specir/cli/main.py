@@ -51,9 +51,20 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug: one line, and the way to see more
         if debug:
             raise
+        if _out_of_device_memory(exc):  # not a bug: the device is too small for what was asked
+            print(f"specir: error: the device ran out of memory: {str(exc).splitlines()[0][:300]}\n  hint: use a "
+                  f"smaller --batch-size or fewer --max-new-tokens; `bench --check` holds a second copy of the "
+                  f"target (its judge), so check at a smaller batch size than you time", file=sys.stderr)
+            return 1
         print(f"specir: internal error: {type(exc).__name__}: {exc}\n  hint: rerun with --debug for the "
               f"traceback, and please report it", file=sys.stderr)
         return 3
+
+
+def _out_of_device_memory(exc: BaseException) -> bool:
+    """torch's out-of-memory error (a subclass of RuntimeError), without importing torch for it."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(exc, getattr(torch, "OutOfMemoryError", ()))
 
 
 if __name__ == "__main__":

@@ -68,6 +68,26 @@ def generate_bytes(pipeline: Pipeline, batch: int, prompt_len: int, max_new: int
     return total
 
 
+WEIGHT_BYTES = {"bf16": 2.0, "f16": 2.0, "f32": 4.0, "bf12": 12.25 / 8}  # bf12: docs/BF12.md, metadata counted
+
+
+def weight_bytes(pipeline: Pipeline, *, reference: bool = False) -> int:
+    """Bytes of the checkpoint tensors a run loads: every weight of the models the step runs, plus,
+    with `reference` (a `--check`), the declared target once more in its dtype (the judge's own copy)."""
+    def of(model) -> int:
+        return int(sum(math.prod(w.type.shape) * WEIGHT_BYTES.get(w.type.dtype, 2.0) for w in model.weights))
+    used = {s.lstrip("@") for op in pipeline.step.ops for s in op.symbols}
+    total = sum(of(m) for m in pipeline.models if m.graph is not None and m.name in used)
+    if reference:
+        declared = pipeline.attrs.get("target")
+        name = str(declared.get("model", "")).lstrip("@") if hasattr(declared, "get") else ""
+        target = next((m for m in pipeline.models if m.name == name and m.graph is not None), None)
+        if target is not None:
+            dtype = str(target.attrs.get("dtype", "bf16"))
+            total += int(sum(math.prod(w.type.shape) for w in target.weights) * WEIGHT_BYTES.get(dtype, 2.0))
+    return total
+
+
 def available_bytes(device: str) -> int | None:
     """Memory free for new allocations on `device` (Linux MemAvailable; CUDA free memory), or None."""
     if str(device).startswith("cuda"):
@@ -90,24 +110,30 @@ def available_bytes(device: str) -> int | None:
 
 
 def check_batch_fits(pipeline: Pipeline, batch: int, prompt_len: int, max_new: int, device: str,
-                     option: str = "--batch-size", *, backend: str = "reference") -> None:
+                     option: str = "--batch-size", *, backend: str = "reference", resident: int = 0) -> None:
     """SpecirError when a batch of `batch` prompts cannot fit in the memory `device` has free on
-    `backend` (whose attention may or may not materialise its scores)."""
+    `backend` (whose attention may or may not materialise its scores), after `resident` bytes the
+    command will load first (weight_bytes: the models, and a --check's reference)."""
     free = available_bytes(device)
     if free is None:
         return
     scores = attention_scores(backend)
     need = generate_bytes(pipeline, batch, prompt_len, max_new, scores=scores)
-    if need <= free:
+    if need + resident <= free:
         return
     where = "GPU" if str(device).startswith("cuda") else "this machine"
+    has = f"{where} has {_gb(free)} free" + (f", {_gb(resident)} of it for the weights" if resident else "")
+    room = max(free - resident, 0)
     if option == "--max-new-tokens":
         raise SpecirError(f"--max-new-tokens {max_new} needs at least {_gb(need)} for caches and activations, but "
-                          f"{where} has {_gb(free)} free", hint="use fewer --max-new-tokens")
+                          f"{has}", hint="use fewer --max-new-tokens")
     one = max(generate_bytes(pipeline, 1, prompt_len, max_new, scores=scores), 1)
-    fits = max(1, int(free // one))
+    fits = int(room // one)
+    if fits < 1:
+        raise SpecirError(f"{option} {batch} needs at least {_gb(need)} for caches and activations, but {has}",
+                          hint="use a device with more memory" + (" (or fewer --max-new-tokens)" if max_new > 1 else ""))
     raise SpecirError(f"{option} {batch} needs at least {_gb(need)} for caches and activations (prompts of up to "
-                      f"{prompt_len} tokens, {max_new} new tokens), but {where} has {_gb(free)} free",
+                      f"{prompt_len} tokens, {max_new} new tokens), but {has}",
                       hint=f"use {option} {min(fits, batch - 1)} or less" + (" (or fewer --max-new-tokens)"
                                                                             if max_new > 1 else ""))
 

@@ -1,6 +1,7 @@
 """bench refuses, before any timing, an --out it cannot write and a batch that cannot fit in memory."""
 from __future__ import annotations
 
+import math
 import os
 
 import pytest
@@ -47,7 +48,7 @@ def test_bench_batch_that_cannot_fit_is_refused_up_front(tmp_path, specir_cli, n
                                                          monkeypatch):
     pipeline = load_pipeline(ngram_spec)
     one = memory.generate_bytes(pipeline, 1, 3, 2)
-    monkeypatch.setattr(memory, "available_bytes", lambda device: 1000 * one)
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 1000 * one + memory.weight_bytes(pipeline))
     err = assert_error(specir_cli("bench", ngram_spec, "--prompts", prompts, "--max-new-tokens", 2,
                                   "--batch-size", "1,100000", "--out", tmp_path / "o"),
                        "--batch-size 100000 needs at least", hint="use --batch-size 1000 or less")
@@ -99,3 +100,49 @@ def test_run_with_more_new_tokens_than_memory_holds(tmp_path, specir_cli, ngram_
     path.write_text(ngram_spec.read_text().replace("max_position = 512", f"max_position = {2**40}"))
     assert_error(specir_cli("run", path, "--prompt-ids", "1,2", "--max-new-tokens", str(2**39)),
                  f"--max-new-tokens {2**39} needs at least", hint="use fewer --max-new-tokens")
+
+
+def test_weights_to_load_count_against_the_free_memory(monkeypatch):
+    """check_batch_fits subtracts what the command loads first: the step's models, and with --check
+    the declared target again (the judge's copy); a batch that fits beside them passes, one that
+    needs more than is left is refused with the weights named, and no room at all asks for a
+    larger device."""
+    from specir.errors import SpecirError
+    from specir.pipeline_template import default_spec_text
+    pipeline = load_pipeline("<default>", text=default_spec_text())
+    models = memory.weight_bytes(pipeline)
+    target = next(m for m in pipeline.models if m.name == "target")
+    expected = sum(2 * math.prod(w.type.shape) for m in pipeline.models for w in m.weights)
+    assert models == expected
+    assert memory.weight_bytes(pipeline, reference=True) == models + sum(2 * math.prod(w.type.shape)
+                                                                         for w in target.weights)
+    one = memory.generate_bytes(pipeline, 1, 64, 64)
+    monkeypatch.setattr(memory, "available_bytes", lambda device: models + 4 * one)
+    memory.check_batch_fits(pipeline, 4, 64, 64, "cpu", resident=models)
+    with pytest.raises(SpecirError, match="of it for the weights") as err:
+        memory.check_batch_fits(pipeline, 8, 64, 64, "cpu", resident=models)
+    assert "--batch-size 4 or less" in err.value.hint
+    with pytest.raises(SpecirError, match="of it for the weights") as err:
+        memory.check_batch_fits(pipeline, 1, 64, 64, "cpu", resident=models + 4 * one)
+    assert "more memory" in err.value.hint
+
+
+def test_a_device_out_of_memory_is_one_error_with_a_hint_not_an_internal_error(monkeypatch, specir_cli):
+    import torch
+
+    def oom(args):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 16.00 MiB.\nmore detail")
+    monkeypatch.setattr("specir.cli.cmd_targets.run", oom, raising=False)
+    from specir.cli import main as cli_main
+    real = cli_main.build_parser
+
+    def parser():
+        p = real()
+        p.set_defaults(func=oom)
+        return p
+    monkeypatch.setattr(cli_main, "build_parser", parser)
+    code, out, err = specir_cli("targets")
+    assert code == 1
+    assert "internal error" not in err and "Traceback" not in err
+    assert err.startswith("specir: error: the device ran out of memory: CUDA out of memory.")
+    assert "more detail" not in err and "hint: use a smaller --batch-size" in err
