@@ -65,6 +65,7 @@ def main(argv=None) -> int:
     ap.add_argument("--nodes", type=int, default=64)
     ap.add_argument("--out", default="")
     ap.add_argument("--precisions", default="tf32x3,ieee", help="the WY kernel's dot precisions to time")
+    ap.add_argument("--wy-configs", default="16x4,16x8,32x4,32x8,64x4,64x8", help="the WY launches to time: BLOCKxWARPS")
     args = ap.parse_args(argv)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     n = args.nodes
@@ -131,29 +132,26 @@ def main(argv=None) -> int:
     ref_states = store.scratch[(0, "delta")][0, :n].clone()
     wy = {}
     for precision in args.precisions.split(",") if dev == "cuda" else ("ieee",):
-        for block_v in (16, 32, 64):
-            for warps in (4, 8):
-                name = f"block_v={block_v} warps={warps} {precision}"
-                run = lambda bv=block_v, nw=warps, pr=precision: gated_delta_rule_tree(  # noqa: E731
-                    qkv, bb, aa, a_log, dt_bias, rf, (0, "delta"), variant="wy", block_v=bv, num_warps=nw,
-                    precision=pr, **kw)
-                try:
-                    out = run().float()
-                except Exception as exc:  # e.g. a configuration past the shared memory
-                    wy[name] = f"{type(exc).__name__}: {str(exc)[:120]}"
-                    continue
-                scale = ref.pow(2).mean().sqrt()
-                # bf16 outputs: an fp32 difference of rounding flips a rounding step (2^-8 relative)
-                err = float(((out - ref).abs() / (ref.abs() + scale)).max())
-                checks[f"wy {name}: outputs within one bf16 step of PATHS (max {err:.1e})"] = err <= 2 ** -7
-                nodes = torch.arange(n, device=dev)
-                rebuilt = store.node_states((0, "delta"), torch.zeros(n, dtype=torch.long, device=dev), nodes)
-                err = float(((rebuilt - ref_states).abs().max() / ref_states.abs().max()))
-                checks[f"wy {name}: node states within 1e-4 of PATHS"] = err < 1e-4
-                wy[name] = graph_ms(run)
-                print(f"wy {name}: {wy[name]} us", file=sys.stderr, flush=True)  # a killed run keeps what it timed
-                if dev != "cuda":
-                    break
+        for block_v, warps in (map(int, c.split("x")) for c in args.wy_configs.split(",")):
+            name = f"block_v={block_v} warps={warps} {precision}"
+            run = lambda bv=block_v, nw=warps, pr=precision: gated_delta_rule_tree(  # noqa: E731
+                qkv, bb, aa, a_log, dt_bias, rf, (0, "delta"), variant="wy", block_v=bv, num_warps=nw,
+                precision=pr, **kw)
+            try:
+                out = run().float()
+            except Exception as exc:  # e.g. a configuration past the shared memory
+                wy[name] = f"{type(exc).__name__}: {str(exc)[:120]}"
+                continue
+            scale = ref.pow(2).mean().sqrt()
+            # bf16 outputs: an fp32 difference of rounding flips a rounding step (2^-8 relative)
+            err = float(((out - ref).abs() / (ref.abs() + scale)).max())
+            checks[f"wy {name}: outputs within one bf16 step of PATHS (max {err:.1e})"] = err <= 2 ** -7
+            nodes = torch.arange(n, device=dev)
+            rebuilt = store.node_states((0, "delta"), torch.zeros(n, dtype=torch.long, device=dev), nodes)
+            err = float(((rebuilt - ref_states).abs().max() / ref_states.abs().max()))
+            checks[f"wy {name}: node states within 1e-4 of PATHS"] = err < 1e-4
+            wy[name] = graph_ms(run)
+            print(f"wy {name}: {wy[name]} us", file=sys.stderr, flush=True)  # a killed run keeps what it timed
             if dev != "cuda":
                 break
     node = torch.tensor([n - 1], device=dev)

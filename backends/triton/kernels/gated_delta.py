@@ -139,7 +139,8 @@ def gated_delta_rule_tree(qkv: torch.Tensor, b: torch.Tensor, a: torch.Tensor, a
     dot precision (default tf32x3 on a GPU). `store_states=False`
     (PATHS only) computes the outputs without writing node states (bench/recurrent_tree_kernels.py).
     `block_v` / `num_warps` default per variant: the walk 32 / 4, PATHS 64 / 2 (at the Qwen3.5-9B
-    shape and 64 nodes on an H200, 95 us a launch against 131 us at 32 / 4; session 16), WY 32 / 8."""
+    shape and 64 nodes on an H200, 95 us a launch against 131 us at 32 / 4; session 16), WY 32 / 4 (8 with
+    its root peeled: gated_delta_wy.launch_wy)."""
     B, T, _ = qkv.shape
     committed, scratch = rf.store.committed[key], rf.store.scratch[key]
     if committed.shape[1:] != (v_heads, k_dim, v_dim) or committed.dtype != torch.float32:

@@ -187,8 +187,11 @@ def _gated_delta_wy_kernel(
 def launch_wy(qkv, b, a, a_log, dt_bias, out, rf, factors, committed, scratch, *, k_heads, v_heads, k_dim, v_dim,
               block_v: int | None = None, num_warps: int | None = None, precision: str | None = None):
     """Run the WY tree kernel (the caller checked that rf is a tree forward of T <= factors.capacity
-    nodes). block_v / num_warps / precision default to 32 / 8 / tf32x3 (ieee under the interpreter; at the
-    Qwen3.5-9B shape and 65 tokens, 32 / 8 took 41.6 us a launch on an H100 against 59.8 at 64 / 8, session 18).
+    nodes). block_v / precision default to 32 / tf32x3 (ieee under the interpreter), num_warps to 4, or 8 with
+    the root peeled: at the Qwen3.5-9B shape on an H100 (session 18), 64 tokens took 26.3 us a launch at
+    32 / 4 against 38.4 at 32 / 8, and 65 tokens 41.2 at 32 / 8 against 58.1 at 32 / 4 and 58.8 at 64 / 8.
+    block_v 16 at 8 warps computed wrong outputs when compiled there (caught by
+    bench/recurrent_tree_kernels.py's checks; every other configuration agreed with PATHS): not used.
     The tile is T tokens padded to a power of two, or, where T is one past a power of two (a verify
     of the pending token and a 16-, 32- or 64-token draft), the T - 1 tokens after the peeled root."""
     from ._interpreter_compat import interpreting
@@ -204,5 +207,5 @@ def launch_wy(qkv, b, a, a_log, dt_bias, out, rf, factors, committed, scratch, *
         *factors.args(), T, rf.store.nodes,
         qkv.stride(0), qkv.stride(1), b.stride(0), b.stride(1), a.stride(0), a.stride(1), out.stride(0), out.stride(1),
         HK=k_heads, HV=v_heads, DK=k_dim, DV=v_dim, DKP=max(16, triton.next_power_of_2(k_dim)), BLOCK_V=max(16, block),
-        TP=tile // 2 if peel else tile, PEEL=peel, PRECISION=precision, num_warps=num_warps or 8)
+        TP=tile // 2 if peel else tile, PEEL=peel, PRECISION=precision, num_warps=num_warps or (8 if peel else 4))
     return out
