@@ -340,7 +340,7 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--no-check", dest="check", action="store_false", help="skip token forcing in bench")
     # the trained small hybrid's taus on code-completion with the shipped drafter, these builds' shapes
-    # (chain-k4, tree-b64 of bench/results/acceptance-hybrid, 2026-12-01; chain 3.50 again on 2026-12-06)
+    # (chain-k4: bench/results/acceptance-hybrid-2026-12-06; tree-d8k6-b63: acceptance-hybrid-2026-12-06b)
     ap.add_argument("--tau-chain", type=float, default=3.50)
     ap.add_argument("--tau-tree", type=float, default=6.69)
     ap.add_argument("--budget-s", type=float, default=560)

@@ -52,9 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             raise
         if _out_of_device_memory(exc):  # not a bug: the device is too small for what was asked
-            print(f"specir: error: the device ran out of memory: {str(exc).splitlines()[0][:300]}\n  hint: use a "
-                  f"smaller --batch-size or fewer --max-new-tokens; `bench --check` holds a second copy of the "
-                  f"target (its judge), so check at a smaller batch size than you time", file=sys.stderr)
+            print(f"specir: error: the device ran out of memory: {str(exc).splitlines()[0][:300]}\n  hint: ask for "
+                  f"less at once (fewer requests in a batch, fewer new tokens) or use a device with more memory; "
+                  f"`bench --check` also holds the judge's copy of the target", file=sys.stderr)
             return 1
         print(f"specir: internal error: {type(exc).__name__}: {exc}\n  hint: rerun with --debug for the "
               f"traceback, and please report it", file=sys.stderr)

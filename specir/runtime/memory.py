@@ -122,8 +122,13 @@ def check_batch_fits(pipeline: Pipeline, batch: int, prompt_len: int, max_new: i
     if need + resident <= free:
         return
     where = "GPU" if str(device).startswith("cuda") else "this machine"
+    if resident >= free:
+        raise SpecirError(f"the weights alone need {_gb(resident)}, but {where} has {_gb(free)} free",
+                          hint="use a device with more memory" + (" (bench --check loads a second copy of the "
+                                                                  "target: check on a larger device)"
+                                                                  if resident > weight_bytes(pipeline) else ""))
     has = f"{where} has {_gb(free)} free" + (f", {_gb(resident)} of it for the weights" if resident else "")
-    room = max(free - resident, 0)
+    room = free - resident
     if option == "--max-new-tokens":
         raise SpecirError(f"--max-new-tokens {max_new} needs at least {_gb(need)} for caches and activations, but "
                           f"{has}", hint="use fewer --max-new-tokens")

@@ -123,26 +123,31 @@ def test_weights_to_load_count_against_the_free_memory(monkeypatch):
         memory.check_batch_fits(pipeline, 8, 64, 64, "cpu", resident=models)
     assert "--batch-size 4 or less" in err.value.hint
     with pytest.raises(SpecirError, match="of it for the weights") as err:
-        memory.check_batch_fits(pipeline, 1, 64, 64, "cpu", resident=models + 4 * one)
+        memory.check_batch_fits(pipeline, 1, 64, 64, "cpu", resident=models + 4 * one - one // 2)
+    assert "more memory" in err.value.hint
+    with pytest.raises(SpecirError, match="the weights alone need") as err:
+        memory.check_batch_fits(pipeline, 1, 64, 64, "cpu", resident=models + 5 * one)
     assert "more memory" in err.value.hint
 
 
 def test_a_device_out_of_memory_is_one_error_with_a_hint_not_an_internal_error(monkeypatch, specir_cli):
     import torch
 
+    from specir.cli import main as cli_main
+
     def oom(args):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 16.00 MiB.\nmore detail")
-    monkeypatch.setattr("specir.cli.cmd_targets.run", oom, raising=False)
-    from specir.cli import main as cli_main
     real = cli_main.build_parser
 
-    def parser():
+    def parser():  # every subcommand runs `oom`
         p = real()
-        p.set_defaults(func=oom)
+        for action in p._subparsers._group_actions:
+            for sub in action.choices.values():
+                sub.set_defaults(func=oom)
         return p
     monkeypatch.setattr(cli_main, "build_parser", parser)
     code, out, err = specir_cli("targets")
     assert code == 1
     assert "internal error" not in err and "Traceback" not in err
     assert err.startswith("specir: error: the device ran out of memory: CUDA out of memory.")
-    assert "more detail" not in err and "hint: use a smaller --batch-size" in err
+    assert "more detail" not in err and "hint: ask for less at once" in err

@@ -157,7 +157,7 @@ def _recurrent_cases(bf, f32):
          dict(delta_const, CHAIN=False, PATHS=False, FACTORS=True), dict(num_warps=4)),
         ("gated_delta tree (WY, 64 nodes, as launched)", "gated_delta_wy", "_gated_delta_wy_kernel",
          dict(delta, anc_ptr="i8"), [], dict(delta_const, BLOCK_V=32, TP=64, PEEL=False, PRECISION="tf32x3"),
-         dict(num_warps=8)),
+         dict(num_warps=4)),
         ("gated_delta tree (WY, 65 nodes: root peeled, as launched)", "gated_delta_wy", "_gated_delta_wy_kernel",
          dict(delta, anc_ptr="i8"), [], dict(delta_const, BLOCK_V=32, TP=64, PEEL=True, PRECISION="tf32x3"),
          dict(num_warps=8)),

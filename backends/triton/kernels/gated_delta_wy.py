@@ -41,8 +41,8 @@ from .gated_delta import _delta_token
 def _delta_root(row, b_row, a_row, s0, h, kh, dk, in_k, dv, in_v, a_coef, dt_bias, scale,
                 HK: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr, act_dtype: tl.constexpr):
     """The peeled root (token 0 of the forward) from the committed state s0 [DKP, BLOCK_V]: its
-    normalised key k0 [DKP], its WY value u0 = beta0 (v0 - e^g0 k0 s0) [BLOCK_V], its log decay g0,
-    its normalised query q0 and its output e^g0 q0 s0 + (q0 . k0) u0 (= q0 after its own update)."""
+    normalised key k0 [DKP], its WY value u0 = beta0 (v0 - e^g0 k0 s0) [BLOCK_V], its log decay g0
+    and its output e^g0 q0 s0 + (q0 . k0) u0 (its normalised query after its own update)."""
     q0 = tl.load(row + kh * DK + dk, mask=in_k, other=0.0).to(tl.float32)
     k0 = tl.load(row + HK * DK + kh * DK + dk, mask=in_k, other=0.0).to(tl.float32)
     v0 = tl.load(row + 2 * HK * DK + h * DV + dv, mask=in_v, other=0.0).to(tl.float32)
@@ -52,7 +52,7 @@ def _delta_root(row, b_row, a_row, s0, h, kh, dk, in_k, dv, in_v, a_coef, dt_bia
     g0 = a_coef * softplus(tl.load(a_row + h).to(tl.float32) + dt_bias)
     u0 = beta0 * (v0 - tl.exp(g0) * tl.sum(k0[:, None] * s0, axis=0))
     o0 = tl.exp(g0) * tl.sum(q0[:, None] * s0, axis=0) + tl.sum(q0 * k0, axis=0) * u0
-    return q0, k0, u0, g0, o0
+    return k0, u0, g0, o0
 
 
 @triton.jit
@@ -110,7 +110,7 @@ def _gated_delta_wy_kernel(
         if PEEL:
             # a token under the root starts from its state S1 = e^g0 S + k0 u0^T: the root enters the
             # tile's right-hand side and outputs as rank-one terms, and its decay joins G
-            q0, k0, u0, g0, o0 = _delta_root(qkv_ptr + b * stride_qb, b_ptr + b * stride_bb, a_ptr + b * stride_ab, s0,
+            k0, u0, g0, o0 = _delta_root(qkv_ptr + b * stride_qb, b_ptr + b * stride_bb, a_ptr + b * stride_ab, s0,
                                              h, kh, dk, in_k, dv, in_v, a_coef, dt_bias, scale, HK, DK, DV, act_dtype)
             under = tl.load(anc_ptr + b * T * T + t * T, mask=in_t, other=0) != 0
             under_root = tl.where(under, tl.exp(G), 0.0)  # e^(G inside the tile) for tokens under the root
@@ -191,13 +191,16 @@ def launch_wy(qkv, b, a, a_log, dt_bias, out, rf, factors, committed, scratch, *
     the root peeled: at the Qwen3.5-9B shape on an H100 (session 18), 64 tokens took 26.3 us a launch at
     32 / 4 against 38.4 at 32 / 8, and 65 tokens 41.2 at 32 / 8 against 58.1 at 32 / 4 and 58.8 at 64 / 8.
     block_v 16 at 8 warps computed wrong outputs when compiled there (caught by
-    bench/recurrent_tree_kernels.py's checks; every other configuration agreed with PATHS): not used.
+    bench/recurrent_tree_kernels.py's checks; every other configuration agreed with PATHS): a block
+    under 32 (v_dim <= 16) launches at 4 warps.
     The tile is T tokens padded to a power of two, or, where T is one past a power of two (a verify
     of the pending token and a 16-, 32- or 64-token draft), the T - 1 tokens after the peeled root."""
     from ._interpreter_compat import interpreting
     B, T, _ = qkv.shape
+    if T > factors.capacity:
+        raise ValueError(f"the WY kernel keeps the factors of {factors.capacity} tokens at most, got {T}")
     path, depth, start = rf.paths()
-    block = min(block_v or 32, triton.next_power_of_2(v_dim))
+    block = max(16, min(block_v or 32, triton.next_power_of_2(v_dim)))
     precision = precision or ("ieee" if interpreting() else "tf32x3")
     tile = max(16, triton.next_power_of_2(T))
     peel = T > 1 and max(16, triton.next_power_of_2(T - 1)) < tile
@@ -206,6 +209,7 @@ def launch_wy(qkv, b, a, a_log, dt_bias, out, rf, factors, committed, scratch, *
         rf.slots.contiguous(), rf.store.base, rf.nodes.contiguous(), rf.ancestors(), path, depth, start,
         *factors.args(), T, rf.store.nodes,
         qkv.stride(0), qkv.stride(1), b.stride(0), b.stride(1), a.stride(0), a.stride(1), out.stride(0), out.stride(1),
-        HK=k_heads, HV=v_heads, DK=k_dim, DV=v_dim, DKP=max(16, triton.next_power_of_2(k_dim)), BLOCK_V=max(16, block),
-        TP=tile // 2 if peel else tile, PEEL=peel, PRECISION=precision, num_warps=num_warps or (8 if peel else 4))
+        HK=k_heads, HV=v_heads, DK=k_dim, DV=v_dim, DKP=max(16, triton.next_power_of_2(k_dim)), BLOCK_V=block,
+        TP=tile // 2 if peel else tile, PEEL=peel, PRECISION=precision,
+        num_warps=num_warps or (8 if peel and block >= 32 else 4))
     return out
