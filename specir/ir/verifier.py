@@ -307,11 +307,25 @@ def _check_step(pipeline: Pipeline, step: Step, fill: bool) -> Step:
     return replace(step, ops=ops)
 
 
+def _narrowed_head(m) -> bool:
+    """Whether the model's logits come from the first rows of its lm head (draft-vocab): ids of a
+    prefix of the shared vocabulary."""
+    head = next((op for op in m.graph.ops if op.result == m.graph.result), None)
+    weight = m.weight(head.attrs.get("weight", "")) if head is not None else None
+    return weight is not None and "rows_of" in weight.attrs
+
+
 def _check_vocab(pipeline: Pipeline) -> None:
-    vocab_of = {}
+    vocab_of, narrowed = {}, {}
     for m in pipeline.models:
         if m.graph is not None:
-            vocab_of[m.name] = m.graph.result_type
+            (narrowed if _narrowed_head(m) else vocab_of)[m.name] = m.graph.result_type
+    full = next(iter(vocab_of.values()), None)
+    for name, t in narrowed.items():
+        if full is not None and (t.width or 0) > (full.width or 0):
+            m = pipeline.model(name)
+            raise _error(f"@{name} proposes from {t.width} token ids, more than the vocabulary of {full.width}",
+                         m, pipeline, "draft-vocab's size must be below the shared vocabulary")
     if len(set(vocab_of.values())) > 1:
         first = next(iter(vocab_of))
         for m in pipeline.models:

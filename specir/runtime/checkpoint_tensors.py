@@ -3,11 +3,14 @@ IR declares (name, shape, dtype), and memory-mapped iteration over them.
 
 Contract: `model_folder(model, base)` resolves the region's `source`; `check_declared` raises a
 located SpecirError naming the first missing or mismatched weight; `iter_tensors` yields
-(name, tensor) in the checkpoint's dtype on the CPU.
+(name, tensor) in the checkpoint's dtype on the CPU. A weight with a `rows_of` attribute is the
+first rows of another checkpoint tensor (its declared shape[0] of them; draft-vocab's drafter
+head): `stored_as` names the tensor to read, and `check_declared` checks it against that tensor.
 """
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -27,10 +30,24 @@ def model_folder(model: Model, base: Path | None = None) -> Path:
     return resolve_source(source, base)
 
 
+def stored_as(w) -> str:
+    """The checkpoint tensor a declared weight reads: its own name, or the one whose first rows it is."""
+    return str(w.attrs.get("rows_of", w.name))
+
+
 def check_declared(model: Model, names: list[str], index: dict[str, TensorInfo], folder: Path) -> None:
-    """Every name is in the checkpoint with the declared shape (bf12 weights: stored as bf16)."""
+    """Every name is in the checkpoint with the declared shape (bf12 weights: stored as bf16; a
+    `rows_of` weight: at most as many rows as its tensor, the other dimensions equal)."""
     for name in names:
-        w, info = model.weight(name), index.get(name)
+        w = model.weight(name)
+        info = index.get(stored_as(w))
+        if info is not None and "rows_of" in w.attrs:
+            shape = tuple(w.type.shape)
+            if len(info.shape) != len(shape) or info.shape[1:] != shape[1:] or not 0 < shape[0] <= info.shape[0]:
+                raise SpecirError(f"weight {name!r} (the first {shape[0]} rows of {stored_as(w)!r}) does not fit "
+                                  f"its tensor's shape {list(info.shape)} on disk", path=str(info.file),
+                                  location=w.loc or model.loc, hint="run the passes again on this checkpoint")
+            info = replace(info, shape=shape)
         if info is None:
             raise SpecirError(f"weight {name!r} of @{model.name} is missing from {folder}", path=str(folder),
                               hint="the checkpoint changed since the pipeline was written: re-run specir init "

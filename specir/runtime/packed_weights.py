@@ -34,7 +34,9 @@ def packed_file(build: Path, model_name: str) -> Path:
 
 
 def packed_names(model: Model) -> list[str]:
-    return [w.name for w in model.weights if w.type.dtype == "bf12"]
+    """The bf12 weights a build stores packed (a `rows_of` weight, draft-vocab's narrowed head, is
+    packed at load time from its rows instead)."""
+    return [w.name for w in model.weights if w.type.dtype == "bf12" and "rows_of" not in w.attrs]
 
 
 def pack_device() -> torch.device:

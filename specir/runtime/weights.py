@@ -16,7 +16,8 @@ import torch
 from ..bf12 import pack
 from ..importers.checkpoint import tensor_index
 from ..ir.nodes import Model
-from .checkpoint_tensors import check_checkpoints, check_declared, iter_tensors, model_folder  # noqa: F401 (re-exported)
+from .checkpoint_tensors import (check_checkpoints, check_declared, iter_tensors, model_folder,  # noqa: F401
+                                 stored_as)
 from .packed_weights import read_packed_weights
 
 
@@ -29,6 +30,12 @@ def load_weights(model: Model, device: str | torch.device = "cpu", base: Path | 
     packed = {w.name for w in model.weights if w.type.dtype == "bf12" and w.name in names}
     out = {n: m for n, m in read_packed_weights(model, build, folder, device).items() if n in packed} \
         if packed else {}
-    for name, tensor in iter_tensors([n for n in names if n not in out], index):
-        out[name] = pack(tensor.to(device)) if name in packed else tensor.to(device)
+    readers: dict[str, list[tuple[str, int | None]]] = {}  # checkpoint tensor -> (declared name, rows)
+    for name in (n for n in names if n not in out):
+        w = model.weight(name)
+        readers.setdefault(stored_as(w), []).append((name, w.type.shape[0] if "rows_of" in w.attrs else None))
+    for source, tensor in iter_tensors(list(readers), index):  # one tensor in memory at a time
+        for name, rows in readers[source]:
+            part = tensor if rows is None else tensor[:rows]
+            out[name] = pack(part.to(device)) if name in packed else part.to(device)
     return out

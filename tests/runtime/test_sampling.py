@@ -64,7 +64,8 @@ def chi2_pvalues(samples: torch.Tensor, marginals) -> list[float]:
     return out
 
 
-@pytest.mark.parametrize("kind, passes", [("chain", ""), ("tree", "tree-verify{budget=6,topk=3}")])
+@pytest.mark.parametrize("kind, passes", [("chain", ""), ("tree", "tree-verify{budget=6,topk=3}"),
+                                          ("chain", "draft-vocab{size=6}")])  # q is 0 on ids 6..11
 def test_speculative_sampling_matches_target_sampling(kind, passes, small_pair):
     root, target, drafter = small_pair
     marginals = exact_marginals(target)

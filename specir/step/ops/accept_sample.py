@@ -47,16 +47,19 @@ def _emit(nodes: Nodes, path: torch.Tensor, n_path: torch.Tensor, drawn: torch.T
 def _chain_from_q(ctx, nodes: Nodes, p: torch.Tensor, model: str) -> Accepted:
     B, N = nodes.tokens.shape
     dev = p.device
+    q = nodes.q
+    if q.shape[-1] < p.shape[-1]:  # a drafter of the first ids only (draft-vocab): q is 0 past them
+        q = torch.nn.functional.pad(q, (0, p.shape[-1] - q.shape[-1]))
     tok = nodes.tokens[:, 1:]                                                  # [B, N-1] d_1..d_{N-1}
     p_d = p[:, :-1].gather(2, tok[:, :, None])[:, :, 0]
-    q_d = nodes.q[:, 1:].gather(2, tok[:, :, None])[:, :, 0].clamp_min(1e-30)
+    q_d = q[:, 1:].gather(2, tok[:, :, None])[:, :, 0].clamp_min(1e-30)
     u = ctx.uniform((N - 1,), STREAM)
     ok = (u < (p_d / q_d).clamp(max=1.0)) & nodes.valid[:, 1:]
     n_acc = ok.long().cumprod(dim=1).sum(dim=1)                                # accepted drafts
     rejected = (n_acc + 1 < N) & nodes.valid.gather(1, (n_acc + 1).clamp(max=N - 1)[:, None])[:, 0]
     at = n_acc[:, None, None].expand(B, 1, p.shape[-1])
     p_at = p.gather(1, at)[:, 0]
-    q_next = nodes.q.gather(1, (n_acc + 1).clamp(max=N - 1)[:, None, None].expand(B, 1, p.shape[-1]))[:, 0]
+    q_next = q.gather(1, (n_acc + 1).clamp(max=N - 1)[:, None, None].expand(B, 1, p.shape[-1]))[:, 0]
     residual = (p_at - q_next).clamp_min(0)
     residual = torch.where((residual.sum(-1, keepdim=True) > 0), residual, p_at)
     dist = torch.where(rejected[:, None], residual, p_at)

@@ -1,0 +1,94 @@
+"""draft-vocab: the drafter proposes from the first `size` token ids of its vocabulary only.
+
+A drafter's step reads its whole lm head once per draft level (at a 128k-248k vocabulary and a
+1B-width drafter, most of a level's bytes). This pass gives each drafting model a head of the
+first `size` rows of its lm head weight: its logits, ranking and sampling cover ids 0..size-1,
+which are valid ids of the target too (the shared tokenizer). Byte-level BPE vocabularies number
+their tokens in merge order, so the low ids are the frequent ones; the tokens a drafter can no
+longer propose are rejected or never drafted, so acceptance may drop (measure it on your
+workload), never correctness: the target still verifies every token (lossless, as any drafter).
+
+Preconditions: the step drafts with a model (`draft.chain` / `draft.tree` @model); that model is
+not the declared target and no verify op runs it, and its graph ends in a `linear` to its logits.
+Postconditions: each such model declares the weight `"<head>[:size]"` {rows_of = "<head>"}
+(the first `size` rows of the checkpoint tensor), its last linear reads it and returns
+logits<size>; the full head's declaration is dropped where nothing else reads it (a tied head
+keeps the embedding). A model whose vocabulary is at most `size` is left as it is. Provides no fact.
+
+Before:
+    weight "lm_head.weight" : bf16[4096, 256]
+    %logits = linear %norm {weight = "lm_head.weight"} : logits<4096>
+After (draft-vocab{size=1024}):
+    weight "lm_head.weight[:1024]" : bf16[1024, 256] {rows_of = "lm_head.weight"}
+    %logits = linear %norm {weight = "lm_head.weight[:1024]"} : logits<1024>
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from specir.errors import SpecirError
+from specir.ir.nodes import Attrs, Model, Pipeline, Weight
+from specir.ir.opdefs import role_of
+from specir.ir.types import TensorType, logits
+from specir.pass_infra import Option, Pass
+
+DRAFTS_WITH_A_MODEL = ("draft.chain", "draft.tree")
+
+
+def _declared_target(pipeline: Pipeline) -> str | None:
+    declared = pipeline.attrs.get("target")
+    return str(declared.get("model", "")).lstrip("@") if hasattr(declared, "get") else None
+
+
+def _reads(model: Model, name: str, skip) -> bool:
+    """Whether any op of the graph other than `skip` names weight `name` in an attribute."""
+    return any(op is not skip and name in op.attrs.values() for op in model.graph.ops)
+
+
+class DraftVocab(Pass):
+    name = "draft-vocab"
+    options = {"size": Option(int, 32768, "token ids the drafter proposes from (the first ids)", min=1,
+                              max=1 << 20, search=(8192, 16384, 32768, 65536))}
+
+    def run(self, pipeline: Pipeline) -> Pipeline:
+        ops = pipeline.step.ops
+        drafters = {op.symbols[0].lstrip("@") for op in ops if op.name in DRAFTS_WITH_A_MODEL}
+        if not drafters:
+            kinds = ", ".join(sorted({op.name for op in ops if role_of(op) == "draft"})) or "none"
+            raise SpecirError(f"draft-vocab narrows a draft model's head; this step drafts with: {kinds}",
+                              hint="use it on a pipeline whose step drafts with draft.chain or draft.tree @model")
+        verifiers = {s.lstrip("@") for op in ops if role_of(op) == "verify" for s in op.symbols}
+        target = _declared_target(pipeline)
+        models = []
+        for model in pipeline.models:
+            if model.name in drafters:
+                if model.name == target or model.name in verifiers:
+                    raise SpecirError(f"draft-vocab would narrow @{model.name}, which also verifies",
+                                      hint="a verifier's logits must cover the whole vocabulary: draft with "
+                                           "another model")
+                model = self._narrow(model)
+            models.append(model)
+        return replace(pipeline, models=tuple(models))
+
+    def _narrow(self, model: Model) -> Model:
+        if model.graph is None:
+            raise SpecirError(f"draft-vocab needs @{model.name}'s graph", location=model.loc,
+                              hint="run it on a pipeline whose models are imported (specir opt expands them)")
+        head = next((op for op in model.graph.ops if op.result == model.graph.result), None)
+        vocab = model.graph.result_type.width
+        if head is None or head.name != "linear" or "weight" not in head.attrs:
+            found = head.name if head is not None else "nothing"
+            raise SpecirError(f"draft-vocab needs @{model.name}'s logits from a linear, found {found}",
+                              location=model.loc, hint="its graph must end in the lm head's linear")
+        if vocab is None or vocab <= self.size:
+            return model
+        source = model.weight(head.attrs["weight"])
+        name = f"{source.name}[:{self.size}]"
+        narrow = Weight(name, TensorType(source.type.dtype, (self.size, *source.type.shape[1:])),
+                        Attrs({"rows_of": source.name}), source.loc)
+        graph_ops = tuple(replace(op, attrs=op.attrs.set(weight=name), type=logits(self.size)) if op is head else op
+                          for op in model.graph.ops)
+        weights = [w for w in model.weights if w.name != source.name or _reads(model, source.name, head)]
+        weights.insert(next((i for i, w in enumerate(model.weights) if w.name == source.name), len(weights)), narrow)
+        graph = replace(model.graph, ops=graph_ops, result_type=logits(self.size))
+        return replace(model, weights=tuple(weights), graph=graph)

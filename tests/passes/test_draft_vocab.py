@@ -1,0 +1,116 @@
+"""draft-vocab: the drafter proposes from the first ids only, the target still judges every token.
+
+Differential: the narrowed pipeline's greedy tokens equal the AR baseline's (engine) and pass
+`specir check` (token forcing against transformers); every drafted token of a step is below the
+size; the loader gives the narrowed head exactly the checkpoint tensor's first rows. Sampling
+stays lossless (tests/runtime/test_sampling.py runs a narrowed chain through its chi-square test).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+
+from specir.errors import SpecirError
+from specir.ir.opdefs import OPS
+from specir.load import load_pipeline
+from specir.pass_infra import PassManager, build_passes
+from specir.pipeline_template import pipeline_text
+from specir.runtime.baseline import ar_pipeline
+from specir.runtime.session import make_engine
+from specir.runtime.weights import load_weights
+from tests.helpers.checkpoints import make_checkpoint, write_tokenizer
+from tests.helpers.specs import write_prompts
+
+V, SIZE = 259, 64
+PROMPTS = [[5, 6, 7, 5, 6, 7, 9], [1, 2, 3]]
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """(target, drafter): a random Llama (vocab 259, untied head) and a noisy copy of it."""
+    root = tmp_path_factory.mktemp("draft_vocab")
+    target = make_checkpoint("llama", root / "target", seed=5, vocab_size=V, initializer_range=0.3,
+                             num_hidden_layers=2)
+    drafter = make_checkpoint("llama", root / "drafter", seed=7, noise_from=target, noise=0.3)
+    for folder in (target, drafter):
+        write_tokenizer(folder, V)
+    return target, drafter
+
+
+def narrowed(pair, passes: str):
+    target, drafter = pair
+    pipeline = load_pipeline("<test>", text=pipeline_text("p", str(target), str(drafter), 3))
+    return PassManager(build_passes(passes)).run(pipeline)
+
+
+@pytest.mark.parametrize("passes", [f"draft-vocab{{size={SIZE}}}", f"tree-verify{{budget=6,topk=2}},draft-vocab{{size={SIZE}}}"],
+                         ids=["chain", "tree"])
+def test_greedy_output_is_the_targets_and_drafts_stay_in_the_prefix(pair, passes, monkeypatch):
+    pipeline = narrowed(pair, passes)
+    drafter = pipeline.model("drafter")
+    assert drafter.graph.result_type.width == SIZE
+    assert pipeline.model("target").graph.result_type.width == V
+    drafted = []
+    for name in ("draft.chain", "draft.tree"):  # record every draft the step makes
+        opdef = OPS[name]
+
+        def spy(ctx, op, args, real=opdef.step.lower):
+            out = real(ctx, op, args)
+            if hasattr(out, "parents"):  # a tree: node 0 is the pending token, the target's
+                drafted.append(out.tokens[:, 1:][out.valid[:, 1:]].clone())
+            else:
+                drafted.append(out.tokens.clone())
+            return out
+        monkeypatch.setitem(OPS, name, replace(opdef, step=replace(opdef.step, lower=spy)))
+    engine = make_engine(pipeline, "reference", "cpu", None)
+    ar = make_engine(ar_pipeline(pipeline, stock=False), "reference", "cpu", None)
+    got, want = engine.generate(PROMPTS, 16), ar.generate(PROMPTS, 16)
+    assert [r.tokens for r in got] == [r.tokens for r in want]
+    assert drafted and all(int(t.max()) < SIZE for t in drafted)
+
+
+def test_check_passes_with_no_mismatch(pair, specir_cli, tmp_path):
+    target, drafter = pair
+    spec = tmp_path / "p.spec"
+    spec.write_text(pipeline_text("p", str(target), str(drafter), 3))
+    prompts = write_prompts(tmp_path, 2, V, seed=11)
+    code, out, err = specir_cli("check", spec, "-p", f"draft-vocab{{size={SIZE}}}", "--target", "cpu",
+                                "--prompts", prompts, "--max-new-tokens", 12, "--limit", 0, "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["ok"] and report["mismatches"] == 0 and report["tokens_checked"] == report["tokens_asked"] == 24
+
+
+def test_the_narrowed_head_is_the_first_rows_of_the_checkpoint_tensor(pair):
+    pipeline = narrowed(pair, f"draft-vocab{{size={SIZE}}}")
+    drafter = pipeline.model("drafter")
+    full = load_weights(load_pipeline("<t>", text=pipeline_text("p", str(pair[0]), str(pair[1]), 3)).model("drafter"))
+    weights = load_weights(drafter)
+    assert "lm_head.weight" not in weights  # nothing else reads the untied head: not loaded in full
+    assert torch.equal(weights[f"lm_head.weight[:{SIZE}]"], full["lm_head.weight"][:SIZE])
+
+
+def test_a_prefix_longer_than_the_tensor_is_a_located_error(pair):
+    pipeline = narrowed(pair, f"draft-vocab{{size={SIZE}}}")
+    drafter = pipeline.model("drafter")
+    name = f"lm_head.weight[:{SIZE}]"
+    weights = tuple(replace(w, type=replace(w.type, shape=(V + 1, *w.type.shape[1:]))) if w.name == name else w
+                    for w in drafter.weights)
+    with pytest.raises(SpecirError, match="does not fit its tensor's shape"):
+        load_weights(replace(drafter, weights=weights))
+
+
+def test_a_size_at_least_the_vocabulary_leaves_the_pipeline_as_it_is(pair):
+    before = narrowed(pair, "canonicalize")
+    after = narrowed(pair, f"draft-vocab{{size={V}}}")
+    assert after.model("drafter") == before.model("drafter")
+
+
+def test_a_step_without_a_draft_model_is_refused(pair):
+    target, _ = pair
+    pipeline = load_pipeline("<test>", text=pipeline_text("p", str(target), "ngram", 3))
+    with pytest.raises(SpecirError, match="draft-vocab narrows a draft model's head"):
+        PassManager(build_passes("draft-vocab")).run(pipeline)
