@@ -4,9 +4,11 @@ A drafter's step reads its whole lm head once per draft level (at a 128k-248k vo
 1B-width drafter, most of a level's bytes). This pass gives each drafting model a head of the
 first `size` rows of its lm head weight: its logits, ranking and sampling cover ids 0..size-1,
 which are valid ids of the target too (the shared tokenizer). Byte-level BPE vocabularies number
-their tokens in merge order, so the low ids are the frequent ones; the tokens a drafter can no
-longer propose are rejected or never drafted, so acceptance may drop (measure it on your
-workload), never correctness: the target still verifies every token (lossless, as any drafter).
+their tokens in merge order, so low ids lean frequent; the tokens a drafter can no longer propose
+are never drafted, so acceptance drops (on the shipped 4096-id BPE, half the ids cost 15-36 % of a
+tree's tau: bench/results/draft-vocab-cpu-2026-12-06), never correctness: the target still
+verifies every token (lossless, as any drafter). Measure it on your checkpoint and workload; the
+zoo's inflated checkpoints hide the cost (their real ids are all low), so search skips this pass.
 
 Preconditions: the step drafts with a model (`draft.chain` / `draft.tree` @model); that model is
 not the declared target and no verify op runs it, and its graph ends in a `linear` to its logits.
