@@ -114,3 +114,16 @@ def test_a_step_without_a_draft_model_is_refused(pair):
     pipeline = load_pipeline("<test>", text=pipeline_text("p", str(target), "ngram", 3))
     with pytest.raises(SpecirError, match="draft-vocab narrows a draft model's head"):
         PassManager(build_passes("draft-vocab")).run(pipeline)
+
+
+def test_triton_step_backend_runs_the_narrowed_head(pair):
+    """The narrowed head through the Triton model executor (a linear of SIZE rows) equals plain decoding."""
+    import os
+    pytest.importorskip("triton")
+    if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
+        pytest.skip("needs the Triton interpreter or a GPU")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    pipeline = narrowed(pair, f"tree-verify{{budget=6,topk=2}},draft-vocab{{size={SIZE}}}")
+    got = make_engine(pipeline, "triton", device, None).generate(PROMPTS, 8)
+    want = make_engine(ar_pipeline(pipeline, stock=False), "reference", "cpu", None).generate(PROMPTS, 8)
+    assert [r.tokens for r in got] == [r.tokens for r in want]
