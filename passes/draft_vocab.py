@@ -11,11 +11,15 @@ verifies every token (lossless, as any drafter). Measure it on your checkpoint a
 zoo's inflated checkpoints hide the cost (their real ids are all low), so search skips this pass.
 
 Preconditions: the step drafts with a model (`draft.chain` / `draft.tree` @model); that model is
-not the declared target and no verify op runs it, and its graph ends in a `linear` to its logits.
-Postconditions: each such model declares the weight `"<head>[:size]"` {rows_of = "<head>"}
-(the first `size` rows of the checkpoint tensor), its last linear reads it and returns
+not the declared target and no verify op runs it; its logits come from a `linear` or
+`packed_linear` without a bias, possibly through logits `scale` ops (Falcon-H1's and Granite's
+multipliers). Postconditions: each such model declares the weight `"<tensor>[:size]"`
+{rows_of = "<tensor>"} (the first `size` rows of the checkpoint tensor; a head narrowed before
+names its tensor, not itself), the head reads it and it and the scales after it return
 logits<size>; the full head's declaration is dropped where nothing else reads it (a tied head
-keeps the embedding). A model whose vocabulary is at most `size` is left as it is. Provides no fact.
+keeps the embedding). A model whose vocabulary is at most `size` is left as it is. Ranks and
+scores of a tree draft are then over the kept ids (log-probabilities normalised over them).
+Provides no fact.
 
 Before:
     weight "lm_head.weight" : bf16[4096, 256]
@@ -35,6 +39,7 @@ from specir.ir.types import TensorType, logits
 from specir.pass_infra import Option, Pass
 
 DRAFTS_WITH_A_MODEL = ("draft.chain", "draft.tree")
+HEADS = ("linear", "packed_linear")
 
 
 def _declared_target(pipeline: Pipeline) -> str | None:
@@ -76,19 +81,29 @@ class DraftVocab(Pass):
         if model.graph is None:
             raise SpecirError(f"draft-vocab needs @{model.name}'s graph", location=model.loc,
                               hint="run it on a pipeline whose models are imported (specir opt expands them)")
-        head = next((op for op in model.graph.ops if op.result == model.graph.result), None)
-        vocab = model.graph.result_type.width
-        if head is None or head.name != "linear" or "weight" not in head.attrs:
+        producer = {op.result: op for op in model.graph.ops}
+        chain, op = [], producer.get(model.graph.result)
+        while op is not None and op.name == "scale":  # logits multipliers after the head
+            chain.append(op)
+            op = producer.get(op.operands[0])
+        head, vocab = op, model.graph.result_type.width
+        if head is None or head.name not in HEADS or "weight" not in head.attrs:
             found = head.name if head is not None else "nothing"
             raise SpecirError(f"draft-vocab needs @{model.name}'s logits from a linear, found {found}",
                               location=model.loc, hint="its graph must end in the lm head's linear")
+        if head.attrs.get("bias"):
+            raise SpecirError(f"draft-vocab does not narrow @{model.name}'s head bias {head.attrs['bias']!r}",
+                              location=model.loc, hint="draft with a model whose lm head has no bias")
         if vocab is None or vocab <= self.size:
             return model
         source = model.weight(head.attrs["weight"])
-        name = f"{source.name}[:{self.size}]"
+        tensor = str(source.attrs.get("rows_of", source.name))  # a head narrowed before: its checkpoint tensor
+        name = f"{tensor}[:{self.size}]"
         narrow = Weight(name, TensorType(source.type.dtype, (self.size, *source.type.shape[1:])),
-                        Attrs({"rows_of": source.name}), source.loc)
-        graph_ops = tuple(replace(op, attrs=op.attrs.set(weight=name), type=logits(self.size)) if op is head else op
+                        Attrs({"rows_of": tensor}), source.loc)
+        retyped = {id(head), *(id(op) for op in chain)}
+        graph_ops = tuple((replace(op, attrs=op.attrs.set(weight=name), type=logits(self.size)) if op is head else
+                           replace(op, type=logits(self.size))) if id(op) in retyped else op
                           for op in model.graph.ops)
         weights = [w for w in model.weights if w.name != source.name or _reads(model, source.name, head)]
         weights.insert(next((i for i, w in enumerate(model.weights) if w.name == source.name), len(weights)), narrow)

@@ -53,6 +53,17 @@ class Profile:
     def from_dict(cls, data: dict) -> "Profile":
         return cls([Sequence(**s) for s in data["sequences"]], data.get("drafter"), dict(data.get("mids") or {}))
 
+    def within(self, vocab: int | None) -> "Profile":
+        """The profile of a drafter that proposes ids below `vocab` only (draft-vocab's head): a
+        continuation token past it gets RANK_CAP (never drafted); the others keep their rank among
+        the whole vocabulary, an upper bound on their rank among the kept ids. Itself when nothing
+        is cut."""
+        if vocab is None or all(t < vocab for s in self.sequences for t in s.continuation):
+            return self
+        cut = [Sequence(s.prompt, s.continuation, [r if t < vocab else RANK_CAP for r, t in zip(s.ranks, s.continuation)])
+               for s in self.sequences]
+        return Profile(cut, self.drafter, self.mids, self.device)
+
     def mid_ranks(self, model) -> list[list[int]]:
         """The ranks of a mid level's model region on the profiled path, measured once per region."""
         key = region_key(model)

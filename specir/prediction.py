@@ -60,6 +60,9 @@ def predict(pipeline: Pipeline, target: Target, calibration: Calibration, profil
     region (Profile.mid_ranks)."""
     op = draft_op(pipeline)
     two_level = mid_level(pipeline)
+    drafter = pipeline.model(op.symbols[0].lstrip("@")) if op is not None and op.symbols else None
+    if profile is not None and drafter is not None and drafter.graph is not None:
+        profile = profile.within(drafter.graph.result_type.width)  # draft-vocab: ids past the head never drafted
     if profile is None:
         tau = 1.0
     elif two_level is not None:

@@ -321,6 +321,12 @@ def _check_vocab(pipeline: Pipeline) -> None:
         if m.graph is not None:
             (narrowed if _narrowed_head(m) else vocab_of)[m.name] = m.graph.result_type
     full = next(iter(vocab_of.values()), None)
+    for op in pipeline.step.ops if pipeline.step is not None else ():
+        for sym in op.symbols:
+            if sym.lstrip("@") in narrowed and op.name not in ("draft.chain", "draft.tree"):
+                raise _error(f"@{sym.lstrip('@')} proposes from the first {narrowed[sym.lstrip('@')].width} ids only "
+                             f"(draft-vocab), so it cannot serve {op.name}: a judge needs the whole vocabulary",
+                             op, pipeline, "verify with a model whose head is whole")
     for name, t in narrowed.items():
         if full is not None and (t.width or 0) > (full.width or 0):
             m = pipeline.model(name)

@@ -36,6 +36,6 @@ def load_weights(model: Model, device: str | torch.device = "cpu", base: Path | 
         readers.setdefault(stored_as(w), []).append((name, w.type.shape[0] if "rows_of" in w.attrs else None))
     for source, tensor in iter_tensors(list(readers), index):  # one tensor in memory at a time
         for name, rows in readers[source]:
-            part = tensor if rows is None else tensor[:rows]
+            part = tensor if rows is None else tensor[:rows].clone()  # not a view keeping the whole tensor
             out[name] = pack(part.to(device)) if name in packed else part.to(device)
     return out

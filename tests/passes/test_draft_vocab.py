@@ -127,3 +127,45 @@ def test_triton_step_backend_runs_the_narrowed_head(pair):
     got = make_engine(pipeline, "triton", device, None).generate(PROMPTS, 8)
     want = make_engine(ar_pipeline(pipeline, stock=False), "reference", "cpu", None).generate(PROMPTS, 8)
     assert [r.tokens for r in got] == [r.tokens for r in want]
+
+
+def test_a_packed_head_is_narrowed_and_decodes_as_the_target(pair):
+    """A head pack-weights made bf12 (written here: random tiny weights do not pack) narrows to a
+    bf12 head of the first rows, packed at load time."""
+    from specir.ir.printer import print_pipeline
+    head, rest = print_pipeline(narrowed(pair, "canonicalize")).split("model @drafter", 1)
+    rest = rest.replace('weight "lm_head.weight" : bf16[', 'weight "lm_head.weight" : bf12[', 1)
+    rest = rest.replace('linear %norm {weight = "lm_head.weight"}', 'packed_linear %norm {format = "bf12", weight = "lm_head.weight"}', 1)
+    packed = load_pipeline("<test>", text=head + "model @drafter" + rest)
+    pipeline = PassManager(build_passes(f"draft-vocab{{size={SIZE}}}")).run(packed)
+    drafter = pipeline.model("drafter")
+    op = next(op for op in drafter.graph.ops if op.result == drafter.graph.result)
+    assert op.name == "packed_linear" and op.attrs["weight"] == f"lm_head.weight[:{SIZE}]"
+    assert drafter.weight(op.attrs["weight"]).type.dtype == "bf12"
+    engine = make_engine(pipeline, "reference", "cpu", None)
+    ar = make_engine(ar_pipeline(pipeline, stock=False), "reference", "cpu", None)
+    assert [r.tokens for r in engine.generate(PROMPTS, 12)] == [r.tokens for r in ar.generate(PROMPTS, 12)]
+
+
+def test_narrowing_twice_names_the_checkpoint_tensor(pair):
+    pipeline = narrowed(pair, f"draft-vocab{{size={2 * SIZE}}},draft-vocab{{size={SIZE}}}")
+    drafter = pipeline.model("drafter")
+    heads = [w for w in drafter.weights if "rows_of" in w.attrs]
+    assert [(w.name, w.attrs["rows_of"]) for w in heads] == [(f"lm_head.weight[:{SIZE}]", "lm_head.weight")]
+    assert f"lm_head.weight[:{SIZE}]" in load_weights(drafter)
+
+
+def test_a_narrowed_model_cannot_judge(pair):
+    from specir.ir.printer import print_pipeline
+    text = print_pipeline(narrowed(pair, f"draft-vocab{{size={SIZE}}}"))
+    text = text.replace("verify.chain @target", "verify.chain @drafter")
+    with pytest.raises(SpecirError, match="cannot serve verify.chain"):
+        load_pipeline("<test>", text=text)
+
+
+def test_predictions_never_draft_ids_past_the_head():
+    from specir.acceptance_model import RANK_CAP, Profile, Sequence
+    prof = Profile([Sequence([1], [3, 70, 5, 90], [0, 0, 1, 0])], "d")
+    assert prof.within(None) is prof and prof.within(100) is prof
+    assert prof.within(64).sequences[0].ranks == [0, RANK_CAP, 1, RANK_CAP]
+    assert prof.within(64).tau(None) == 1.0
