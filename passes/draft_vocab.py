@@ -36,6 +36,7 @@ from specir.errors import SpecirError
 from specir.ir.nodes import Attrs, Model, Pipeline, Weight
 from specir.ir.opdefs import role_of
 from specir.ir.types import TensorType, logits
+from specir.ir.verifier import logits_head
 from specir.pass_infra import Option, Pass
 
 DRAFTS_WITH_A_MODEL = ("draft.chain", "draft.tree")
@@ -81,12 +82,8 @@ class DraftVocab(Pass):
         if model.graph is None:
             raise SpecirError(f"draft-vocab needs @{model.name}'s graph", location=model.loc,
                               hint="run it on a pipeline whose models are imported (specir opt expands them)")
-        producer = {op.result: op for op in model.graph.ops}
-        chain, op = [], producer.get(model.graph.result)
-        while op is not None and op.name == "scale":  # logits multipliers after the head
-            chain.append(op)
-            op = producer.get(op.operands[0])
-        head, vocab = op, model.graph.result_type.width
+        head, chain = logits_head(model.graph)
+        vocab = model.graph.result_type.width
         if head is None or head.name not in HEADS or "weight" not in head.attrs:
             found = head.name if head is not None else "nothing"
             raise SpecirError(f"draft-vocab needs @{model.name}'s logits from a linear, found {found}",

@@ -307,10 +307,21 @@ def _check_step(pipeline: Pipeline, step: Step, fill: bool) -> Step:
     return replace(step, ops=ops)
 
 
+def logits_head(graph) -> tuple[Op | None, list[Op]]:
+    """(the op that computes a graph's logits, the logits `scale` ops after it in graph order):
+    the returned value's producer, walking back through scales (Falcon-H1's and Granite's multipliers)."""
+    producer = {op.result: op for op in graph.ops}
+    scales, op = [], producer.get(graph.result)
+    while op is not None and op.name == "scale":
+        scales.append(op)
+        op = producer.get(op.operands[0])
+    return op, scales[::-1]
+
+
 def _narrowed_head(m) -> bool:
     """Whether the model's logits come from the first rows of its lm head (draft-vocab): ids of a
     prefix of the shared vocabulary."""
-    head = next((op for op in m.graph.ops if op.result == m.graph.result), None)
+    head, _ = logits_head(m.graph)
     weight = m.weight(head.attrs.get("weight", "")) if head is not None else None
     return weight is not None and "rows_of" in weight.attrs
 

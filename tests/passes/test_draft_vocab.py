@@ -169,3 +169,22 @@ def test_predictions_never_draft_ids_past_the_head():
     assert prof.within(None) is prof and prof.within(100) is prof
     assert prof.within(64).sequences[0].ranks == [0, RANK_CAP, 1, RANK_CAP]
     assert prof.within(64).tau(None) == 1.0
+
+
+@pytest.mark.parametrize("family", ["falcon_h1", "granitemoehybrid"])
+def test_a_hybrid_drafter_whose_logits_are_scaled_narrows_with_its_scale(family, tmp_path):
+    """Falcon-H1 (lm_head_multiplier, untied) and Granite (logits_scaling, tied): the head and the
+    scale after it return the narrowed logits; chain decoding equals the target's."""
+    from tests.hybrid.checkpoints import VOCAB, make_hybrid_checkpoint
+    target = make_hybrid_checkpoint(family, tmp_path / "t", seed=1, dtype=torch.float32)
+    drafter = make_hybrid_checkpoint(family, tmp_path / "d", seed=2, dtype=torch.float32)
+    size = VOCAB // 2
+    pipeline = load_pipeline("<test>", text=pipeline_text("p", str(target), str(drafter), 3))
+    pipeline = PassManager(build_passes(f"draft-vocab{{size={size}}}")).run(pipeline)
+    model = pipeline.model("drafter")
+    last = next(op for op in model.graph.ops if op.result == model.graph.result)
+    assert last.name == "scale" and model.graph.result_type.width == size
+    engine = make_engine(pipeline, "reference", "cpu", None)
+    ar = make_engine(ar_pipeline(pipeline, stock=False), "reference", "cpu", None)
+    prompts = [[5, 6, 7, 5], [1, 2, 3]]
+    assert [r.tokens for r in engine.generate(prompts, 10)] == [r.tokens for r in ar.generate(prompts, 10)]
