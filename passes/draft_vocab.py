@@ -10,8 +10,9 @@ tree's tau: bench/results/draft-vocab-cpu-2026-12-06), never correctness: the ta
 verifies every token (lossless, as any drafter). Measure it on your checkpoint and workload; the
 zoo's inflated checkpoints hide the cost (their real ids are all low), so search skips this pass.
 
-Preconditions: the step drafts with a model (`draft.chain` / `draft.tree` @model); that model is
-not the declared target and no verify op runs it; its logits come from a `linear` or
+Preconditions: the step drafts with a model (an op that only proposes, opdefs.proposes_only:
+`draft.chain` / `draft.tree` @model); no op that judges (a verify, a two-level mid level) runs it,
+so it is not the declared target; its logits come from a `linear` or
 `packed_linear` without a bias, possibly through logits `scale` ops (Falcon-H1's and Granite's
 multipliers). Postconditions: each such model declares the weight `"<tensor>[:size]"`
 {rows_of = "<tensor>"} (the first `size` rows of the checkpoint tensor; a head narrowed before
@@ -34,18 +35,12 @@ from dataclasses import replace
 
 from specir.errors import SpecirError
 from specir.ir.nodes import Attrs, Model, Pipeline, Weight
-from specir.ir.opdefs import role_of
+from specir.ir.opdefs import proposes_only, role_of
 from specir.ir.types import TensorType, logits
 from specir.ir.verifier import logits_head
 from specir.pass_infra import Option, Pass
 
-DRAFTS_WITH_A_MODEL = ("draft.chain", "draft.tree")
 HEADS = ("linear", "packed_linear")
-
-
-def _declared_target(pipeline: Pipeline) -> str | None:
-    declared = pipeline.attrs.get("target")
-    return str(declared.get("model", "")).lstrip("@") if hasattr(declared, "get") else None
 
 
 def _reads(model: Model, name: str, skip) -> bool:
@@ -60,17 +55,18 @@ class DraftVocab(Pass):
 
     def run(self, pipeline: Pipeline) -> Pipeline:
         ops = pipeline.step.ops
-        drafters = {op.symbols[0].lstrip("@") for op in ops if op.name in DRAFTS_WITH_A_MODEL}
+        drafters = {s.lstrip("@") for op in ops if proposes_only(op) for s in op.symbols}
         if not drafters:
             kinds = ", ".join(sorted({op.name for op in ops if role_of(op) == "draft"})) or "none"
             raise SpecirError(f"draft-vocab narrows a draft model's head; this step drafts with: {kinds}",
                               hint="use it on a pipeline whose step drafts with draft.chain or draft.tree @model")
-        verifiers = {s.lstrip("@") for op in ops if role_of(op) == "verify" for s in op.symbols}
-        target = _declared_target(pipeline)
+        # every other op naming a model judges with it (verify ops, a two-level step's mid level; the
+        # declared target is the final verify's model)
+        judges = {s.lstrip("@") for op in ops if not proposes_only(op) for s in op.symbols}
         models = []
         for model in pipeline.models:
             if model.name in drafters:
-                if model.name == target or model.name in verifiers:
+                if model.name in judges:
                     raise SpecirError(f"draft-vocab would narrow @{model.name}, which also verifies",
                                       hint="a verifier's logits must cover the whole vocabulary: draft with "
                                            "another model")

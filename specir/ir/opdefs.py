@@ -86,6 +86,15 @@ def role_of(op) -> str:
     return getattr(OPS.get(op if isinstance(op, str) else op.name), "role", "")
 
 
+def proposes_only(op) -> bool:
+    """Whether `op`'s definition only proposes tokens with the models it names (role "draft", and its
+    step effects judge nothing: not a two-level step's "mid-verify"); a model with a narrowed head
+    (draft-vocab) may serve such ops only."""
+    opdef = OPS.get(op if isinstance(op, str) else op.name)
+    effects = getattr(getattr(opdef, "step", None), "effects", ())
+    return getattr(opdef, "role", "") == "draft" and "mid-verify" not in effects
+
+
 def register_op(opdef: OpDef) -> OpDef:
     """Add an op (built-in or from a plugin). Re-registering the same name replaces it."""
     OPS[opdef.name] = opdef

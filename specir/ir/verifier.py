@@ -18,7 +18,7 @@ from dataclasses import replace
 from ..declared_target import check_declared
 from ..errors import SpecirError
 from .nodes import Attrs, Graph, Model, Op, Pipeline, Step, Symbol
-from .opdefs import MODEL_ATTRS, OPS, OpDef, TypeRuleError, role_of
+from .opdefs import MODEL_ATTRS, OPS, OpDef, TypeRuleError, proposes_only, role_of
 from .types import WEIGHT_DTYPES, TensorType, Type
 
 _KIND_NAMES = {"int": "an integer", "float": "a number", "str": "a string", "symbol": "a model (@name)", "bool": "true or false",
@@ -334,7 +334,7 @@ def _check_vocab(pipeline: Pipeline) -> None:
     full = next(iter(vocab_of.values()), None)
     for op in pipeline.step.ops if pipeline.step is not None else ():
         for sym in op.symbols:
-            if sym.lstrip("@") in narrowed and op.name not in ("draft.chain", "draft.tree"):
+            if sym.lstrip("@") in narrowed and not proposes_only(op):
                 raise _error(f"@{sym.lstrip('@')} proposes from the first {narrowed[sym.lstrip('@')].width} ids only "
                              f"(draft-vocab), so it cannot serve {op.name}: a judge needs the whole vocabulary",
                              op, pipeline, "verify with a model whose head is whole")

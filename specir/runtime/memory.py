@@ -16,6 +16,7 @@ import math
 import os
 
 from ..backends_api import attention_scores
+from ..declared_target import read as read_declared
 from ..errors import SpecirError
 from ..ir.nodes import Model, Pipeline
 from ..ir.ops_recurrent import model_state_specs
@@ -78,13 +79,10 @@ def weight_bytes(pipeline: Pipeline, *, reference: bool = False) -> int:
         return int(sum(math.prod(w.type.shape) * WEIGHT_BYTES.get(w.type.dtype, 2.0) for w in model.weights))
     used = {s.lstrip("@") for op in pipeline.step.ops for s in op.symbols}
     total = sum(of(m) for m in pipeline.models if m.graph is not None and m.name in used)
-    if reference:
-        declared = pipeline.attrs.get("target")
-        name = str(declared.get("model", "")).lstrip("@") if hasattr(declared, "get") else ""
-        target = next((m for m in pipeline.models if m.name == name and m.graph is not None), None)
-        if target is not None:
-            dtype = str(target.attrs.get("dtype", "bf16"))
-            total += int(sum(math.prod(w.type.shape) for w in target.weights) * WEIGHT_BYTES.get(dtype, 2.0))
+    declared = read_declared(pipeline) if reference else None
+    target = pipeline.model(declared.model) if declared is not None else None
+    if target is not None and target.graph is not None:
+        total += int(sum(math.prod(w.type.shape) for w in target.weights) * WEIGHT_BYTES.get(declared.dtype, 2.0))
     return total
 
 
