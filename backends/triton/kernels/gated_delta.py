@@ -27,19 +27,28 @@ from .tree_paths import replays_paths
 
 
 @triton.jit
-def _delta_token(s, row, b_row, a_row, h, kh, dk, in_k, dv, in_v, a_coef, dt_bias, scale,
+def delta_inputs(row, b_row, a_row, h, kh, dk, in_k, dv, in_v, a_coef, dt_bias, scale,
                  HK: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr, act_dtype: tl.constexpr):
-    """One token's gated delta update of the [DKP, BLOCK_V] fp32 state slice `s` (row, b_row, a_row:
-    the token's qkv, b and a rows); returns (state after the token, its scaled q)."""
-    bt = tl.load(b_row + h).to(tl.float32)
-    at = tl.load(a_row + h).to(tl.float32)
+    """One token's inputs to the delta rule for value head h (row, b_row, a_row: its qkv, b and a
+    rows): (q scaled and L2-normalised, k L2-normalised [DKP], v [BLOCK_V], beta, log decay g), fp32."""
     q = tl.load(row + kh * DK + dk, mask=in_k, other=0.0).to(tl.float32)
     k = tl.load(row + HK * DK + kh * DK + dk, mask=in_k, other=0.0).to(tl.float32)
     v = tl.load(row + 2 * HK * DK + h * DV + dv, mask=in_v, other=0.0).to(tl.float32)
     q = q * tl.rsqrt(tl.sum(q * q, axis=0) + 1e-6) * scale
     k = k * tl.rsqrt(tl.sum(k * k, axis=0) + 1e-6)
-    beta = round_to(1.0 / (1.0 + tl.exp(-bt)), act_dtype).to(tl.float32)
-    s = s * tl.exp(a_coef * softplus(at + dt_bias))
+    beta = round_to(1.0 / (1.0 + tl.exp(-tl.load(b_row + h).to(tl.float32))), act_dtype).to(tl.float32)
+    g = a_coef * softplus(tl.load(a_row + h).to(tl.float32) + dt_bias)
+    return q, k, v, beta, g
+
+
+@triton.jit
+def _delta_token(s, row, b_row, a_row, h, kh, dk, in_k, dv, in_v, a_coef, dt_bias, scale,
+                 HK: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr, act_dtype: tl.constexpr):
+    """One token's gated delta update of the [DKP, BLOCK_V] fp32 state slice `s` (row, b_row, a_row:
+    the token's qkv, b and a rows); returns (state after the token, its scaled q)."""
+    q, k, v, beta, g = delta_inputs(row, b_row, a_row, h, kh, dk, in_k, dv, in_v, a_coef, dt_bias, scale,
+                                    HK, DK, DV, act_dtype)
+    s = s * tl.exp(g)
     memory = tl.sum(s * k[:, None], axis=0)
     delta = (v - memory) * beta
     s = s + k[:, None] * delta[None, :]

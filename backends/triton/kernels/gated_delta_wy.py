@@ -34,7 +34,7 @@ import triton.language as tl
 from ._numerics import round_to, softplus
 from ._state_ring import store_state
 from .delta_factors import load_delta_state, shrink_factored
-from .gated_delta import _delta_token
+from .gated_delta import _delta_token, delta_inputs
 
 
 @triton.jit
@@ -43,13 +43,8 @@ def _delta_root(row, b_row, a_row, s0, h, kh, dk, in_k, dv, in_v, a_coef, dt_bia
     """The peeled root (token 0 of the forward) from the committed state s0 [DKP, BLOCK_V]: its
     normalised key k0 [DKP], its WY value u0 = beta0 (v0 - e^g0 k0 s0) [BLOCK_V], its log decay g0
     and its output e^g0 q0 s0 + (q0 . k0) u0 (its normalised query after its own update)."""
-    q0 = tl.load(row + kh * DK + dk, mask=in_k, other=0.0).to(tl.float32)
-    k0 = tl.load(row + HK * DK + kh * DK + dk, mask=in_k, other=0.0).to(tl.float32)
-    v0 = tl.load(row + 2 * HK * DK + h * DV + dv, mask=in_v, other=0.0).to(tl.float32)
-    q0 = q0 * (tl.rsqrt(tl.sum(q0 * q0, axis=0) + 1e-6) * scale)
-    k0 = k0 * tl.rsqrt(tl.sum(k0 * k0, axis=0) + 1e-6)
-    beta0 = round_to(1.0 / (1.0 + tl.exp(-tl.load(b_row + h).to(tl.float32))), act_dtype).to(tl.float32)
-    g0 = a_coef * softplus(tl.load(a_row + h).to(tl.float32) + dt_bias)
+    q0, k0, v0, beta0, g0 = delta_inputs(row, b_row, a_row, h, kh, dk, in_k, dv, in_v, a_coef, dt_bias, scale,
+                                         HK, DK, DV, act_dtype)
     u0 = beta0 * (v0 - tl.exp(g0) * tl.sum(k0[:, None] * s0, axis=0))
     o0 = tl.exp(g0) * tl.sum(q0[:, None] * s0, axis=0) + tl.sum(q0 * k0, axis=0) * u0
     return k0, u0, g0, o0
