@@ -53,14 +53,17 @@ class Profile:
     def from_dict(cls, data: dict) -> "Profile":
         return cls([Sequence(**s) for s in data["sequences"]], data.get("drafter"), dict(data.get("mids") or {}))
 
-    def within(self, vocab: int | None) -> "Profile":
-        """The profile of a drafter that proposes ids below `vocab` only (draft-vocab's head): a
-        continuation token past it gets RANK_CAP (never drafted); the others keep their rank among
-        the whole vocabulary, an upper bound on their rank among the kept ids. Itself when nothing
-        is cut."""
-        if vocab is None or all(t < vocab for s in self.sequences for t in s.continuation):
+    def within(self, kept) -> "Profile":
+        """The profile of a drafter that proposes some ids only (draft-vocab's head): `kept` is an int
+        (ids below it) or a set of ids. A continuation token outside gets RANK_CAP (never drafted);
+        the others keep their rank among the whole vocabulary, an upper bound on their rank among
+        the kept ids. Itself when nothing is cut (or `kept` is None)."""
+        if kept is None:
             return self
-        cut = [Sequence(s.prompt, s.continuation, [r if t < vocab else RANK_CAP for r, t in zip(s.ranks, s.continuation)])
+        inside = kept.__contains__ if isinstance(kept, (set, frozenset)) else (lambda t: t < kept)
+        if all(inside(t) for s in self.sequences for t in s.continuation):
+            return self
+        cut = [Sequence(s.prompt, s.continuation, [r if inside(t) else RANK_CAP for r, t in zip(s.ranks, s.continuation)])
                for s in self.sequences]
         return Profile(cut, self.drafter, self.mids, self.device)
 

@@ -22,7 +22,7 @@ from .ir.nodes import Model, Pipeline
 from .ir.ops_recurrent import state_specs
 from .targets import Target
 
-BYTES_PER_ELEMENT = {"bf16": 2.0, "f16": 2.0, "f32": 4.0, "bf12": 12.25 / 8}
+BYTES_PER_ELEMENT = {"bf16": 2.0, "f16": 2.0, "f32": 4.0, "bf12": 12.25 / 8, "i32": 4.0}  # bf12: docs/BF12.md, metadata counted
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,18 @@ def mid_level(pipeline: Pipeline):
     return None
 
 
+def proposed_ids(model):
+    """The ids a drafting model can propose: an int N (ids below N; its whole vocabulary, or an id-prefix
+    head) or a frozenset (draft-vocab{order=frequency}'s ranked ids, derived as the loader derives them)."""
+    from .ir.verifier import logits_head
+    from .runtime.checkpoint_tensors import derived_weight, model_folder
+    head, _ = logits_head(model.graph)
+    if head is not None and head.name == "vocab_scatter":
+        ids = derived_weight(model, model.weight(head.attrs["ids"]), model_folder(model))
+        return frozenset(ids.tolist())
+    return model.graph.result_type.width
+
+
 def predict(pipeline: Pipeline, target: Target, calibration: Calibration, profile: Profile | None,
             overhead_scale: float = 1.0, context: int = 512) -> Prediction:
     """A two-level step's tau needs the mid level's ranks: the profile measures them once per mid
@@ -62,7 +74,7 @@ def predict(pipeline: Pipeline, target: Target, calibration: Calibration, profil
     two_level = mid_level(pipeline)
     drafter = pipeline.model(op.symbols[0].lstrip("@")) if op is not None and op.symbols else None
     if profile is not None and drafter is not None and drafter.graph is not None:
-        profile = profile.within(drafter.graph.result_type.width)  # draft-vocab: ids past the head never drafted
+        profile = profile.within(proposed_ids(drafter))  # draft-vocab: ids outside the head never drafted
     if profile is None:
         tau = 1.0
     elif two_level is not None:

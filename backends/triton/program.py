@@ -44,7 +44,7 @@ HYBRID_NORMS = ("rms_norm_1p", "rms_norm_gated")
 POINTWISE_OPS = ("activation", "mul", "scale", "slice", "concat")
 RECURRENT_OPS = ("conv1d", "gated_delta_rule", "mamba2_scan")
 SUPPORTED_OPS = ("embed", "rms_norm", "linear", "packed_linear", "rope", "attention", "swiglu", "add",
-                 *HYBRID_NORMS, *POINTWISE_OPS, *RECURRENT_OPS)
+                 "vocab_scatter", *HYBRID_NORMS, *POINTWISE_OPS, *RECURRENT_OPS)
 
 
 @dataclass
@@ -81,6 +81,7 @@ KERNEL_OF = {
     "rms_norm_gated": "hybrid_norm.rms_norm_gated",
     **{name: f"pointwise.{name}" for name in POINTWISE_OPS if name != "slice"},
     "slice": "pointwise.slice_",
+    "vocab_scatter": "vocab_scatter.vocab_scatter",
 }
 
 
@@ -259,7 +260,7 @@ def plan_program(model: Model) -> Program:
             if i in swiglu_in_fusion:
                 continue  # the prologue of its linear
             launches.append(Launch("swiglu", (op.result,), op.values, {}, (op.result,)))
-        elif name in RECURRENT_OPS or name in HYBRID_NORMS or name in POINTWISE_OPS:
+        elif name in RECURRENT_OPS or name in HYBRID_NORMS or name in POINTWISE_OPS or name == "vocab_scatter":
             launches.append(Launch(name, (op.result,), op.values, dict(op.attrs), (op.result,)))
     policy = model.attrs.get("cublas_min_rows")
     states = [spec for op in ops for spec in state_specs(op)]

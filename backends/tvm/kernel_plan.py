@@ -119,7 +119,8 @@ def plan_kernels(pipeline: Pipeline, host, threads: int | None = None,
 
 def _fake_weights(model, dtype) -> dict:
     """Uninitialised tensors of the declared shapes (torch.empty: pages are never touched)."""
-    return {w.name: torch.empty(tuple(w.type.shape), dtype=dtype) for w in model.weights}
+    return {w.name: torch.zeros(tuple(w.type.shape), dtype=torch.int32) if w.type.dtype == "i32"  # token ids
+            else torch.empty(tuple(w.type.shape), dtype=dtype) for w in model.weights}
 
 
 def _dry_run(runner_cls, model, table, tree: bool) -> None:

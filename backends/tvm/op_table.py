@@ -17,7 +17,7 @@ the CPU kernels of `kernels.CPUKernels` doing the work.
 | embed, add    | torch (the reference kernels)                                                |
 | recurrent ops | torch: conv1d, gated_delta_rule and mamba2_scan (and the hybrid families'    |
 | and hybrid    | stateless ops: rms_norm_1p, rms_norm_gated, slice, concat, scale, activation, |
-| ops           | mul) run the reference kernels (backends/reference/{recurrent,hybrid}.py)    |
+| ops           | mul, vocab_scatter) run the reference kernels (reference/{recurrent,hybrid}.py) |
 Activations other than bf16/fp32 (f16) run the reference kernel of the op.
 
 Weights and biases reach the kernels 64-byte aligned (alignment.py): a weight memory-mapped

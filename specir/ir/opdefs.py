@@ -283,4 +283,4 @@ def without_defaults(opname: str, attrs: dict) -> dict:
 from ..step import ops as _step_ops  # noqa: E402,F401
 
 # The hybrid families' ops (stateless and recurrent) live in their own files.
-from . import ops_hybrid, ops_recurrent  # noqa: E402,F401
+from . import ops_hybrid, ops_recurrent, ops_vocab  # noqa: E402,F401

@@ -55,4 +55,4 @@ TOKENS = Type("tokens")
 TREE = Type("tree")
 ACCEPTED = Type("accepted")
 
-WEIGHT_DTYPES = ("bf16", "f16", "f32", "bf12")
+WEIGHT_DTYPES = ("bf16", "f16", "f32", "bf12", "i32")  # i32: token ids (draft-vocab), derived at load

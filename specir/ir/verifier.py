@@ -319,9 +319,12 @@ def logits_head(graph) -> tuple[Op | None, list[Op]]:
 
 
 def _narrowed_head(m) -> bool:
-    """Whether the model's logits come from the first rows of its lm head (draft-vocab): ids of a
-    prefix of the shared vocabulary."""
+    """Whether the model's logits cover part of the vocabulary only (draft-vocab): its lm head is the
+    first rows of the checkpoint's (ids of a prefix of the shared vocabulary), or its logits are
+    its most frequent ids' placed back at their ids (`vocab_scatter`, -inf elsewhere)."""
     head, _ = logits_head(m.graph)
+    if head is not None and head.name == "vocab_scatter":
+        return True
     weight = m.weight(head.attrs.get("weight", "")) if head is not None else None
     return weight is not None and "rows_of" in weight.attrs
 
@@ -335,8 +338,8 @@ def _check_vocab(pipeline: Pipeline) -> None:
     for op in pipeline.step.ops if pipeline.step is not None else ():
         for sym in op.symbols:
             if sym.lstrip("@") in narrowed and not proposes_only(op):
-                raise _error(f"@{sym.lstrip('@')} proposes from the first {narrowed[sym.lstrip('@')].width} ids only "
-                             f"(draft-vocab), so it cannot serve {op.name}: a judge needs the whole vocabulary",
+                raise _error(f"@{sym.lstrip('@')} proposes from part of the vocabulary only (draft-vocab), so it "
+                             f"cannot serve {op.name}: a judge needs the whole vocabulary",
                              op, pipeline, "verify with a model whose head is whole")
     for name, t in narrowed.items():
         if full is not None and (t.width or 0) > (full.width or 0):

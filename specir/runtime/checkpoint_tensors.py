@@ -5,7 +5,9 @@ Contract: `model_folder(model, base)` resolves the region's `source`; `check_dec
 located SpecirError naming the first missing or mismatched weight; `iter_tensors` yields
 (name, tensor) in the checkpoint's dtype on the CPU. A weight with a `rows_of` attribute is the
 first rows of another checkpoint tensor (its declared shape[0] of them; draft-vocab's drafter
-head): `stored_as` names the tensor to read, and `check_declared` checks it against that tensor.
+head), or with `row_ids` too the rows at the token ids that weight names: `stored_as` names the
+tensor to read, and `check_declared` checks it against that tensor. A weight with `ranked_by` is
+derived, not read (`derived_weight`: draft-vocab{order=frequency}'s kept ids).
 """
 from __future__ import annotations
 
@@ -31,8 +33,22 @@ def model_folder(model: Model, base: Path | None = None) -> Path:
 
 
 def stored_as(w) -> str:
-    """The checkpoint tensor a declared weight reads: its own name, or the one whose first rows it is."""
+    """The checkpoint tensor a declared weight reads: its own name, or the one whose rows it is."""
     return str(w.attrs.get("rows_of", w.name))
+
+
+def is_derived(w) -> bool:
+    """Whether a declared weight is computed at load instead of read (draft-vocab's ranked token ids:
+    `ranked_by`), so no checkpoint holds it."""
+    return "ranked_by" in w.attrs
+
+
+def derived_weight(model: Model, w, folder: Path) -> torch.Tensor:
+    """The value of a derived weight: `ranked_by = CORPUS`, `vocab = V` -> the first N (its length) of
+    token ids 0..V-1 ranked by frequency in CORPUS (specir/token_ranking.py), int32."""
+    from ..token_ranking import ranked_ids
+    ids = ranked_ids(str(folder), int(w.attrs["vocab"]), str(w.attrs["ranked_by"]))[: w.type.shape[0]]
+    return torch.tensor(ids, dtype=torch.int32)
 
 
 def check_declared(model: Model, names: list[str], index: dict[str, TensorInfo], folder: Path) -> None:
@@ -40,11 +56,13 @@ def check_declared(model: Model, names: list[str], index: dict[str, TensorInfo],
     `rows_of` weight: at most as many rows as its tensor, the other dimensions equal)."""
     for name in names:
         w = model.weight(name)
+        if is_derived(w):
+            continue
         info = index.get(stored_as(w))
         if info is not None and "rows_of" in w.attrs:
             shape = tuple(w.type.shape)
             if len(info.shape) != len(shape) or info.shape[1:] != shape[1:] or not 0 < shape[0] <= info.shape[0]:
-                raise SpecirError(f"weight {name!r} (the first {shape[0]} rows of {stored_as(w)!r}) does not fit "
+                raise SpecirError(f"weight {name!r} ({shape[0]} rows of {stored_as(w)!r}) does not fit "
                                   f"its tensor's shape {list(info.shape)} on disk", path=str(info.file),
                                   location=w.loc or model.loc, hint="run the passes again on this checkpoint")
             info = replace(info, shape=shape)

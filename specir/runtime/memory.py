@@ -16,6 +16,7 @@ import math
 import os
 
 from ..backends_api import attention_scores
+from ..cost_model import BYTES_PER_ELEMENT
 from ..declared_target import read as read_declared
 from ..errors import SpecirError
 from ..ir.nodes import Model, Pipeline
@@ -69,7 +70,7 @@ def generate_bytes(pipeline: Pipeline, batch: int, prompt_len: int, max_new: int
     return total
 
 
-WEIGHT_BYTES = {"bf16": 2.0, "f16": 2.0, "f32": 4.0, "bf12": 12.25 / 8}  # bf12: docs/BF12.md, metadata counted
+WEIGHT_BYTES = BYTES_PER_ELEMENT  # bytes per weight element by IR dtype (cost_model)
 
 
 def weight_bytes(pipeline: Pipeline, *, reference: bool = False) -> int:

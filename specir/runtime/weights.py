@@ -5,7 +5,8 @@ runner's business), for exactly the weights the IR declares; a weight the IR dec
 files lack (or with another shape) is a SpecirError naming it.
 A weight the IR declares `bf12` (pack-weights) is a `specir.bf12.BF12Matrix` on `device`: read
 from the build folder's packed weights when `build` holds them (runtime/packed_weights.py), else
-packed here, at load time, from the bf16 checkpoint tensor (on `device`).
+packed here, at load time, from the bf16 checkpoint tensor (on `device`). A derived weight
+(`ranked_by`: draft-vocab{order=frequency}'s token ids) is computed (checkpoint_tensors.derived_weight).
 """
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ import torch
 from ..bf12 import pack
 from ..importers.checkpoint import tensor_index
 from ..ir.nodes import Model
-from .checkpoint_tensors import (check_checkpoints, check_declared, iter_tensors, model_folder,  # noqa: F401
-                                 stored_as)
+from .checkpoint_tensors import (check_checkpoints, check_declared, derived_weight, is_derived,  # noqa: F401
+                                 iter_tensors, model_folder, stored_as)
 from .packed_weights import read_packed_weights
 
 
@@ -30,12 +31,23 @@ def load_weights(model: Model, device: str | torch.device = "cpu", base: Path | 
     packed = {w.name for w in model.weights if w.type.dtype == "bf12" and w.name in names}
     out = {n: m for n, m in read_packed_weights(model, build, folder, device).items() if n in packed} \
         if packed else {}
-    readers: dict[str, list[tuple[str, int | None]]] = {}  # checkpoint tensor -> (declared name, rows)
-    for name in (n for n in names if n not in out):
-        w = model.weight(name)
-        readers.setdefault(stored_as(w), []).append((name, w.type.shape[0] if "rows_of" in w.attrs else None))
+    derived = {w.name: derived_weight(model, w, folder) for w in model.weights if is_derived(w)}
+    readers: dict[str, list[str]] = {}  # checkpoint tensor -> declared names reading it
+    for name in (n for n in names if n not in out and n not in derived):
+        readers.setdefault(stored_as(model.weight(name)), []).append(name)
     for source, tensor in iter_tensors(list(readers), index):  # one tensor in memory at a time
-        for name, rows in readers[source]:
-            part = tensor if rows is None else tensor[:rows].clone()  # not a view keeping the whole tensor
+        for name in readers[source]:
+            part = _rows(model.weight(name), tensor, derived)
             out[name] = pack(part.to(device)) if name in packed else part.to(device)
+    out.update({n: t.to(device) for n, t in derived.items() if n in names})
     return out
+
+
+def _rows(w, tensor: torch.Tensor, derived: dict) -> torch.Tensor:
+    """The declared weight's part of its checkpoint tensor: all of it, its first rows (`rows_of`), or
+    the rows at the ids of the derived weight `row_ids` names; a copy, not a view keeping the whole."""
+    if "rows_of" not in w.attrs:
+        return tensor
+    if "row_ids" in w.attrs:
+        return tensor.index_select(0, derived[str(w.attrs["row_ids"])].long())
+    return tensor[: w.type.shape[0]].clone()

@@ -188,3 +188,114 @@ def test_a_hybrid_drafter_whose_logits_are_scaled_narrows_with_its_scale(family,
     ar = make_engine(ar_pipeline(pipeline, stock=False), "reference", "cpu", None)
     prompts = [[5, 6, 7, 5], [1, 2, 3]]
     assert [r.tokens for r in engine.generate(prompts, 10)] == [r.tokens for r in ar.generate(prompts, 10)]
+
+
+# ---------------------------------------------------------------- order=frequency (a ranked head)
+
+CORPUS_TEXT = "def fibonacci(n):\n    return n if n < 2 else fibonacci(n - 1) + fibonacci(n - 2)\n" * 3 + "zzz qqq\n"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    path = tmp_path_factory.mktemp("corpus") / "traffic.txt"
+    path.write_text(CORPUS_TEXT)
+    return path
+
+
+def frequency(corpus, size=SIZE) -> str:
+    return f'draft-vocab{{size={size},order=frequency,corpus="{corpus}"}}'
+
+
+def corpus_ranking(pair, corpus) -> list[int]:
+    """The ranking by hand: count the corpus's tokens with the drafter's tokenizer, most first, ties by id."""
+    from collections import Counter
+
+    from specir.runtime.tokenizer import load_tokenizer
+    counts = Counter(load_tokenizer(str(pair[1]))(CORPUS_TEXT, add_special_tokens=False)["input_ids"])
+    return sorted(range(V), key=lambda t: (-counts.get(t, 0), t))
+
+
+@pytest.mark.parametrize("tree", [False, True], ids=["chain", "tree"])
+def test_frequency_order_decodes_as_the_target_and_drafts_only_ranked_ids(pair, corpus, tree, monkeypatch):
+    passes = ("tree-verify{budget=6,topk=2}," if tree else "") + frequency(corpus)
+    pipeline = narrowed(pair, passes)
+    drafter = pipeline.model("drafter")
+    assert drafter.graph.result_type.width == V  # the kept logits back at their ids
+    scatter = next(op for op in drafter.graph.ops if op.result == drafter.graph.result)
+    assert scatter.name == "vocab_scatter" and scatter.attrs["vocab"] == V
+    kept = set(corpus_ranking(pair, corpus)[:SIZE])
+    drafted = []
+    for name in ("draft.chain", "draft.tree"):
+        opdef = OPS[name]
+
+        def spy(ctx, op, args, real=opdef.step.lower):
+            out = real(ctx, op, args)
+            drafted.append(out.tokens[:, 1:][out.valid[:, 1:]].clone() if hasattr(out, "parents") else out.tokens.clone())
+            return out
+        monkeypatch.setitem(OPS, name, replace(opdef, step=replace(opdef.step, lower=spy)))
+    engine = make_engine(pipeline, "reference", "cpu", None)
+    ar = make_engine(ar_pipeline(pipeline, stock=False), "reference", "cpu", None)
+    assert [r.tokens for r in engine.generate(PROMPTS, 16)] == [r.tokens for r in ar.generate(PROMPTS, 16)]
+    tokens = torch.cat([t.flatten() for t in drafted])
+    assert tokens.numel() and set(tokens.tolist()) <= kept
+
+
+def test_frequency_head_is_the_checkpoint_rows_at_the_ranked_ids(pair, corpus):
+    drafter = narrowed(pair, frequency(corpus)).model("drafter")
+    full = load_weights(load_pipeline("<t>", text=pipeline_text("p", str(pair[0]), str(pair[1]), 3)).model("drafter"))
+    weights = load_weights(drafter)
+    ids = corpus_ranking(pair, corpus)[:SIZE]
+    assert weights[f"lm_head.weight[freq:{SIZE}].ids"].tolist() == ids
+    assert torch.equal(weights[f"lm_head.weight[freq:{SIZE}]"], full["lm_head.weight"][ids])
+    assert "lm_head.weight" not in weights
+
+
+def test_frequency_check_passes_with_no_mismatch(pair, corpus, specir_cli, tmp_path):
+    target, drafter = pair
+    spec = tmp_path / "p.spec"
+    spec.write_text(pipeline_text("p", str(target), str(drafter), 3))
+    prompts = write_prompts(tmp_path, 2, V, seed=11)
+    code, out, err = specir_cli("check", spec, "-p", "tree-verify{budget=6,topk=2}," + frequency(corpus),
+                                "--target", "cpu", "--prompts", prompts, "--max-new-tokens", 12, "--limit", 0, "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["ok"] and report["mismatches"] == 0 and report["tokens_checked"] == 24
+
+
+def test_frequency_triton_step_backend_decodes_as_the_target(pair, corpus):
+    import os
+    pytest.importorskip("triton")
+    if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
+        pytest.skip("needs the Triton interpreter or a GPU")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    pipeline = narrowed(pair, "tree-verify{budget=6,topk=2}," + frequency(corpus))
+    got = make_engine(pipeline, "triton", device, None).generate(PROMPTS, 8)
+    want = make_engine(ar_pipeline(pipeline, stock=False), "reference", "cpu", None).generate(PROMPTS, 8)
+    assert [r.tokens for r in got] == [r.tokens for r in want]
+
+
+def test_frequency_narrowed_twice_or_judging_is_refused(pair, corpus):
+    from specir.ir.printer import print_pipeline
+    with pytest.raises(SpecirError, match="already proposes from its most frequent ids"):
+        narrowed(pair, frequency(corpus) + "," + frequency(corpus, SIZE // 2))
+    text = print_pipeline(narrowed(pair, frequency(corpus))).replace("verify.chain @target", "verify.chain @drafter")
+    with pytest.raises(SpecirError, match="cannot serve verify.chain"):
+        load_pipeline("<test>", text=text)
+
+
+def test_frequency_predictions_draft_only_the_ranked_ids(pair, corpus):
+    from specir.acceptance_model import RANK_CAP, Profile, Sequence
+    from specir.prediction import proposed_ids
+    pipeline = narrowed(pair, frequency(corpus))
+    kept = proposed_ids(pipeline.model("drafter"))
+    assert kept == frozenset(corpus_ranking(pair, corpus)[:SIZE])
+    assert proposed_ids(pipeline.model("target")) == V
+    inside, outside = sorted(kept)[0], next(t for t in range(V) if t not in kept)
+    prof = Profile([Sequence([1], [inside, outside], [0, 0])], "d")
+    assert prof.within(kept).sequences[0].ranks == [0, RANK_CAP]
+
+
+def test_a_missing_ranking_corpus_is_one_error(pair, tmp_path):
+    drafter = narrowed(pair, frequency(tmp_path / "nowhere.txt")).model("drafter")
+    with pytest.raises(SpecirError, match="ranking corpus .* does not exist"):
+        load_weights(drafter)
