@@ -11,7 +11,8 @@ after each, so a stage that fails or runs out of time loses nothing before it):
             rows never occur in the prompts). Random weights: speeds are valid, acceptance is not
             (tau ~ 1); `projection` below shows speedups at a stated tau.
   compile   `specir init` (chain k = 4; tree: depth 8, top-k 6, budget 63: 64 nodes with the pending token) and
-            `specir compile --target h200` of each
+            `specir compile --target h200` of each, and tree-fr: the tree with draft-vocab{size=32768,order=frequency}
+            (`--builds tree-fr` benches it)
   roofline  the AR forward (T = 1, plus argmax; the engine's executor, CUDA-graph replays) at each
             context against the roofline: weight bytes except the embedding, plus KV bytes at that
             context, plus recurrent state bytes (the committed state read and a node state
@@ -76,6 +77,11 @@ TINY_DRAFTER = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, 
 # the tree: 64 nodes with its root (the pending token and a 63-token draft), one forward of 64 tokens
 BUILDS = {"chain": ["--k", "4"], "tree": ["--draft", "tree", "--k", "8", "--topk", "6", "--budget", "63"]}
 TINY_BUILDS = {"chain": ["--k", "2"], "tree": ["--draft", "tree", "--k", "2", "--topk", "2", "--budget", "3"]}
+# builds compiled from another build's spec with passes added: tree-fr, the tree whose drafter proposes from the
+# 32768 ids most frequent in the zoo's training documents (draft-vocab{order=frequency}; a head of 32768 of its
+# 248320 rows). The drafter's real ids (the zoo tokenizer's 4096) are all kept, so its tau is the tree's here.
+VARIANTS = {"tree-fr": ("tree", "draft-vocab{size=32768,order=frequency}")}
+TINY_VARIANTS = {"tree-fr": ("tree", "draft-vocab{size=64,order=frequency}")}
 
 
 class Report:
@@ -167,6 +173,13 @@ def compile_builds(args, report: Report, work: str) -> dict:
         with open(spec, "w") as f:
             f.write(text)
         code, text = report.sh(specir("compile", spec, "--target", "h200", "-o", build), "compile.log", 180)
+        if code != 0:
+            raise RuntimeError(f"compile {name}: {text[-1500:]}")
+        out[name] = build
+    for name, (base, passes) in (TINY_VARIANTS if args.tiny else VARIANTS).items():
+        build = os.path.join(work, f"build-{name}")
+        code, text = report.sh(specir("compile", os.path.join(work, f"{base}.spec"), "-p", passes, "--target", "h200",
+                                      "-o", build), "compile.log", 180)
         if code != 0:
             raise RuntimeError(f"compile {name}: {text[-1500:]}")
         out[name] = build
@@ -300,7 +313,7 @@ def bench(args, report: Report, builds: dict) -> dict:
 
 def projection(args, rows: dict) -> list[dict]:
     """Per build and batch: steps/s = tok/s / tau, and the speedup over AR at an assumed tau."""
-    assumed = {"chain": args.tau_chain, "tree": args.tau_tree}
+    assumed = {"chain": args.tau_chain, "tree": args.tau_tree, "tree-fr": args.tau_tree}
     out = []
     for name, result in rows.items():
         for row in result if isinstance(result, list) else []:
@@ -376,7 +389,8 @@ def main(argv=None) -> int:
     if args.device.startswith("cuda") and torch.cuda.is_available():
         report.data["gpu"] = torch.cuda.get_device_name()
     work = os.path.join(args.work, args.shape)
-    builds = {name: os.path.join(work, f"build-{name}") for name in (TINY_BUILDS if args.tiny else BUILDS)}
+    builds = {name: os.path.join(work, f"build-{name}")
+              for name in [*(TINY_BUILDS if args.tiny else BUILDS), *(TINY_VARIANTS if args.tiny else VARIANTS)]}
     if "models" in stages:
         report.stage("models", lambda: make_models(args, work), 30)
     if "compile" in stages:

@@ -28,5 +28,7 @@ def test_hybrid_bench_tiny(tmp_path, capsys):
     for n in ("1", "3"):  # the per-kernel breakdown of the AR forward and of the largest tree
         kernels = roof["kernels"][n]
         assert kernels["kernel_ms_per_forward"] > 0 and kernels["groups"][0]["launches"] > 0
-    assert set(data["stages"]["compile"]["result"]) == {"chain", "tree"}
+    assert set(data["stages"]["compile"]["result"]) == {"chain", "tree", "tree-fr"}
+    spec = (tmp_path / "work" / "tiny" / "build-tree-fr" / "pipeline.spec").read_text()
+    assert "vocab_scatter" in spec and "ranked_by" in spec  # the tree whose drafter proposes its frequent ids
     assert "AR forward" in (out / "hybrid_bench.md").read_text()
