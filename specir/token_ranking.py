@@ -4,11 +4,12 @@ Contract: `ranked_ids(folder, vocab, corpus)` is every id 0..vocab-1 once, most 
 `corpus` tokenised with the tokenizer of the checkpoint `folder`; equal counts (unseen ids among
 them) in id order. Deterministic for the same tokenizer and corpus text. `corpus` is
 - "stdlib": the train split of the zoo's documents (specir/zoo/stdlib_sources.py's fixed list,
-  read from this interpreter's standard library), their first CORPUS_CHARS characters in list
-  order. Python versions differ slightly, so the ranking may too: drafts, never outputs, change;
+  read from this interpreter's standard library). Python versions differ slightly, so the ranking
+  may too: drafts, never outputs, change;
 - a path: a text file, a JSONL file (each line's "text", else "prompt" + "completion"), or a folder
   whose *.txt / *.py / *.md / *.jsonl files are read in sorted order: rank on your own traffic.
-A missing tokenizer or corpus is one SpecirError with a hint.
+A corpus longer than CORPUS_CHARS is sampled: each text's first CORPUS_CHARS / total of it (every
+document counts, code and prose alike). A missing tokenizer or corpus is one SpecirError with a hint.
 """
 from __future__ import annotations
 
@@ -60,13 +61,12 @@ def corpus_texts(corpus: str):
 def ranked_ids(folder: str, vocab: int, corpus: str = "stdlib") -> tuple[int, ...]:
     from .runtime.tokenizer import load_tokenizer
     tokenizer = load_tokenizer(str(folder))
+    texts = [t for t in corpus_texts(corpus) if t]
+    total = sum(len(t) for t in texts)
+    share = min(1.0, CORPUS_CHARS / max(total, 1))  # every text's first `share` of it: a sample of all of them
     counts: Counter = Counter()
-    left = CORPUS_CHARS
-    for text in corpus_texts(corpus):
-        if left <= 0:
-            break
-        text = text[:left]
-        left -= len(text)
+    for text in texts:
+        text = text[: max(1, round(len(text) * share))]
         counts.update(t for t in tokenizer(text, add_special_tokens=False)["input_ids"] if 0 <= t < vocab)
     if not counts:
         raise SpecirError(f"the ranking corpus {corpus!r} gave no tokens", hint="give a corpus with text in it")

@@ -54,3 +54,14 @@ def test_bad_corpora_are_one_error(folder, tmp_path):
     (tmp_path / "empty.txt").write_text("")
     with pytest.raises(SpecirError, match="gave no tokens"):
         ranked_ids(str(folder), V, str(tmp_path / "empty.txt"))
+
+
+def test_a_long_corpus_is_sampled_from_every_text(folder, tmp_path, monkeypatch):
+    import specir.token_ranking as ranking
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.txt").write_text("for " * 50)
+    (tmp_path / "docs" / "b.txt").write_text("while " * 50)
+    monkeypatch.setattr(ranking, "CORPUS_CHARS", 250)  # half of the 500 characters: each text's first half
+    ranking.ranked_ids.cache_clear()
+    got = ranking.ranked_ids(str(folder), V, str(tmp_path / "docs"))
+    assert got == by_hand(folder, "for " * 25, "while " * 25)  # the second text counts too
