@@ -49,7 +49,7 @@ from dataclasses import replace
 
 from specir.errors import SpecirError
 from specir.ir.nodes import Attrs, Model, Op, Pipeline, Weight
-from specir.ir.opdefs import proposes_only, role_of
+from specir.ir.opdefs import narrows_vocab, proposes_only, role_of
 from specir.ir.types import TensorType, logits
 from specir.ir.verifier import logits_head
 from specir.pass_infra import Option, Pass
@@ -81,6 +81,10 @@ class DraftVocab(Pass):
         # every other op naming a model judges with it (verify ops, a two-level step's mid level; the
         # declared target is the final verify's model)
         judges = {s.lstrip("@") for op in ops if not proposes_only(op) for s in op.symbols}
+        for op in ops:  # a tree ranks `topk` children a node among the ids its drafter keeps
+            if proposes_only(op) and int(op.attrs.get("topk", 0)) > self.size:
+                raise SpecirError(f"{op.name} ranks topk = {op.attrs['topk']} children a node, more than the {self.size} "
+                                  f"ids draft-vocab keeps", location=op.loc, hint="use a size of at least topk")
         models = []
         for model in pipeline.models:
             if model.name in drafters:
@@ -98,7 +102,7 @@ class DraftVocab(Pass):
                               hint="run it on a pipeline whose models are imported (specir opt expands them)")
         head, chain = logits_head(model.graph)
         vocab = model.graph.result_type.width
-        if head is not None and head.name == "vocab_scatter":
+        if narrows_vocab(head):
             raise SpecirError(f"@{model.name} already proposes from its most frequent ids (draft-vocab{{order=frequency}})",
                               location=model.loc, hint="run draft-vocab once per drafter")
         if head is None or head.name not in HEADS or "weight" not in head.attrs:

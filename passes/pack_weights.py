@@ -195,7 +195,7 @@ class PackWeights(Pass):
             elif matched:
                 note = f"matches skip pattern {matched!r}"
             elif "rows_of" in w.attrs:
-                note = "the first rows of another tensor (draft-vocab); run pack-weights before draft-vocab to pack it"
+                note = "rows of another tensor (draft-vocab); run pack-weights before draft-vocab to pack it"
             elif w.type.dtype != "bf16":
                 note = f"weights are {w.type.dtype}; BF12 is lossless only for bf16"
             elif len(w.type.shape) == 2 and count < self.min_weights:

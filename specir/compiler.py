@@ -22,6 +22,7 @@ from .ir.printer import print_pipeline
 from .ir.verifier import require_step
 from .load import load_pipeline
 from .pass_infra import PassManager, build_passes, facts_of
+from .runtime.derived_weights import write_derived_weights
 from .runtime.packed_weights import write_packed_weights
 from .runtime.weights import check_checkpoints
 from .targets import get_target
@@ -59,6 +60,7 @@ def compile_pipeline(spec: str | Path, target_name: str, out: str | Path, pipeli
     with atomic_build(Path(out)) as tmp:
         lowering = lower(pipeline, target, tmp, emit_ptx=emit_ptx)
         packed = write_packed_weights(lowering.pipeline, tmp, _spec_folder(spec))
+        derived = write_derived_weights(lowering.pipeline, tmp, _spec_folder(spec))
         (tmp / "pipeline.spec").write_text(print_pipeline(lowering.pipeline))
         manifest = {
             "specir_version": __version__,
@@ -74,10 +76,13 @@ def compile_pipeline(spec: str | Path, target_name: str, out: str | Path, pipeli
             "cost_model": step_estimate(lowering.pipeline, target),
             "kernels": lowering.kernels,
             "packed_weights": packed,
+            "derived_weights": derived,
             "files": sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file()) + ["manifest.json"],
             "notes": lowering.notes + [f"packed weights of @{name}: {e['matrices']} matrices, {e['bits_per_weight']:.3f} "
                                        f"bits/weight, packed on {e['packed_on']} in {e['seconds']} s -> {e['file']}"
-                                       for name, e in packed.items()] + batch_notes(lowering.pipeline, target),
+                                       for name, e in packed.items()]
+                     + [f"token ids of @{name} ranked by {', '.join(sorted(set(e['weights'].values())))}, pinned -> "
+                        f"{e['file']}" for name, e in derived.items()] + batch_notes(lowering.pipeline, target),
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest

@@ -56,14 +56,20 @@ def mid_level(pipeline: Pipeline):
 
 def proposed_ids(model):
     """The ids a drafting model can propose: an int N (ids below N; its whole vocabulary, or an id-prefix
-    head) or a frozenset (draft-vocab{order=frequency}'s ranked ids, derived as the loader derives them)."""
+    head) or a frozenset (ids its logits keep: draft-vocab{order=frequency}'s ranked ids, derived as the
+    loader derives them; relative paths are relative to the .spec the model was read from)."""
+    from pathlib import Path
+
+    from .ir.opdefs import narrows_vocab
     from .ir.verifier import logits_head
     from .runtime.checkpoint_tensors import derived_weight, model_folder
     head, _ = logits_head(model.graph)
-    if head is not None and head.name == "vocab_scatter":
-        ids = derived_weight(model, model.weight(head.attrs["ids"]), model_folder(model))
-        return frozenset(ids.tolist())
-    return model.graph.result_type.width
+    if not narrows_vocab(head):
+        return model.graph.result_type.width
+    loc = model.loc or head.loc
+    base = Path(loc.file).parent if loc is not None and not str(loc.file).startswith("<") else None
+    ids = derived_weight(model, model.weight(head.attrs["ids"]), model_folder(model, base), base)
+    return frozenset(ids.tolist())
 
 
 def predict(pipeline: Pipeline, target: Target, calibration: Calibration, profile: Profile | None,

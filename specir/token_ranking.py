@@ -33,9 +33,11 @@ def _jsonl_texts(path: Path):
         except json.JSONDecodeError as exc:
             raise SpecirError(f"line {n} of the ranking corpus is not JSON: {exc.msg}", path=str(path),
                               hint="one JSON object per line, with a \"text\" field") from None
-        text = row.get("text") if isinstance(row, dict) else None
-        yield text if isinstance(text, str) else f"{row.get('prompt', '')}{row.get('completion', '')}" \
-            if isinstance(row, dict) else ""
+        if not isinstance(row, dict):
+            continue
+        text = row.get("text")
+        yield text if isinstance(text, str) else "".join(v for v in (row.get("prompt"), row.get("completion"))
+                                                          if isinstance(v, str))
 
 
 def corpus_texts(corpus: str):
@@ -49,16 +51,34 @@ def corpus_texts(corpus: str):
     if not path.exists():
         raise SpecirError(f"the ranking corpus {corpus!r} does not exist", path=str(path),
                           hint='give "stdlib" or a text / JSONL file or folder of your traffic')
-    files = sorted(p for p in path.rglob("*") if p.suffix in TEXT_SUFFIXES) if path.is_dir() else [path]
-    for f in files:
-        if f.suffix == ".jsonl":
-            yield from _jsonl_texts(f)
-        else:
-            yield f.read_text(encoding="utf-8", errors="replace")
+    for f in _files(path):
+        try:
+            yield from _jsonl_texts(f) if f.suffix == ".jsonl" else (f.read_text(encoding="utf-8", errors="replace"),)
+        except OSError as exc:
+            raise SpecirError(f"cannot read the ranking corpus file {f}: {exc.strerror}", path=str(f),
+                              hint="give a readable text / JSONL file or folder") from None
+
+
+def _files(path: Path) -> list[Path]:
+    return sorted(p for p in path.rglob("*") if p.suffix in TEXT_SUFFIXES and p.is_file()) if path.is_dir() else [path]
+
+
+def _stamp(corpus: str) -> tuple:
+    """What a ranking depends on besides the tokenizer: the corpus files' sizes and times (a path), or
+    this interpreter's version (stdlib)."""
+    if corpus == "stdlib":
+        import sys
+        return (sys.version,)
+    path = Path(corpus).expanduser()
+    return tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in _files(path)) if path.exists() else ()
+
+
+def ranked_ids(folder: str, vocab: int, corpus: str = "stdlib") -> tuple[int, ...]:
+    return _ranked(str(folder), int(vocab), corpus, _stamp(corpus))
 
 
 @lru_cache(maxsize=8)
-def ranked_ids(folder: str, vocab: int, corpus: str = "stdlib") -> tuple[int, ...]:
+def _ranked(folder: str, vocab: int, corpus: str, stamp: tuple) -> tuple[int, ...]:
     from .runtime.tokenizer import load_tokenizer
     tokenizer = load_tokenizer(str(folder))
     texts = [t for t in corpus_texts(corpus) if t]

@@ -83,12 +83,5 @@ def mul(params, state, a, b):
     return a * b
 
 
-def vocab_scatter(params, state, x):
-    """logits<vocab>: x[..., n] at id ids[n], -inf elsewhere (specir/ir/ops_vocab.py)."""
-    out = x.new_full((*x.shape[:-1], int(params["vocab"])), float("-inf"))
-    out[..., params["ids"].to(x.device, torch.long)] = x
-    return out
-
-
 KERNELS = {"rms_norm_1p": rms_norm_1p, "rms_norm_gated": rms_norm_gated, "slice": slice_, "concat": concat,
-           "scale": scale, "activation": activation, "mul": mul, "vocab_scatter": vocab_scatter}
+           "scale": scale, "activation": activation, "mul": mul}

@@ -19,8 +19,8 @@ TORCH_KERNELS = {
 }
 TORCH_KERNELS.update({name: f"specir.backends.reference.hybrid.{fn}" for name, fn in
                       (("rms_norm_1p", "rms_norm_1p"), ("rms_norm_gated", "rms_norm_gated"), ("slice", "slice_"),
-                       ("concat", "concat"), ("scale", "scale"), ("activation", "activation"), ("mul", "mul"),
-                       ("vocab_scatter", "vocab_scatter"))})
+                       ("concat", "concat"), ("scale", "scale"), ("activation", "activation"), ("mul", "mul"))})
+TORCH_KERNELS["vocab_scatter"] = "specir.backends.reference.vocab.vocab_scatter"
 TORCH_KERNELS.update({name: f"specir.backends.reference.recurrent.{name}" for name in
                       ("conv1d", "gated_delta_rule", "mamba2_scan")})
 

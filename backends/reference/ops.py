@@ -94,7 +94,9 @@ KERNELS = {"embed": embed, "rms_norm": rms_norm, "linear": linear, "packed_linea
 
 # The hybrid families' ops: stateless ones and the recurrent ones, in their own files.
 from .hybrid import KERNELS as _HYBRID_KERNELS  # noqa: E402
+from .vocab import KERNELS as _VOCAB_KERNELS  # noqa: E402
 from .recurrent import KERNELS as _RECURRENT_KERNELS  # noqa: E402
 
 KERNELS.update(_HYBRID_KERNELS)
+KERNELS.update(_VOCAB_KERNELS)
 KERNELS.update(_RECURRENT_KERNELS)

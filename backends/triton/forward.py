@@ -45,7 +45,7 @@ from .kernels.kv_cache import kv_write
 from .kernels.linear import linear_bf12, linear_bf16
 from .kernels.linear_config import choose
 from .kernels import pointwise
-from .kernels.vocab_scatter import vocab_scatter
+from .kernels.vocab_scatter import inverse_key, vocab_scatter
 from .kernels.hybrid_norm import rms_norm_1p, rms_norm_gated
 from .kernels.norm import add_rms_norm, rms_norm
 from .kernels.rope import rope, rope_kv_write
@@ -361,7 +361,7 @@ class StaticForward:
         if kind in RECURRENT_OPS:
             return self._bind_recurrent(index, launch)
         if kind == "vocab_scatter":
-            x, out, inverse = view(launch.ins[0]), view(launch.outs[0]), self._params(launch)["ids"]
+            x, out, inverse = view(launch.ins[0]), view(launch.outs[0]), m.weights.table[inverse_key(a["ids"])]
             self.configs.append({"launch": index, "kernel": launch.kernel, "rows": self.B * self.T})
             return lambda: vocab_scatter(x, inverse, out=out)
         raise SpecirError(f"no Triton launch for {kind!r}")

@@ -70,7 +70,8 @@ class _StandIn:
 
         from .compiled_model import RopeTable
         from .program import plan_program
-        from .weights import PreparedWeights
+        from .kernels.vocab_scatter import inverse_key
+        from .weights import PreparedWeights, weight_names
         self.model, self.name, self.device = model, model.name, torch.device("cpu")
         self.dtype = torch_dtype(str(model.attrs.get("dtype", "bf16")))
         self.program = plan_program(model)
@@ -97,8 +98,11 @@ class _StandIn:
                 n, k = sum(a["widths"]), types[a["weights"][0]].shape[1]
                 bias = empty((n,), self.dtype) if any(a["biases"]) else None
                 pw.packed[i] = (pack((torch.randn(n, k) * 0.02).to(torch.bfloat16)), bias)
-            elif "weight" in a:
-                pw.table[a["weight"]] = empty(types[a["weight"]].shape, self.dtype)
+            elif launch.kind == "vocab_scatter":  # the ids' inverse map (every id kept at position 0)
+                pw.table[inverse_key(a["ids"])] = torch.zeros(int(a["vocab"]), dtype=torch.int32, device=self.device)
+            else:
+                for name in weight_names(launch).values():
+                    pw.table[name] = empty(types[name].shape, self.dtype)
         self.weights = pw
         self.ropes = {}
         for launch in self.program.launches:

@@ -14,8 +14,8 @@ in the checkpoint dtype, or a `BF12Matrix`) and returns `PreparedWeights`:
   to packing the concatenated matrix), biases likewise.
 - `table[name]`: norm / embedding weights, and every weight a hybrid op names (`weight_names`:
   norm and conv weights, biases, A_log, D, dt_bias), in the activation dtype (as the reference
-  runner casts them); a `vocab_scatter`'s ids weight as its inverse map ([vocab] int32,
-  kernels/vocab_scatter.inverse_ids).
+  runner casts them); a `vocab_scatter`'s ids weight as its inverse map (`<ids>.inverse`, [vocab]
+  int32, kernels/vocab_scatter.inverse_ids).
 Callers drop `raw` afterwards so that concatenated copies do not double the device memory.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ import torch
 from specir.bf12 import BF12Matrix, pack
 from specir.bf12.concat import concat_rows
 
-from .kernels.vocab_scatter import inverse_ids
+from .kernels.vocab_scatter import inverse_ids, inverse_key
 from .program import HYBRID_NORMS, POINTWISE_OPS, RECURRENT_OPS, Program
 
 WEIGHT_KEYS = {"conv1d": ("weight", "bias"), "gated_delta_rule": ("a_log", "dt_bias"),
@@ -83,7 +83,7 @@ def prepare_weights(program: Program, raw: dict, dtype: torch.dtype) -> Prepared
         elif kind in ("embed", "rms_norm", "add_rms_norm"):
             out.table[a["weight"]] = _cast(raw[a["weight"]], dtype).contiguous()
         elif kind == "vocab_scatter":  # the kept ids' inverse map, int32 (not cast)
-            out.table[a["ids"]] = inverse_ids(raw[a["ids"]].to(torch.int64), int(a["vocab"]))
+            out.table[inverse_key(a["ids"])] = inverse_ids(raw[a["ids"]].to(torch.int64), int(a["vocab"]))
         elif kind in RECURRENT_OPS or kind in HYBRID_NORMS or kind in POINTWISE_OPS:
             for name in weight_names(launch).values():
                 out.table[name] = _cast(raw[name], dtype).contiguous()

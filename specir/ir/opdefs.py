@@ -75,9 +75,18 @@ class OpDef:
     role: str = ""  # step ops: "draft" | "verify" | "accept" | "commit" (the declared target is the last verify's)
     step: Any = None  # step ops: specir.step.interfaces.StepInterfaces (width, forwards, lowering, ...)
     cache_layer: str | None = None  # the attribute naming the KV-cache layer this op writes (one op per layer)
+    weight_keys: tuple[str, ...] = ()  # model ops: attributes besides weight/bias that name weights
+    # model ops: the op returns logits over part of the vocabulary only (-inf elsewhere; draft-vocab's
+    # vocab_scatter): a model whose logits end in it may only propose (the verifier), never judge
+    narrows_vocab: bool = False
 
 
 OPS: dict[str, OpDef] = {}
+
+
+def narrows_vocab(op) -> bool:
+    """Whether `op`'s definition says its logits cover part of the vocabulary only."""
+    return op is not None and getattr(OPS.get(op.name), "narrows_vocab", False)
 
 
 def role_of(op) -> str:

@@ -41,11 +41,9 @@ class StateSpec:
 
 @dataclass(frozen=True)
 class RecurrentOpDef(OpDef):
-    """An op that reads and writes recurrent state; `states(attrs)` names and sizes it.
-    `weight_keys`: attributes besides weight/bias that name checkpoint tensors."""
+    """An op that reads and writes recurrent state; `states(attrs)` names and sizes it."""
 
     states: Callable[..., tuple[StateSpec, ...]] = lambda attrs: ()
-    weight_keys: tuple[str, ...] = ()
 
 
 def state_specs(op) -> tuple[StateSpec, ...]:
@@ -61,7 +59,8 @@ def model_state_specs(model) -> list[StateSpec]:
 
 def weight_attrs(op) -> tuple[str, ...]:
     """Attributes of `op` besides weight/bias whose values name weights (resolved by the runner)."""
-    return getattr(OPS.get(op.name), "weight_keys", ())
+    opdef = OPS.get(op.name)
+    return opdef.weight_keys if opdef is not None else ()
 
 
 def _slot_attrs(default_state: str) -> dict:

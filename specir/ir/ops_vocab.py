@@ -4,7 +4,7 @@ draft-vocab{order=frequency} gives a drafter a head of the rows of its most freq
 turns its logits<N> back into logits<V>: out[..., ids[n]] = x[..., n], every other id -inf (never
 proposed: probability 0, never ranked before a kept id). The ids are an i32[N] weight (distinct,
 each below `vocab`) that the loader derives (runtime/weights.py: `ranked_by`). Reference numerics:
-backends/reference/hybrid.py; Triton: backends/triton/kernels/vocab_scatter.py.
+backends/reference/vocab.py; Triton: backends/triton/kernels/vocab_scatter.py.
 
 | op | operands | attributes | result |
 |---|---|---|---|
@@ -12,17 +12,8 @@ backends/reference/hybrid.py; Triton: backends/triton/kernels/vocab_scatter.py.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .opdefs import AttrSpec, OpDef, TypeRuleError, register_op, value
 from .types import logits
-
-
-@dataclass(frozen=True)
-class VocabOpDef(OpDef):
-    """An op whose attributes `weight_keys` name weights (resolved by the runners)."""
-
-    weight_keys: tuple[str, ...] = ()
 
 
 def _infer_vocab_scatter(op, ctx):
@@ -32,13 +23,17 @@ def _infer_vocab_scatter(op, ctx):
     if ids.dtype != "i32" or len(ids.shape) != 1 or (x.width is not None and ids.shape[0] != x.width):
         raise TypeRuleError(f"ids {ids} do not match logits<{x.width}>",
                             "the ids are an i32 weight with one entry per input logit")
+    ranked_over = ctx.current_model.weight(op.attrs["ids"]).attrs.get("vocab")
+    if ranked_over != vocab:
+        raise TypeRuleError(f"the ids are ranked over {ranked_over} token ids, the op scatters into {vocab}",
+                            "give the ids weight and the op the same vocab")
     if x.width is not None and x.width > vocab:
         raise TypeRuleError(f"logits<{x.width}> do not fit a vocabulary of {vocab}", "vocab is the full vocabulary")
     return logits(vocab)
 
 
-register_op(VocabOpDef("vocab_scatter", "model", (value("x", "logits"),),
+register_op(OpDef("vocab_scatter", "model", (value("x", "logits"),),
                        {"ids": AttrSpec("str", doc="the i32[N] weight holding each input logit's token id"),
                         "vocab": AttrSpec("int", doc="the full vocabulary: the result's width")},
-                       _infer_vocab_scatter, weight_keys=("ids",),
+                       _infer_vocab_scatter, weight_keys=("ids",), narrows_vocab=True,
                        doc="logits<vocab>: x[..., n] at id ids[n], -inf at every other id."))

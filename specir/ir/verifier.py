@@ -18,7 +18,7 @@ from dataclasses import replace
 from ..declared_target import check_declared
 from ..errors import SpecirError
 from .nodes import Attrs, Graph, Model, Op, Pipeline, Step, Symbol
-from .opdefs import MODEL_ATTRS, OPS, OpDef, TypeRuleError, proposes_only, role_of
+from .opdefs import MODEL_ATTRS, OPS, OpDef, TypeRuleError, narrows_vocab, proposes_only, role_of
 from .types import WEIGHT_DTYPES, TensorType, Type
 
 _KIND_NAMES = {"int": "an integer", "float": "a number", "str": "a string", "symbol": "a model (@name)", "bool": "true or false",
@@ -237,6 +237,10 @@ def _check_graph(pipeline: Pipeline, model: Model, fill: bool) -> Graph:
         if w.type.dtype not in WEIGHT_DTYPES:
             raise _error(f"weight {w.name!r} has dtype {w.type.dtype!r}", w, model,
                          "weight dtypes: " + ", ".join(WEIGHT_DTYPES))
+        if (w.type.dtype == "i32") != ("ranked_by" in w.attrs):
+            raise _error(f"weight {w.name!r}: i32 weights are token ids derived at load ({{ranked_by = ...}}), and "
+                         f"only those", w, model, 'declare ids as i32[N] {ranked_by = "stdlib", vocab = V} '
+                                                  "(draft-vocab{order=frequency} writes them)")
         bad = next((d for d in w.type.shape if not 1 <= d <= INT64[1]), None)
         if bad is not None:
             raise _error(f"weight {w.name!r} has dimension {bad}: dimensions must be positive (and fit in 64 bits)",
@@ -320,10 +324,10 @@ def logits_head(graph) -> tuple[Op | None, list[Op]]:
 
 def _narrowed_head(m) -> bool:
     """Whether the model's logits cover part of the vocabulary only (draft-vocab): its lm head is the
-    first rows of the checkpoint's (ids of a prefix of the shared vocabulary), or its logits are
-    its most frequent ids' placed back at their ids (`vocab_scatter`, -inf elsewhere)."""
+    first rows of the checkpoint's (ids of a prefix of the shared vocabulary), or its logits end in
+    an op whose definition narrows the vocabulary (vocab_scatter: -inf off the kept ids)."""
     head, _ = logits_head(m.graph)
-    if head is not None and head.name == "vocab_scatter":
+    if narrows_vocab(head):
         return True
     weight = m.weight(head.attrs.get("weight", "")) if head is not None else None
     return weight is not None and "rows_of" in weight.attrs

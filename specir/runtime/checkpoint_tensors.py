@@ -43,12 +43,39 @@ def is_derived(w) -> bool:
     return "ranked_by" in w.attrs
 
 
-def derived_weight(model: Model, w, folder: Path) -> torch.Tensor:
+def ranking_corpus(w, base: Path | None) -> str:
+    """A derived weight's corpus: "stdlib", or its path (a relative one is relative to the .spec's folder,
+    as model sources are)."""
+    corpus = str(w.attrs["ranked_by"])
+    if corpus == "stdlib" or base is None or Path(corpus).expanduser().is_absolute():
+        return corpus
+    return str(Path(base) / corpus)
+
+
+def derived_weight(model: Model, w, folder: Path, base: Path | None = None) -> torch.Tensor:
     """The value of a derived weight: `ranked_by = CORPUS`, `vocab = V` -> the first N (its length) of
-    token ids 0..V-1 ranked by frequency in CORPUS (specir/token_ranking.py), int32."""
+    token ids 0..V-1 ranked by frequency in CORPUS (specir/token_ranking.py) under the tokenizer of the
+    checkpoint `folder`, int32."""
     from ..token_ranking import ranked_ids
-    ids = ranked_ids(str(folder), int(w.attrs["vocab"]), str(w.attrs["ranked_by"]))[: w.type.shape[0]]
-    return torch.tensor(ids, dtype=torch.int32)
+    n, vocab = w.type.shape[0], int(w.attrs.get("vocab", 0))
+    if not 0 < n <= vocab:
+        raise SpecirError(f"weight {w.name!r} keeps {n} ids of a vocabulary of {vocab}", location=w.loc or model.loc,
+                          hint="draft-vocab's size must be below the drafter's vocabulary")
+    _check_ranking_inputs(model, w, folder, base)
+    return torch.tensor(ranked_ids(str(folder), vocab, ranking_corpus(w, base))[:n], dtype=torch.int32)
+
+
+def _check_ranking_inputs(model: Model, w, folder: Path, base: Path | None) -> None:
+    """The tokenizer and corpus a derived weight needs exist (a located error with draft-vocab's hint)."""
+    if not ((folder / "tokenizer.json").is_file() or (folder / "tokenizer.model").is_file()):
+        raise SpecirError(f"weight {w.name!r} of @{model.name} ranks token ids with the checkpoint's tokenizer, and "
+                          f"{folder} has none", path=str(folder), location=w.loc or model.loc,
+                          hint="add the tokenizer files to the checkpoint, or use draft-vocab{order=id}")
+    corpus = ranking_corpus(w, base)
+    if corpus != "stdlib" and not Path(corpus).expanduser().exists():
+        raise SpecirError(f"the ranking corpus {corpus!r} of weight {w.name!r} does not exist", path=corpus,
+                          location=w.loc or model.loc,
+                          hint='a relative corpus is relative to the .spec\'s folder; or use corpus="stdlib"')
 
 
 def check_declared(model: Model, names: list[str], index: dict[str, TensorInfo], folder: Path) -> None:
@@ -56,7 +83,7 @@ def check_declared(model: Model, names: list[str], index: dict[str, TensorInfo],
     `rows_of` weight: at most as many rows as its tensor, the other dimensions equal)."""
     for name in names:
         w = model.weight(name)
-        if is_derived(w):
+        if is_derived(w):  # computed, not read: checked where it is derived (compile pins it)
             continue
         info = index.get(stored_as(w))
         if info is not None and "rows_of" in w.attrs:

@@ -6,7 +6,8 @@ files lack (or with another shape) is a SpecirError naming it.
 A weight the IR declares `bf12` (pack-weights) is a `specir.bf12.BF12Matrix` on `device`: read
 from the build folder's packed weights when `build` holds them (runtime/packed_weights.py), else
 packed here, at load time, from the bf16 checkpoint tensor (on `device`). A derived weight
-(`ranked_by`: draft-vocab{order=frequency}'s token ids) is computed (checkpoint_tensors.derived_weight).
+(`ranked_by`: draft-vocab{order=frequency}'s token ids) is read from the build, where `specir compile`
+pinned it (runtime/derived_weights.py), else computed (checkpoint_tensors.derived_weight).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from ..importers.checkpoint import tensor_index
 from ..ir.nodes import Model
 from .checkpoint_tensors import (check_checkpoints, check_declared, derived_weight, is_derived,  # noqa: F401
                                  iter_tensors, model_folder, stored_as)
+from .derived_weights import read_derived_weights
 from .packed_weights import read_packed_weights
 
 
@@ -31,7 +33,8 @@ def load_weights(model: Model, device: str | torch.device = "cpu", base: Path | 
     packed = {w.name for w in model.weights if w.type.dtype == "bf12" and w.name in names}
     out = {n: m for n, m in read_packed_weights(model, build, folder, device).items() if n in packed} \
         if packed else {}
-    derived = {w.name: derived_weight(model, w, folder) for w in model.weights if is_derived(w)}
+    derived = read_derived_weights(model, build) or \
+        {w.name: derived_weight(model, w, folder, base) for w in model.weights if is_derived(w)}
     readers: dict[str, list[str]] = {}  # checkpoint tensor -> declared names reading it
     for name in (n for n in names if n not in out and n not in derived):
         readers.setdefault(stored_as(model.weight(name)), []).append(name)

@@ -299,3 +299,61 @@ def test_a_missing_ranking_corpus_is_one_error(pair, tmp_path):
     drafter = narrowed(pair, frequency(tmp_path / "nowhere.txt")).model("drafter")
     with pytest.raises(SpecirError, match="ranking corpus .* does not exist"):
         load_weights(drafter)
+
+
+def test_compile_pins_the_ranked_ids_and_reads_a_relative_corpus_from_the_spec_folder(pair, specir_cli, tmp_path,
+                                                                                      monkeypatch):
+    """The build keeps the ids it was compiled with: editing the corpus afterwards changes nothing;
+    a relative corpus is relative to the .spec's folder, whatever the working directory."""
+    target, drafter = pair
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "traffic.txt").write_text(CORPUS_TEXT)
+    spec = project / "p.spec"
+    spec.write_text(pipeline_text("p", str(target), str(drafter), 3))
+    monkeypatch.chdir(tmp_path)  # not the spec's folder
+    code, _, err = specir_cli("compile", spec, "--target", "cpu", "-p", 'draft-vocab{size=64,order=frequency,'
+                              'corpus="traffic.txt"}', "-o", tmp_path / "build")
+    assert code == 0, err
+    manifest = json.loads((tmp_path / "build" / "manifest.json").read_text())
+    assert manifest["derived_weights"]["drafter"]["file"] == "weights/drafter.derived.safetensors"
+    (project / "traffic.txt").write_text("zzz qqq zzz qqq\n" * 50)  # a different ranking from now on
+    built = load_pipeline(str(tmp_path / "build" / "pipeline.spec"))
+    weights = load_weights(built.model("drafter"), build=tmp_path / "build")
+    ids = corpus_ranking(pair, None)[:SIZE]
+    assert weights[f"lm_head.weight[freq:{SIZE}].ids"].tolist() == ids
+
+
+def test_a_drafter_without_a_tokenizer_fails_the_compile_with_a_hint(pair, specir_cli, tmp_path):
+    import shutil
+    target, drafter = pair
+    bare = tmp_path / "bare"
+    shutil.copytree(drafter, bare)
+    (bare / "tokenizer.json").unlink()
+    spec = tmp_path / "p.spec"
+    spec.write_text(pipeline_text("p", str(target), str(bare), 3))
+    code, _, err = specir_cli("compile", spec, "--target", "cpu", "-p", "draft-vocab{size=64,order=frequency}",
+                              "-o", tmp_path / "build")
+    assert code != 0 and "has none" in err and "draft-vocab{order=id}" in err and "Traceback" not in err, err
+
+
+def test_a_tree_ranking_more_children_than_the_kept_ids_is_refused(pair, corpus):
+    with pytest.raises(SpecirError, match="topk = 8 children a node, more than the 4 ids"):
+        narrowed(pair, "tree-verify{budget=6,topk=8}," + frequency(corpus, 4))
+
+
+def test_emit_ptx_compiles_the_scatter_of_a_frequency_drafter(pair, specir_cli, tmp_path):
+    import os
+
+    import triton
+    if not os.path.exists(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")):
+        pytest.skip("Triton's bundled ptxas is missing")
+    target, drafter = pair
+    spec = tmp_path / "p.spec"
+    spec.write_text(pipeline_text("p", str(target), str(drafter), 3))
+    code, _, err = specir_cli("compile", spec, "--target", "h100", "-p", "draft-vocab{size=64,order=frequency}",
+                              "-o", tmp_path / "build", "--emit-ptx")
+    assert code == 0, err
+    manifest = json.loads((tmp_path / "build" / "manifest.json").read_text())
+    assert not [n for n in manifest["notes"] if "offline compile failed" in n], manifest["notes"]
+    assert any(k["kernel"].endswith("vocab_scatter") and k.get("ptx") for k in manifest["kernels"]), manifest["kernels"]

@@ -62,6 +62,6 @@ def test_a_long_corpus_is_sampled_from_every_text(folder, tmp_path, monkeypatch)
     (tmp_path / "docs" / "a.txt").write_text("for " * 50)
     (tmp_path / "docs" / "b.txt").write_text("while " * 50)
     monkeypatch.setattr(ranking, "CORPUS_CHARS", 250)  # half of the 500 characters: each text's first half
-    ranking.ranked_ids.cache_clear()
+    ranking._ranked.cache_clear()
     got = ranking.ranked_ids(str(folder), V, str(tmp_path / "docs"))
     assert got == by_hand(folder, "for " * 25, "while " * 25)  # the second text counts too

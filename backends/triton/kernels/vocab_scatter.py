@@ -12,6 +12,11 @@ import triton.language as tl
 BLOCK = 1024
 
 
+def inverse_key(ids_weight: str) -> str:
+    """The prepared-weights table entry holding the inverse map of the ids weight `ids_weight`."""
+    return f"{ids_weight}.inverse"
+
+
 def inverse_ids(ids: torch.Tensor, vocab: int) -> torch.Tensor:
     """[vocab] int32: the position of each id in `ids`, -1 for ids not kept."""
     inverse = torch.full((vocab,), -1, dtype=torch.int32, device=ids.device)
