@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 
+import _checkout  # noqa: F401  (a plain checkout runs too)
 import torch
+from gemv import time_calls
 
 SHAPES = {
     "q35-9b": {"delta qkv": (8192, 4096), "delta z / out / attn o": (4096, 4096), "attn q+gate": (8192, 4096),
@@ -28,28 +29,8 @@ SHAPES = {
 
 
 def time_graph(fn, reps: int = 20, rounds: int = 5) -> float:
-    """Median microseconds of one fn() call over `rounds` replays of a graph of `reps` calls."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(reps):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(rounds):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / reps)
-    return statistics.median(times)
+    """Median microseconds of one fn() call over `rounds` replays of a graph of `reps` calls (gemv.time_calls)."""
+    return time_calls([fn] * reps, rounds) * 1e6
 
 
 def main(argv=None) -> int:
