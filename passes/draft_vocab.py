@@ -69,7 +69,7 @@ class DraftVocab(Pass):
                "order": Option(str, "id", "which ids: the first (id) or the most frequent in `corpus` (frequency)",
                                choices=("id", "frequency")),
                "corpus": Option(str, "stdlib", "order=frequency's ranking text: stdlib, or a text / JSONL file "
-                                               "or folder (specir/token_ranking.py)")}
+                                               "or folder (specir/token_ranking.py)", search=("stdlib",))}
 
     def run(self, pipeline: Pipeline) -> Pipeline:
         ops = pipeline.step.ops
