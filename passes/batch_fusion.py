@@ -1,7 +1,7 @@
 """batch-fusion: every request's draft verified in one packed forward, with the batching mechanisms.
 
 Preconditions: the step verifies a draft (`verify.chain @t, %ctx, %d` or `verify.tree @t, %ctx,
-%d`) on a target without recurrent layers. Postconditions: the verify is `verify.packed` (the
+%d`), on any target (a hybrid's recurrent ops run per request around the packed rows). Postconditions: the verify is `verify.packed` (the
 live requests' valid nodes packed into one token list by cumulative offsets, no padding: see
 specir/step/ragged.py) and the target's graph takes `mask<tree>` (a mask row per packed token).
 Mechanisms, each an option the search toggles:
@@ -50,7 +50,6 @@ from specir.errors import SpecirError
 from specir.ir.nodes import Attrs, Op, Pipeline
 from specir.live_table import entry
 from specir.step.interfaces import StepInfo
-from specir.step.ops.common import has_recurrent_state
 from specir.ir.opdefs import OPS, role_of, without_defaults
 from specir.pass_infra import Option, Pass
 from specir.targets import all_targets, get_target
@@ -90,10 +89,6 @@ class BatchFusion(Pass):
         if len(verify.values) < 2:
             raise SpecirError("batch-fusion: the step drafts nothing (plain autoregressive decoding), so there is "
                               "nothing to fuse", hint="add a draft op, e.g. specir init --drafter DIR")
-        model = pipeline.model(verify.symbols[0])
-        if has_recurrent_state(model):
-            raise SpecirError(f"batch-fusion packs one row per token, but {verify.symbols[0]} has recurrent layers "
-                              f"(their state is per request)", hint="drop batch-fusion for a hybrid target")
         if self.narrow and not (self.shrink or self.budget):
             raise self.option_error("narrow", "narrow=true narrows the draft to what a budget keeps, and there is "
                                     "no budget", "add shrink=true or budget=N")

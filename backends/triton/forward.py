@@ -179,6 +179,7 @@ class StaticForward:
                 shared.release([buf for buf, live in holders.values() if live] + self._scratches)
             raise
         self.recurrent = None  # this run's RecurrentForward (recurrent programs)
+        self.packed = None  # this run's packed rows regrouped per request (a packed forward of a recurrent program)
         self.logits = self.views.get(program.result) if logits else None
         self.buffer_bytes = pool.allocated - allocated_before
         if shared is not None:  # nothing outlives a run: the next forward planned may reuse all of it
@@ -412,7 +413,30 @@ class StaticForward:
                               hint="make the cache with the model's new_cache()")
         kind, a, p = launch.kind, launch.attrs, self._params(launch)
         ins, out = [self.views[v] for v in launch.ins[:-1]], self.views[launch.outs[0]]  # the last operand: the mask
+        if self.inputs.row_start is not None:  # a packed forward: the op runs per request (packed_recurrent.py)
+            return self._packed_recurrent(index, launch, ins, out)
         self.configs.append({"launch": index, "kernel": launch.kernel, "B": self.B, "T": self.T})
+        return self._recurrent_call(kind, a, p, ins, out)
+
+    def _packed_recurrent(self, index: int, launch, ins, out):
+        """The recurrent launch of a packed forward over the per-request layout [R, N]: the rows are
+        scattered into padded buffers (allocated here, reused by every run), the op runs there with
+        this run's RecurrentForward, and its output is gathered back to the rows."""
+        R, N = self.inputs.row_start.shape[0] - 1, self.inputs.mask.shape[-1]
+        buffers = [torch.zeros(R * N + 1, x.shape[-1], dtype=x.dtype, device=x.device) for x in ins]
+        padded = [buf[: R * N].view(R, N, -1) for buf in buffers]
+        padded_out = torch.zeros(R, N, out.shape[-1], dtype=out.dtype, device=out.device)
+        self.configs.append({"launch": index, "kernel": launch.kernel, "B": R, "T": N, "packed_rows": self.B})
+        call = self._recurrent_call(launch.kind, launch.attrs, self._params(launch), padded, padded_out)
+
+        def run():
+            for x, buf in zip(ins, buffers):
+                self.packed.pad_into(buf, x)
+            call()
+            out.copy_(self.packed.unpad(padded_out))
+        return run
+
+    def _recurrent_call(self, kind, a, p, ins, out):
         if kind == "conv1d":
             key = (a["layer"], a.get("state") or "conv")
             return lambda: conv1d_tree(ins[0], p["weight"], p.get("bias"), self.recurrent, key,
@@ -432,6 +456,7 @@ class StaticForward:
     def _begin_recurrent(self) -> None:
         """Claim this forward's scratch nodes: token t of request b is node offsets[b] + t, its
         parent the nearest earlier node its mask shows (without a mask: the token before)."""
+        from specir.runtime.packed_recurrent import PackedRows
         from specir.runtime.recurrent_state import tree_parents
         inp, B, T = self.inputs, self.B, self.T
         dev = inp.ids.device
@@ -443,6 +468,11 @@ class StaticForward:
             parents = offsets[:, None] + torch.arange(T, device=dev)[None, :] - 1
         capturing = dev.type == "cuda" and torch.cuda.is_current_stream_capturing()
         chain = True if inp.mask is None else (False if capturing else None)  # False: parents read from scratch
+        if inp.row_start is not None:  # a packed forward: its rows regrouped per request (packed_recurrent.py)
+            R = inp.row_start.shape[0] - 1
+            self.packed = PackedRows.of(slots, offsets, inp.mask, inp.row_start)
+            slots, offsets = torch.arange(R, device=dev), torch.zeros(R, dtype=torch.long, device=dev)
+            parents, chain = self.packed.parents(), False if capturing else None
         self.recurrent = self.cache.recurrent.begin(slots, offsets, parents, chain=chain, check=not capturing)
 
     def _group_output(self, launch) -> torch.Tensor:

@@ -21,11 +21,12 @@ import torch
 
 from ..errors import SpecirError
 from ..ir.nodes import Model
-from ..ir.ops_recurrent import model_state_specs, weight_attrs
+from ..ir.ops_recurrent import model_state_specs, state_specs, weight_attrs
 from ..rope import depends_on_length, rope_frequencies, rotary_dim
 from .dtypes import torch_dtype
 from .kv_cache import KVCache
 from .hybrid_cache import HybridCache
+from .packed_recurrent import PackedRows
 from .recurrent_state import RecurrentForward, RecurrentStates, tree_parents
 
 OP_KERNELS: dict[str, dict] = {}  # backend name -> {op name -> kernel}; plugins add entries
@@ -57,6 +58,7 @@ class ForwardState:
     key_positions: torch.Tensor  # [B, S]
     scratch: dict = field(default_factory=dict)
     recurrent: RecurrentForward | None = None  # recurrent ops' state for this forward (parents from the mask)
+    packed: "PackedRows | None" = None  # a packed forward's rows, regrouped per request around recurrent ops
 
     def window_ok(self, window: int) -> torch.Tensor:
         return (self.positions[:, :, None] - self.key_positions[:, None, :]) < window
@@ -86,6 +88,7 @@ class ModelRunner:
         self.weights = {n: (t.to(self.dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t)
                         for n, t in weights.items()}  # packed (BF12Matrix) weights stay as loaded
         self.plan = [self._plan(op) for op in model.graph.ops]
+        self.recurrent_ops = {i for i, op in enumerate(model.graph.ops) if state_specs(op)}
         self.params = {name: i for i, (name, _) in enumerate(model.graph.params)}
 
     def _plan(self, op):
@@ -142,8 +145,9 @@ class ModelRunner:
 
     def run_inputs(self, cache: KVCache, ids: torch.Tensor, positions: torch.Tensor, lens: torch.Tensor,
                    slots: torch.Tensor | None, offsets: torch.Tensor | None, mask: torch.Tensor | None,
-                   only: set[int] | None = None) -> torch.Tensor | None:
-        """`only`: run just these op indices (cache_ops(): a prefill); returns None then."""
+                   only: set[int] | None = None, row_start: torch.Tensor | None = None) -> torch.Tensor | None:
+        """`only`: run just these op indices (cache_ops(): a prefill); returns None then. `row_start`: a
+        packed forward's grouping of rows by request (recurrent ops run per request: packed_recurrent.py)."""
         B, T = ids.shape
         dev = self.device
         lens = lens.to(dev).long()
@@ -170,7 +174,12 @@ class ModelRunner:
         cache.pos[slot_t[:, None].expand(B, T), rows] = positions
         state = ForwardState(cache, lens, slot_t, write_start, S, visible, positions,
                              int(positions.max()), cache.pos[slot_t, :S])
-        if isinstance(cache, HybridCache):
+        if isinstance(cache, HybridCache) and row_start is not None:
+            R = row_start.shape[0] - 1
+            state.packed = PackedRows.of(slot_t, off, mask, row_start.to(dev))
+            state.recurrent = cache.recurrent.begin(torch.arange(R, device=dev), torch.zeros(R, dtype=torch.long,
+                                                    device=dev), state.packed.parents())
+        elif isinstance(cache, HybridCache):
             state.recurrent = cache.recurrent.begin(slot_t, off, tree_parents(mask, off))
         env = {}
         inputs = {"ids": ids, "positions": positions, "mask": mask}
@@ -179,7 +188,10 @@ class ModelRunner:
         for i, (result, kernel, operands, params) in enumerate(self.plan):
             if only is not None and i not in only:
                 continue
-            out = kernel(params, state, *(env[o] for o in operands))
+            if state.packed is not None and i in self.recurrent_ops:
+                out = state.packed.call(kernel, params, state, *(env[o] for o in operands))
+            else:
+                out = kernel(params, state, *(env[o] for o in operands))
             if result is not None:
                 env[result] = out
         return None if only is not None else env[self.model.graph.result]
@@ -195,4 +207,5 @@ class BoundForward:
 
     def run(self) -> torch.Tensor | None:
         i = self.inputs
-        return self.runner.run_inputs(self.cache, i.ids, i.pos, i.lens, i.slots, i.offsets, i.mask, self.only)
+        return self.runner.run_inputs(self.cache, i.ids, i.pos, i.lens, i.slots, i.offsets, i.mask, self.only,
+                                      row_start=i.row_start)

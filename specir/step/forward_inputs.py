@@ -13,7 +13,8 @@ lens and slots equal on them, offsets the nodes, ascending) and rows >= row_star
 It says only how rows group, never what a real row computes: an executor may use it to read a
 request's KV once for all its rows, and then must write no KV for a pad row (whose logits are then
 unspecified, finite or not; a caller drops them). An executor may also ignore it (pad rows
-repeat row 0 and rewrite row 0's KV row with row 0's own values).
+repeat row 0 and rewrite row 0's KV row with row 0's own values). A model with recurrent layers
+needs it: its recurrent ops regroup the rows per request (specir/runtime/packed_recurrent.py).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The other issues' passes on hybrid targets (docs/HYBRID.md, "CLI, per family"): two-level-verify with an
 attention-only mid model (under n-gram drafting) and draft-vocab{order=frequency} on the drafter decode as
-the hybrid target does (greedy, against its AR engine); batch-fusion and two-level-verify{kind=layers}
-refuse a hybrid target by name, with a hint."""
+the hybrid target does (greedy, against its AR engine); two-level-verify{kind=layers|window} refuses a
+hybrid target by name, with a hint (batch-fusion: tests/hybrid/test_hybrid_batch_fusion.py)."""
 from __future__ import annotations
 
 import pytest
@@ -49,8 +49,8 @@ def test_passes_decode_as_the_hybrid_target(family, passes, checkpoints):
     assert [r.tokens for r in got] == [r.tokens for r in want]
 
 
-@pytest.mark.parametrize("passes, message", [("batch-fusion", "has recurrent layers"),
-                                             ("two-level-verify{kind=layers}", "attention-only")])
+@pytest.mark.parametrize("passes, message", [("two-level-verify{kind=layers}", "attention-only"),
+                                             ("two-level-verify{kind=window,window=4}", "attention-only")])
 def test_passes_that_refuse_a_hybrid_target_say_so(passes, message, checkpoints):
     targets, drafter, _ = checkpoints
     with pytest.raises(SpecirError, match=message) as err:

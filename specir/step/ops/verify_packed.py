@@ -15,7 +15,8 @@ pending tokens plus the most drafted nodes the draft holds at that live count
 (StepInfo.drafted_most_of: a budget's table entry); rows past the packed total are pad rows. The
 row count is the op's `variant`, so the program keeps one capture of the step per forward size.
 Width: 1 + the draft's width per request at most; depth 1 + the draft's depth. One forward.
-Recurrent targets are refused by the type rule (their state is per request, not per row).
+A hybrid target's recurrent ops run per request around the packed rows (specir/runtime/packed_recurrent.py:
+the rows regrouped into the [requests, N] layout verify.tree uses, so node states and commits are the tree's).
 """
 from __future__ import annotations
 
@@ -25,15 +26,11 @@ from specir.step import ragged
 from specir.step.interfaces import ModelForward, StepInterfaces
 from specir.step.values import Nodes, Verified
 
-from .common import has_recurrent_state, model_of
+from .common import model_of
 from .verify import _draft_value, depth, width
 
 
 def _infer(op, ctx):
-    if has_recurrent_state(ctx.model(op.operands[0])):
-        raise TypeRuleError(f"verify.packed gives every token its own row, but {op.operands[0]} has recurrent "
-                            "layers (their state is per request)", "verify a hybrid target with verify.chain or "
-                            "verify.tree (drop batch-fusion)")
     mask = ctx.model_mask(op.operands[0])
     if mask is not None and mask != "tree":
         raise TypeRuleError(f"verify.packed gives every packed token its own mask row, so {op.operands[0]} needs "
