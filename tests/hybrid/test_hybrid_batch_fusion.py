@@ -65,7 +65,10 @@ def test_triton_packed_verify_of_a_hybrid_decodes_as_the_target(checkpoints):
     device = "cuda" if torch.cuda.is_available() else "cpu"
     pipeline = fused(checkpoints, "qwen3_5", PASSES[1])
     got = make_engine(pipeline, "triton", device, None).generate(PROMPTS[:3], 6)
-    want = make_engine(ar_pipeline(pipeline, stock=False), "reference", "cpu", None).generate(PROMPTS[:3], 6)
+    # the oracle is plain decoding on the same backend: on a GPU the tiny random hybrid has near-ties where
+    # Triton's bf16 and the CPU reference part (session 19 call 6: the plain tree, the fused tree and AR on
+    # Triton agree there, the CPU reference does not)
+    want = make_engine(ar_pipeline(pipeline, stock=False), "triton", device, None).generate(PROMPTS[:3], 6)
     assert [r.tokens for r in got] == [r.tokens for r in want]
 
 
