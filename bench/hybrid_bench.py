@@ -12,7 +12,7 @@ after each, so a stage that fails or runs out of time loses nothing before it):
             (tau ~ 1); `projection` below shows speedups at a stated tau.
   compile   `specir init` (chain k = 4; tree: depth 8, top-k 6, budget 63: 64 nodes with the pending token) and
             `specir compile --target h200` of each, and tree-fr: the tree with draft-vocab{size=32768,order=frequency}
-            (`--builds tree-fr` benches it)
+            (`--builds tree-fr` benches it), and tree-bf: the tree with batch-fusion's defaults
   roofline  the AR forward (T = 1, plus argmax; the engine's executor, CUDA-graph replays) at each
             context against the roofline: weight bytes except the embedding, plus KV bytes at that
             context, plus recurrent state bytes (the committed state read and a node state
@@ -80,7 +80,8 @@ TINY_BUILDS = {"chain": ["--k", "2"], "tree": ["--draft", "tree", "--k", "2", "-
 # builds compiled from another build's spec with passes added: tree-fr, the tree whose drafter proposes from the
 # 32768 ids most frequent in the zoo's training documents (draft-vocab{order=frequency}; a head of 32768 of its
 # 248320 rows). The drafter's real ids (the zoo tokenizer's 4096) are all kept, so its tau is the tree's here.
-VARIANTS = {"tree-fr": ("tree", "draft-vocab{size=32768,order=frequency}")}
+# tree-bf: the tree with batch-fusion's defaults (its packed verify; the shrink table drafts less as the batch grows)
+VARIANTS = {"tree-fr": ("tree", "draft-vocab{size=32768,order=frequency}"), "tree-bf": ("tree", "batch-fusion")}
 TINY_VARIANTS = {"tree-fr": ("tree", "draft-vocab{size=64,order=frequency}")}
 
 
@@ -313,7 +314,7 @@ def bench(args, report: Report, builds: dict) -> dict:
 
 def projection(args, rows: dict) -> list[dict]:
     """Per build and batch: steps/s = tok/s / tau, and the speedup over AR at an assumed tau."""
-    assumed = {"chain": args.tau_chain, "tree": args.tau_tree, "tree-fr": args.tau_tree}
+    assumed = {"chain": args.tau_chain, "tree": args.tau_tree, "tree-fr": args.tau_tree, "tree-bf": args.tau_tree}
     out = []
     for name, result in rows.items():
         for row in result if isinstance(result, list) else []:
