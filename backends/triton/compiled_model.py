@@ -58,6 +58,9 @@ class CompiledModel:
         self.program = plan_program(model)
         self.weights = prepare_weights(self.program, raw_weights, self.dtype)
         self.vocab = model.graph.result_type.width
+        # padded per-request buffers of packed forwards' recurrent launches (forward.py), shared by every
+        # launch and forward size (they run one at a time), keyed by (role, rows, width, dtype)
+        self.packed_buffers: dict[tuple, torch.Tensor] = {}
         self.ropes: dict[tuple, RopeTable] = {}
         for launch in self.program.launches:
             if "rope" in launch.attrs:

@@ -420,12 +420,20 @@ class StaticForward:
 
     def _packed_recurrent(self, index: int, launch, ins, out):
         """The recurrent launch of a packed forward over the per-request layout [R, N]: the rows are
-        scattered into padded buffers (allocated here, reused by every run), the op runs there with
-        this run's RecurrentForward, and its output is gathered back to the rows."""
+        scattered into padded buffers (the model's packed_buffers: one per role and width, shared by
+        every recurrent launch and forward size, which run one at a time), the op runs there with this
+        run's RecurrentForward, and its output is gathered back to the rows."""
         R, N = self.inputs.row_start.shape[0] - 1, self.inputs.mask.shape[-1]
-        buffers = [torch.zeros(R * N + 1, x.shape[-1], dtype=x.dtype, device=x.device) for x in ins]
+        shared = self.model.packed_buffers
+
+        def buffer(role, rows, like):
+            key = (role, rows, like.shape[-1], like.dtype)
+            if key not in shared:
+                shared[key] = torch.zeros(rows, like.shape[-1], dtype=like.dtype, device=like.device)
+            return shared[key]
+        buffers = [buffer(i, R * N + 1, x) for i, x in enumerate(ins)]
         padded = [buf[: R * N].view(R, N, -1) for buf in buffers]
-        padded_out = torch.zeros(R, N, out.shape[-1], dtype=out.dtype, device=out.device)
+        padded_out = buffer("out", R * N, out).view(R, N, -1)
         self.configs.append({"launch": index, "kernel": launch.kernel, "B": R, "T": N, "packed_rows": self.B})
         call = self._recurrent_call(launch.kind, launch.attrs, self._params(launch), padded, padded_out)
 

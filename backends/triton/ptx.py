@@ -74,6 +74,7 @@ class _StandIn:
         from .weights import PreparedWeights, weight_names
         self.model, self.name, self.device = model, model.name, torch.device("cpu")
         self.dtype = torch_dtype(str(model.attrs.get("dtype", "bf16")))
+        self.packed_buffers = {}  # as CompiledModel.packed_buffers
         self.program = plan_program(model)
         self.vocab = model.graph.result_type.width
         shapes: dict = {}

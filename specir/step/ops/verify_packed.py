@@ -16,7 +16,9 @@ pending tokens plus the most drafted nodes the draft holds at that live count
 row count is the op's `variant`, so the program keeps one capture of the step per forward size.
 Width: 1 + the draft's width per request at most; depth 1 + the draft's depth. One forward.
 A hybrid target's recurrent ops run per request around the packed rows (specir/runtime/packed_recurrent.py:
-the rows regrouped into the [requests, N] layout verify.tree uses, so node states and commits are the tree's).
+the rows regrouped into the [requests, N] layout verify.tree uses, so node states and commits are the tree's);
+those ops cost a full tree per request slot, frozen slots and dropped nodes included (the cost model and the
+shrink table still price them by packed rows).
 """
 from __future__ import annotations
 
