@@ -464,23 +464,22 @@ class StaticForward:
     def _begin_recurrent(self) -> None:
         """Claim this forward's scratch nodes: token t of request b is node offsets[b] + t, its
         parent the nearest earlier node its mask shows (without a mask: the token before)."""
-        from specir.runtime.packed_recurrent import PackedRows
+        from specir.runtime.packed_recurrent import begin_packed
         from specir.runtime.recurrent_state import tree_parents
         inp, B, T = self.inputs, self.B, self.T
         dev = inp.ids.device
         slots = torch.arange(B, device=dev) if inp.slots is None else inp.slots.long()
         offsets = torch.zeros(B, dtype=torch.long, device=dev) if inp.offsets is None else inp.offsets.long()
+        capturing = dev.type == "cuda" and torch.cuda.is_current_stream_capturing()
+        if inp.row_start is not None:  # a packed forward: its rows regrouped per request (packed_recurrent.py)
+            self.packed, self.recurrent = begin_packed(self.cache.recurrent, slots, offsets, inp.mask, inp.row_start,
+                                                       chain=False if capturing else None, check=not capturing)
+            return
         if inp.mask is not None:
             parents = tree_parents(inp.mask, offsets)
         else:
             parents = offsets[:, None] + torch.arange(T, device=dev)[None, :] - 1
-        capturing = dev.type == "cuda" and torch.cuda.is_current_stream_capturing()
         chain = True if inp.mask is None else (False if capturing else None)  # False: parents read from scratch
-        if inp.row_start is not None:  # a packed forward: its rows regrouped per request (packed_recurrent.py)
-            R = inp.row_start.shape[0] - 1
-            self.packed = PackedRows.of(slots, offsets, inp.mask, inp.row_start)
-            slots, offsets = torch.arange(R, device=dev), torch.zeros(R, dtype=torch.long, device=dev)
-            parents, chain = self.packed.parents(), False if capturing else None
         self.recurrent = self.cache.recurrent.begin(slots, offsets, parents, chain=chain, check=not capturing)
 
     def _group_output(self, launch) -> torch.Tensor:

@@ -33,7 +33,7 @@ def _infer_vocab_scatter(op, ctx):
 
 
 register_op(OpDef("vocab_scatter", "model", (value("x", "logits"),),
-                       {"ids": AttrSpec("str", doc="the i32[N] weight holding each input logit's token id"),
-                        "vocab": AttrSpec("int", doc="the full vocabulary: the result's width")},
-                       _infer_vocab_scatter, weight_keys=("ids",), narrows_vocab=True,
-                       doc="logits<vocab>: x[..., n] at id ids[n], -inf at every other id."))
+                  {"ids": AttrSpec("str", doc="the i32[N] weight holding each input logit's token id"),
+                   "vocab": AttrSpec("int", doc="the full vocabulary: the result's width")},
+                  _infer_vocab_scatter, weight_keys=("ids",), narrows_vocab=True,
+                  doc="logits<vocab>: x[..., n] at id ids[n], -inf at every other id."))

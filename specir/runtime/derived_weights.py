@@ -18,8 +18,7 @@ from pathlib import Path
 from ..errors import SpecirError
 from ..ir.nodes import Model, Pipeline
 from .checkpoint_tensors import derived_weight, is_derived, model_folder, ranking_corpus
-
-FOLDER = "weights"
+from .packed_weights import FOLDER  # the build's weight files live together
 
 
 def derived_file(build: Path, model_name: str) -> Path:

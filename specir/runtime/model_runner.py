@@ -26,7 +26,7 @@ from ..rope import depends_on_length, rope_frequencies, rotary_dim
 from .dtypes import torch_dtype
 from .kv_cache import KVCache
 from .hybrid_cache import HybridCache
-from .packed_recurrent import PackedRows
+from .packed_recurrent import PackedRows, begin_packed
 from .recurrent_state import RecurrentForward, RecurrentStates, tree_parents
 
 OP_KERNELS: dict[str, dict] = {}  # backend name -> {op name -> kernel}; plugins add entries
@@ -175,10 +175,7 @@ class ModelRunner:
         state = ForwardState(cache, lens, slot_t, write_start, S, visible, positions,
                              int(positions.max()), cache.pos[slot_t, :S])
         if isinstance(cache, HybridCache) and row_start is not None:
-            R = row_start.shape[0] - 1
-            state.packed = PackedRows.of(slot_t, off, mask, row_start.to(dev))
-            state.recurrent = cache.recurrent.begin(torch.arange(R, device=dev), torch.zeros(R, dtype=torch.long,
-                                                    device=dev), state.packed.parents())
+            state.packed, state.recurrent = begin_packed(cache.recurrent, slot_t, off, mask, row_start.to(dev))
         elif isinstance(cache, HybridCache):
             state.recurrent = cache.recurrent.begin(slot_t, off, tree_parents(mask, off))
         env = {}

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .recurrent_state import tree_parents
+from .recurrent_state import RecurrentForward, RecurrentStates, tree_parents
 
 
 @dataclass
@@ -62,3 +62,16 @@ class PackedRows:
     def call(self, kernel, params, state, *args):
         """A reference-contract recurrent kernel (activations..., mask) run over the padded layout."""
         return self.unpad(kernel(params, state, *(self.pad_into(self.buffer(a), a) for a in args[:-1]), self.mask))
+
+
+def begin_packed(store: RecurrentStates, slots: torch.Tensor, offsets: torch.Tensor, mask: torch.Tensor,
+                 row_start: torch.Tensor, *, chain: bool | None = None,
+                 check: bool = True) -> tuple[PackedRows, RecurrentForward]:
+    """A packed forward's recurrent view (both runners): its rows regrouped per request, and the
+    RecurrentForward over [R, N] whose token n of request r is node n (RecurrentStates.begin's
+    `chain` and `check`)."""
+    rows = PackedRows.of(slots, offsets, mask, row_start)
+    R, dev = rows.requests, rows.mask.device
+    zeros = torch.zeros(R, dtype=torch.long, device=dev)
+    return rows, store.begin(torch.arange(R, device=dev), zeros, rows.parents(), chain=chain, check=check)
+
