@@ -20,7 +20,7 @@ from .declared_target import read as read_declared
 from .ir.nodes import Pipeline
 from .ir.printer import print_pipeline
 from .ir.verifier import require_step
-from .load import load_pipeline
+from .load import load_pipeline, spec_folder
 from .pass_infra import PassManager, build_passes, facts_of
 from .runtime.derived_weights import write_derived_weights
 from .runtime.packed_weights import write_packed_weights
@@ -39,11 +39,6 @@ def optimise(spec: "str | Path | Pipeline", pipeline_string: str = "", *, print_
     return manager.run(pipeline), manager
 
 
-def _spec_folder(spec: str | Path) -> Path | None:
-    """Relative model sources are relative to the .spec file's folder."""
-    return None if str(spec).startswith("<") else Path(spec).parent
-
-
 def compile_pipeline(spec: str | Path, target_name: str, out: str | Path, pipeline_string: str = "",
                      *, print_after_all: bool = False, debug: bool = False, plugins=(), emit_ptx: bool = False) -> dict:
     """`plugins`: the --plugin files loaded for this compile; the manifest lists them so that run,
@@ -56,11 +51,11 @@ def compile_pipeline(spec: str | Path, target_name: str, out: str | Path, pipeli
                           print_after_all=print_after_all, debug=debug, target=target.name)
     pipeline = manager.run(source)
     require_step(pipeline, "compiling")
-    check_checkpoints(pipeline, _spec_folder(spec))  # declared weights vs the safetensors headers, before lowering
+    check_checkpoints(pipeline, spec_folder(spec))  # declared weights vs the safetensors headers, before lowering
     with atomic_build(Path(out)) as tmp:
         lowering = lower(pipeline, target, tmp, emit_ptx=emit_ptx)
-        packed = write_packed_weights(lowering.pipeline, tmp, _spec_folder(spec))
-        derived = write_derived_weights(lowering.pipeline, tmp, _spec_folder(spec))
+        packed = write_packed_weights(lowering.pipeline, tmp, spec_folder(spec))
+        derived = write_derived_weights(lowering.pipeline, tmp, spec_folder(spec))
         (tmp / "pipeline.spec").write_text(print_pipeline(lowering.pipeline))
         manifest = {
             "specir_version": __version__,

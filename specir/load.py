@@ -11,6 +11,12 @@ from .ir.parser import parse, parse_file
 from .ir.verifier import infer_types
 
 
+def spec_folder(source: str | Path | None) -> Path | None:
+    """The folder relative model sources (and draft-vocab corpora) of a .spec at `source` are relative
+    to; None for a pipeline given as text ("<...>")."""
+    return None if not source or str(source).startswith("<") else Path(source).parent
+
+
 def expand_imports(pipeline: Pipeline) -> Pipeline:
     """Replace every `model @m = import("dir")` by the imported graph (attributes kept on top)."""
     base = Path(pipeline.source_file).parent if pipeline.source_file and not pipeline.source_file.startswith("<") \

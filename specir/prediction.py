@@ -15,6 +15,7 @@ from .acceptance_model import Profile
 from .batch_schedule import never_drafts
 from .calibration import Calibration
 from .ir.nodes import Pipeline
+from .load import spec_folder
 from .runtime.baseline import ar_pipeline
 from .step.interfaces import StepInfo
 from .step_time import StepTime, step_time
@@ -54,20 +55,16 @@ def mid_level(pipeline: Pipeline):
     return None
 
 
-def proposed_ids(model):
+def proposed_ids(model, base=None):
     """The ids a drafting model can propose: an int N (ids below N; its whole vocabulary, or an id-prefix
     head) or a frozenset (ids its logits keep: draft-vocab{order=frequency}'s ranked ids, derived as the
-    loader derives them; relative paths are relative to the .spec the model was read from)."""
-    from pathlib import Path
-
+    loader derives them; relative paths are relative to `base`, the .spec's folder)."""
     from .ir.opdefs import narrows_vocab
     from .ir.verifier import logits_head
     from .runtime.checkpoint_tensors import derived_weight, model_folder
     head, _ = logits_head(model.graph)
     if not narrows_vocab(head):
         return model.graph.result_type.width
-    loc = model.loc or head.loc
-    base = Path(loc.file).parent if loc is not None and not str(loc.file).startswith("<") else None
     ids = derived_weight(model, model.weight(head.attrs["ids"]), model_folder(model, base), base)
     return frozenset(ids.tolist())
 
@@ -80,7 +77,7 @@ def predict(pipeline: Pipeline, target: Target, calibration: Calibration, profil
     two_level = mid_level(pipeline)
     drafter = pipeline.model(op.symbols[0].lstrip("@")) if op is not None and op.symbols else None
     if profile is not None and drafter is not None and drafter.graph is not None:
-        profile = profile.within(proposed_ids(drafter))  # draft-vocab: ids outside the head never drafted
+        profile = profile.within(proposed_ids(drafter, spec_folder(pipeline.source_file)))  # draft-vocab: ids outside the head never drafted
     if profile is None:
         tau = 1.0
     elif two_level is not None:

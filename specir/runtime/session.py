@@ -12,7 +12,7 @@ from ..declared_target import final_verify
 from ..errors import SpecirError
 from ..ir.nodes import Pipeline
 from ..ir.verifier import require_step
-from ..load import load_pipeline
+from ..load import load_pipeline, spec_folder
 from ..pipeline_template import default_spec_text
 from ..targets import Target, get_target, host_target, require_available
 from ..step.engine import StepEngine
@@ -71,7 +71,7 @@ def open_session(source: str | None, target: str | None = None, passes: str = ""
         tgt = get_target(manifest["target"])
         require_available(tgt)
         spec_source = manifest.get("source")
-        base = Path(spec_source).parent if spec_source and not spec_source.startswith("<") else None
+        base = spec_folder(spec_source)
         pipeline = load_pipeline(path / "pipeline.spec")
         require_step(pipeline, "running")
         check_checkpoints(pipeline, base)  # headers vs declarations, before any kernel is compiled
