@@ -7,11 +7,12 @@ them: @mid keeps the draft's prefix it agrees with and extends it by `extend` to
 graph takes mask<causal>, commit kv = "prefix"); acceptance reads the cascade's chain. The target
 is still the last judge, so the output is the target's. Provides the fact `two-level-verify`.
 Mid-level kinds (`kind`):
-- `layers` (default, any Llama-family pair): a new region @mid derived from the target: its first
-  `layers` decoder layers (0: half of them), then the target's own final norm and lm_head
-  (self-speculative: the same checkpoint's tensors, no extra weights);
+- `layers` (default): a new region @mid derived from the target: its first `layers` decoder layers
+  (0: half of them; attention, recurrent or MLP-only layers alike, numbered as the checkpoint's
+  weights are), then the target's own final norm and lm_head (self-speculative: the same
+  checkpoint's tensors, no extra weights; a hybrid target's mid level keeps its own recurrent state);
 - `window`: @mid is the target with every attention layer limited to the last `window` rows
-  (TriForce-style, pays at long context);
+  (TriForce-style, pays at long context; recurrent layers are unchanged);
 - `model`: the pipeline's model `@<model>` (a mid-size model the user adds with
   `model @mid = import("...")`, or `specir init --mid DIR|zoo:NAME`), which must share the
   target's vocabulary; the zoo ships `zoo:code-mid` (between code-drafter and code-target, distilled
@@ -32,46 +33,73 @@ After (two-level-verify{layers=1}):
 """
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from specir.declared_target import read as read_declared
 from specir.errors import SpecirError
 from specir.ir.nodes import Attrs, Model, Op, Pipeline
 from specir.ir.opdefs import MAX_DRAFT_TOKENS, role_of, without_defaults
+from specir.ir.ops_recurrent import weight_attrs
 from specir.ir.types import TOKENS
 from specir.pass_infra import Option, Pass
 from specir.step.interfaces import interfaces_of
 
 KINDS = ("layers", "window", "model")
-ATTENTION_ONLY = {"embed", "rms_norm", "linear", "packed_linear", "rope", "attention", "swiglu", "add"}
+LAYER_OF_WEIGHT = re.compile(r"(?:^|\.)(?:layers|h|blocks)\.(\d+)\.")  # HF's decoder-layer weight names
 
 
-def check_attention_only(model: Model, kind: str) -> None:
-    """A mid level's graph holds no recurrent state (draft.cascade compacts KV rows only)."""
-    odd = sorted({op.name for op in model.graph.ops} - ATTENTION_ONLY)
-    if odd:
-        raise SpecirError(f"two-level-verify{{kind={kind}}} needs an attention-only (Llama-family) mid level; "
-                          f"@{model.name} also has: {', '.join(odd)}", location=model.loc,
-                          hint="use kind=model with an attention-only mid-size model")
+def decoder_layer(op) -> int | None:
+    """The decoder layer an op belongs to, read from the checkpoint names of the weights it uses
+    (`model.layers.N.`, `backbone.layers.N.`, ...); None for an op that uses no layer's weight."""
+    found = {int(m.group(1)) for name in op_weight_names(op) if (m := LAYER_OF_WEIGHT.search(name))}
+    return min(found) if found else None
+
+
+def op_weight_names(op) -> set[str]:
+    """The weights an op reads (weight, bias and the attributes its definition names)."""
+    keys = ("weight", "bias") + weight_attrs(op)
+    return {v for k, v in op.attrs.items() if (k in keys or k.startswith("weight")) and isinstance(v, str)}
+
+
+def decoder_layers(model: Model) -> int:
+    """Decoder layers of a model graph (0 when its weights name none)."""
+    layers = [n for op in model.graph.ops if (n := decoder_layer(op)) is not None]
+    return max(layers) + 1 if layers else 0
+
+
+def residual_stream(ops, result: str) -> list[int]:
+    """Indices of the ops producing the residual stream, embedding first: from the head (the ops after
+    the last residual add, which end in the logits) back through each residual `add` along its
+    earlier-produced operand (the stream: a layer's branch is computed from it, so comes later)."""
+    producer = {op.result: i for i, op in enumerate(ops) if op.result}
+    i = producer.get(result)
+    while i is not None and ops[i].name != "add":  # the head: norm, lm_head, logit scaling
+        i = producer.get(ops[i].operands[0]) if ops[i].operands else None
+    if i is None:
+        raise SpecirError("two-level-verify{kind=layers} found no residual stream in the target's graph",
+                          hint="use kind=model with a smaller model, or kind=window")
+    stream = [i]
+    while ops[i].name == "add":
+        i = min(producer[o] for o in ops[i].operands if o in producer)
+        stream.append(i)
+    return stream[::-1]
 
 
 def layer_prefix(model: Model, layers: int) -> Model:
-    """`model`'s first `layers` decoder layers, then its final norm and head (a Llama-family graph:
-    the last rms_norm is the final norm; layer n starts at the norm of the residual stream (an add's
-    or the embedding's result) that its attention's query comes from)."""
+    """`model`'s first `layers` decoder layers (attention, recurrent or MLP-only alike), then its head
+    (final norm, lm_head and what follows) reading the residual stream where layer `layers` starts:
+    the last stream value produced before the first op of a layer >= `layers`."""
     ops = list(model.graph.ops)
-    attn = [i for i, op in enumerate(ops) if op.name == "attention"]
-    final = max(i for i, op in enumerate(ops) if op.name == "rms_norm")
-    producer = {op.result: i for i, op in enumerate(ops) if op.result}
-    # layer `layers` starts where its attention's query comes from a norm of the residual stream
-    i = producer[ops[attn[layers]].operands[0]]
-    while not (ops[i].name == "rms_norm" and ops[producer[ops[i].operands[0]]].name in ("add", "embed")):
-        i = producer[ops[i].operands[0]]
-    cut, residual = i, ops[i].operands[0]
-    head = [replace(ops[final], operands=(residual,) + ops[final].operands[1:])] + ops[final + 1:]
-    kept = ops[:cut] + head
-    used = {op.attrs[k] for op in kept for k in op.attrs if k.startswith("weight") and isinstance(op.attrs[k], str)}
-    used |= {op.attrs["bias"] for op in kept if isinstance(op.attrs.get("bias"), str)}
+    stream = residual_stream(ops, model.graph.result)
+    end = stream[-1]  # the last residual add: the head follows it
+    first = min(i for i, op in enumerate(ops) if (n := decoder_layer(op)) is not None and n >= layers)
+    cut = max(i for i in stream if i < first)
+    kept_value, end_value = ops[cut].result, ops[end].result
+    head = [replace(op, operands=tuple(kept_value if o == end_value else o for o in op.operands))
+            for op in ops[end + 1:]]
+    kept = ops[:cut + 1] + head
+    used = set().union(*(op_weight_names(op) for op in kept))
     weights = tuple(w for w in model.weights if w.name in used)
     graph = replace(model.graph, ops=tuple(kept))
     return replace(model, weights=weights, graph=graph)
@@ -163,15 +191,17 @@ class TwoLevelVerify(Pass):
                                         f"tokens, the target @{target.name} one of "
                                         f"{target.graph.result_type.width}", "the mid model needs the target's "
                                         "tokenizer")
-            check_attention_only(mid, "model")
         else:
-            check_attention_only(target, self.kind)
             if pipeline.model("mid") is not None:
                 raise SpecirError(f"two-level-verify{{kind={self.kind}}} adds a model @mid, but the pipeline "
                                   f"already has one", hint="use kind=model,model=mid to verify with it, or "
                                                            "rename it")
-            n = sum(1 for op in target.graph.ops if op.name == "attention")
             if self.kind == "layers":
+                n = decoder_layers(target)
+                if n == 0:
+                    raise SpecirError(f"two-level-verify{{kind=layers}} finds the decoder layers of @{target.name} "
+                                      "by its weights' names (model.layers.N.*), and none names a layer",
+                                      location=target.loc, hint="use kind=window, or kind=model with a smaller model")
                 keep = self.layers or max(1, n // 2)
                 if keep >= n:
                     hint = (f"use layers={max(1, n // 2)} (0 takes half)" if n >= 2 else

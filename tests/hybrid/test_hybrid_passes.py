@@ -1,10 +1,15 @@
-"""The other issues' passes on hybrid targets (docs/HYBRID.md, "CLI, per family"): two-level-verify with an
-attention-only mid model (under n-gram drafting) and draft-vocab{order=frequency} on the drafter decode as
-the hybrid target does (greedy, against its AR engine); two-level-verify{kind=layers|window} refuses a
-hybrid target by name, with a hint (batch-fusion: tests/hybrid/test_hybrid_batch_fusion.py)."""
+"""The other issues' passes on hybrid targets (docs/HYBRID.md, "CLI, per family"): two-level-verify of every
+kind (a mid level of the target's first layers or of its windowed attention keeps its own recurrent
+state; an attention-only mid model under n-gram drafting), over chain and tree drafts, and
+draft-vocab{order=frequency} on the drafter decode as the hybrid target does (greedy, against its AR
+engine), on the reference and the Triton interpreter; `specir check` finds no mismatch; kind=layers cuts
+every family's graph at a decoder layer (batch-fusion: tests/hybrid/test_hybrid_batch_fusion.py)."""
 from __future__ import annotations
 
+import json
+
 import pytest
+import torch
 
 from specir.errors import SpecirError
 from specir.load import load_pipeline
@@ -13,7 +18,11 @@ from specir.pipeline_template import pipeline_text
 from specir.runtime.baseline import ar_pipeline
 from specir.runtime.session import make_engine
 from tests.helpers.checkpoints import make_checkpoint, write_tokenizer
-from tests.hybrid.checkpoints import make_hybrid_checkpoint
+from tests.helpers.specs import write_prompts
+from specir.passes.two_level_verify import decoder_layer
+from specir.ir.ops_recurrent import model_state_specs, state_specs
+from tests.hybrid.checkpoints import HYBRID_FAMILIES, make_hybrid_checkpoint
+from tests.hybrid.checkpoints import VOCAB as VOCAB_SMALL
 
 VOCAB = 259  # a byte-level tokenizer's size (draft-vocab{order=frequency} ranks with the drafter's tokenizer)
 PROMPTS = [[5, 6, 7, 5, 6, 7, 9, 5, 6], [1, 2, 3]]
@@ -39,8 +48,13 @@ def _pipeline(target, drafter):
 
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("passes", ["two-level-verify{kind=model,model=drafter,extend=2},ngram-draft{k=4}",
+                                    "two-level-verify{kind=layers,layers=1,extend=3}",
+                                    "tree-verify{budget=6,topk=2,depth=3},two-level-verify{kind=layers,layers=2}",
+                                    "two-level-verify{kind=window,window=3}",
+                                    "tree-verify{budget=6,topk=2,depth=3},two-level-verify{kind=window,window=3,extend=3}",
                                     "tree-verify{budget=6,topk=2},draft-vocab{size=64,order=frequency,corpus=CORPUS}"],
-                         ids=["two-level-model", "draft-vocab-frequency"])
+                         ids=["two-level-model", "layers-chain", "layers-tree", "window-chain", "window-tree",
+                              "draft-vocab-frequency"])
 def test_passes_decode_as_the_hybrid_target(family, passes, checkpoints):
     targets, drafter, corpus = checkpoints
     pipeline = PassManager(build_passes(passes.replace("CORPUS", f'"{corpus}"'))).run(_pipeline(targets[family], drafter))
@@ -49,10 +63,78 @@ def test_passes_decode_as_the_hybrid_target(family, passes, checkpoints):
     assert [r.tokens for r in got] == [r.tokens for r in want]
 
 
-@pytest.mark.parametrize("passes, message", [("two-level-verify{kind=layers}", "attention-only"),
-                                             ("two-level-verify{kind=window,window=4}", "attention-only")])
-def test_passes_that_refuse_a_hybrid_target_say_so(passes, message, checkpoints):
+@pytest.mark.parametrize("family", HYBRID_FAMILIES)
+def test_layers_kind_cuts_every_family_at_a_decoder_layer(family, tmp_path):
+    """The mid level keeps the weights of layers < `layers` only (recurrent, attention and MLP-only
+    layers alike), its own recurrent states for the layers it keeps, and decodes as the target."""
+    target = make_hybrid_checkpoint(family, tmp_path / family, seed=3)
+    drafter = make_checkpoint("llama", tmp_path / "d", seed=4, vocab_size=VOCAB_SMALL, num_hidden_layers=1)
+    pipeline = PassManager(build_passes("tree-verify{budget=6,topk=2,depth=3},two-level-verify{kind=layers,layers=1}")) \
+        .run(_pipeline(target, drafter))
+    mid, full = pipeline.model("mid"), pipeline.model("target")
+    names = {w.name for w in mid.weights}
+    assert names < {w.name for w in full.weights}
+    assert {decoder_layer(op) for op in mid.graph.ops} - {None} == {0}
+    assert model_state_specs(mid) == [s for s in model_state_specs(full) if s in model_state_specs(mid)]
+    assert len(model_state_specs(mid)) == sum(1 for op in full.graph.ops if decoder_layer(op) == 0
+                                             for _ in state_specs(op))
+    got = make_engine(pipeline, "reference", "cpu", None).generate([[5, 6, 7, 5, 6], [1, 2]], 8)
+    want = make_engine(ar_pipeline(pipeline, stock=False), "reference", "cpu", None).generate([[5, 6, 7, 5, 6], [1, 2]], 8)
+    assert [r.tokens for r in got] == [r.tokens for r in want]
+
+
+def test_layers_kind_needs_a_layer_to_cut_at(checkpoints):
     targets, drafter, _ = checkpoints
-    with pytest.raises(SpecirError, match=message) as err:
-        PassManager(build_passes(passes)).run(_pipeline(targets["qwen3_5"], drafter))
+    with pytest.raises(SpecirError, match="has 4 layers") as err:
+        PassManager(build_passes("two-level-verify{kind=layers,layers=4}")).run(_pipeline(targets["qwen3_5"], drafter))
     assert err.value.hint
+
+
+@pytest.mark.parametrize("passes", ["tree-verify{budget=6,topk=2,depth=3},two-level-verify{kind=layers,layers=2,extend=3}",
+                                    "two-level-verify{kind=window,window=3,extend=3}"], ids=["layers-tree", "window-chain"])
+def test_triton_two_level_of_a_hybrid_decodes_as_the_target(passes, checkpoints):
+    """The mid level's recurrent ops on Triton: a tree judged from the feed's chain, extensions that continue
+    from the accepted path's node states (the gated delta WY factors among them) before the feed is committed."""
+    import os
+    pytest.importorskip("triton")
+    if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
+        pytest.skip("needs the Triton interpreter or a GPU")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    targets, drafter, _ = checkpoints
+    pipeline = PassManager(build_passes(passes)).run(_pipeline(targets["qwen3_5"], drafter))
+    got = make_engine(pipeline, "triton", device, None).generate(PROMPTS, 6)
+    want = make_engine(ar_pipeline(pipeline, stock=False), "triton", device, None).generate(PROMPTS, 6)
+    assert [r.tokens for r in got] == [r.tokens for r in want]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_check_token_forces_a_two_level_hybrid(family, checkpoints, specir_cli, tmp_path):
+    targets, drafter, _ = checkpoints
+    spec = tmp_path / "p.spec"
+    spec.write_text(pipeline_text("p", str(targets[family]), str(drafter), 3))
+    prompts = write_prompts(tmp_path, 4, VOCAB, seed=5)
+    code, out, err = specir_cli("check", spec, "-p", "tree-verify{budget=6,topk=2,depth=3},two-level-verify{kind=layers}",
+                                "--target", "cpu", "--prompts", prompts, "--batch-size", 4, "--max-new-tokens", 8,
+                                "--limit", 0, "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["ok"] and report["mismatches"] == 0 and report["tokens_checked"] == report["tokens_asked"] == 32
+
+
+@pytest.mark.parametrize("backend", ["reference", "triton"])
+@pytest.mark.parametrize("tree", [False, True], ids=["chain", "tree"])
+def test_a_mid_level_equal_to_the_hybrid_target_accepts_its_whole_proposal(tree, backend, checkpoints):
+    """The hybrid target drafts for itself and kind=window past the context makes @mid the target too: @mid
+    accepts the draft's greedy path (k = 3 tokens of a chain; at least the first of a tree) and the target
+    all `extend` tokens of the mid's extension every step, which holds only if each extension continues from
+    the right recurrent state (the accepted path's last node, before the feed is committed)."""
+    import os
+    if backend == "triton" and os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
+        pytest.skip("needs the Triton interpreter or a GPU")
+    device = "cuda" if backend == "triton" and torch.cuda.is_available() else "cpu"
+    targets, _, _ = checkpoints
+    passes = ("tree-verify{budget=6,topk=2,depth=3}," if tree else "") + "two-level-verify{kind=window,window=4096,extend=3}"
+    pipeline = PassManager(build_passes(passes)).run(_pipeline(targets["qwen3_5"], targets["qwen3_5"]))
+    for r in make_engine(pipeline, backend, device, None).generate(PROMPTS, 16):
+        steps = r.accept_lengths[:-1]  # the last step stops at the token limit
+        assert min(steps) >= 1 + 1 + 3 and (tree or min(steps) == 3 + 3 + 1), r.accept_lengths

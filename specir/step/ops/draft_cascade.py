@@ -5,24 +5,31 @@ or a tree), the cheaper verifier @mid keeps the longest prefix it agrees with an
 its own greedy tokens; the result is the chain the declared target verifies (the last judge, so
 the pipeline stays lossless whatever @mid is).
 
-Semantics per request (@mid is a draft-role model: it catches up on the tokens emitted last step):
-1-2. one @mid forward catches up and judges: its rows are the tokens emitted last step (feed,
-   n_feed of them, the pending token last: committed, lens += n_feed), then the draft's nodes
-   1 .. N-1 (node 0 is the pending token) at rows lens + j - 1, positions lens - 1 + depth[j]: a
-   chain causally, a tree under its ancestor mask (@mid's graph then takes mask<tree>); the
-   logits after the pending token and after each node judge the draft;
+Semantics per request (@mid is a draft-role model: it catches up on the tokens emitted last step).
+Rows are numbered from @mid's committed length at the step's start; row r is scratch node r of
+@mid's cache (KV row lens + r and, for a recurrent @mid, recurrent node r: both follow the same
+rows, so a node's state derives from the nearest earlier row its mask shows):
+1-2. one @mid forward catches up and judges (width F = W + N - 1): rows 0 .. n_feed - 1 are the
+   tokens emitted last step (feed, the pending token last), rows n_feed - 1 + j the draft's nodes
+   j = 1 .. N-1 (node 0 is the pending token) at positions lens - 1 + n_feed + depth[j]: a chain
+   causally, a tree under its ancestor mask (@mid's graph then takes mask<tree>); the logits after
+   the pending token and after each node judge the draft;
 3. greedy acceptance against @mid's argmax (accept_greedy.accept_path): a = the accepted drafted
-   tokens, then @mid's bonus token m_1; for a tree the path's rows are compacted into place
-   (backend.commit_path; @mid's lens does not move: those are scratch rows);
-4. extend - 1 one-token forwards of m_j at offset a + j - 1 give m_2 .. m_extend (greedy at every
-   temperature: the proposal is deterministic, so accept.sample treats it as candidates).
+   tokens, then @mid's bonus token m_1;
+4. extend - 1 one-token forwards of m_j give m_2 .. m_extend (greedy at every temperature: the
+   proposal is deterministic, so accept.sample treats it as candidates), at position
+   lens + n_feed + a + j - 1: after a chain at row n_feed + a + j - 1 (causally: the feed, the
+   accepted prefix and m_1 .. m_j-1), after a tree at row F + j - 1 under a mask showing the feed, the
+   accepted path's rows and m_1 .. m_j-1 (no row moves, so a recurrent state derives from the
+   path's last node);
+5. the feed is committed: lens += n_feed, and a recurrent @mid commits the pending token's node
+   (n_feed - 1); every other row stays scratch.
 Result (IR type `tokens`, a Draft): d_1 .. d_a, m_1 .. m_extend; count a + extend, width
 D + extend (D: the draft's depth), q = None.
 Width and depth D + extend. Forwards on @mid per step: one of the emit width + the draft's width
 (catch-up and judging fused; a tree mask for a tree), extend - 1 of one token. Effects: draft (it
 drafts for the target; @mid's cache follows the committed tokens like any drafter's) and
-mid-verify.
-Attention-only @mid models (the compaction moves KV rows, not recurrent state). Capture-safe.
+mid-verify. Any @mid model, attention-only or with recurrent layers. Capture-safe.
 """
 from __future__ import annotations
 
@@ -30,11 +37,12 @@ import torch
 
 from specir.ir.opdefs import MAX_DRAFT_TOKENS, AttrSpec, OpDef, TypeRuleError, in_range, register_op, symbol, value
 from specir.ir.types import TOKENS
+from specir.runtime.recurrent_commit import commit_recurrent
 from specir.step.interfaces import ModelForward, StepInterfaces
 from specir.step.values import Draft, Nodes
 
 from .accept_greedy import accept_path
-from .common import has_recurrent_state, model_of
+from .common import model_of
 
 EXTEND = 2  # the default of `extend`
 
@@ -57,9 +65,6 @@ def _infer(op, ctx):
         raise TypeRuleError(f"extend must be between 1 and {MAX_DRAFT_TOKENS}, got {extend}",
                             "extend is how many tokens the mid level adds after its accepted prefix "
                             "(1: only its bonus token)")
-    if has_recurrent_state(ctx.model(op.operands[0])):
-        raise TypeRuleError(f"draft.cascade keeps only KV rows of its mid level, but {op.operands[0]} has recurrent "
-                            "layers", "use an attention-only (Llama-family) mid level")
     draft_type = ctx.value_type(op.operands[2])
     mask = ctx.model_mask(op.operands[0])
     if draft_type is not None and mask is not None and draft_type.name == "tree" and mask != "tree":
@@ -75,9 +80,11 @@ def _forwards(op, info):
     producer = info.producer.get(_draft_value(op))
     tree = producer is not None and producer.type is not None and producer.type.name == "tree"
     F = W + N  # the catch-up rows and the drafted nodes in one forward
+    E = extend_of(op)
     out = [ModelForward(m, F, 1, "mid-verify", F, mask_width=F if tree else 0)]
-    if extend_of(op) > 1:
-        out.append(ModelForward(m, 1, extend_of(op) - 1, "draft", W + D + extend_of(op)))
+    if E > 1:  # a tree's extension rows follow the judging forward's; a chain's its accepted prefix
+        U = F + E - 1
+        out.append(ModelForward(m, 1, E - 1, "draft", U if tree else W + D + E, mask_width=U if tree else 0))
     return out
 
 
@@ -87,9 +94,9 @@ def _nodes(ctx, draft) -> Nodes:
 
 def _catch_up_and_judge(ctx, state, nodes: Nodes) -> torch.Tensor:
     """One @mid forward of [feed[:n_feed] | drafted nodes 1..N-1 | padding] (width W + N - 1): the
-    catch-up rows causally, each node under its ancestors and every catch-up row; then lens +=
-    n_feed. Returns @mid's argmax after each node [B, N] (node 0: the pending token, the last
-    catch-up row); node j's row is then lens + j - 1."""
+    catch-up rows causally, each node under its ancestors and every catch-up row (node j at row
+    n_feed - 1 + j). Returns @mid's argmax after each node [B, N] (node 0: the pending token, the
+    last catch-up row). Commits nothing (step 5 of the module docstring does)."""
     B, N = nodes.tokens.shape
     W = state.feed.shape[1]
     F, dev = W + N - 1, ctx.device
@@ -112,8 +119,18 @@ def _catch_up_and_judge(ctx, state, nodes: Nodes) -> torch.Tensor:
     logits = forward.run()
     rows = (nf - 1 + torch.arange(N, device=dev)[None, :]).clamp(0, F - 1)           # [B, N]
     picked = logits.gather(1, rows[:, :, None].expand(B, N, logits.shape[-1]))
-    state.lens += state.n_feed
     return ctx.backend.argmax(picked)
+
+
+def _extension_mask(accepted, nf: torch.Tensor, U: int) -> torch.Tensor:
+    """[B, U] rows an extension after a tree sees: the feed (rows < n_feed) and the accepted path's
+    nodes (node p at row n_feed - 1 + p); lower() adds the extension rows."""
+    u = torch.arange(U, device=nf.device)
+    P = accepted.path.shape[1]
+    on_path = torch.arange(P, device=nf.device)[None, :] < accepted.n_path.long()[:, None]     # [B, P]
+    rows = nf[:, None] - 1 + accepted.path.long()                                               # [B, P]
+    path_rows = ((rows[:, :, None] == u) & on_path[:, :, None]).any(1)
+    return (u[None, :] < nf[:, None]) | path_rows
 
 
 def lower(ctx, op, args):
@@ -127,21 +144,30 @@ def lower(ctx, op, args):
     judge = _catch_up_and_judge(ctx, state, nodes)
     accepted = accept_path(nodes, judge, state.name)
     a = (accepted.n_path - 1).long()                                                 # accepted drafted tokens
-    if tree:
-        rows = (accepted.path[:, 1:].long() - 1).clamp(min=-1).to(torch.int32)
-        ctx.backend.commit_path(state, rows, a.to(torch.int32), True)
+    nf = state.n_feed.long()
     width = D + E
     proposal = torch.zeros(B, width, dtype=torch.long, device=dev)
     take = min(D + 1, accepted.emitted.shape[1], width)
     proposal[:, :take] = accepted.emitted[:, :take]                                  # d_1..d_a, m_1, zeros
+    F = state.feed.shape[1] + N - 1                                                  # the judging forward's rows
+    U = F + E - 1
+    seen = _extension_mask(accepted, nf, U) if tree and E > 1 else None
     for j in range(1, E):
-        inputs, forward = ctx.forward(state, ("draft", 1), 1, offsets=True)
-        at = (a + j - 1)[:, None]
+        at = (a + j - 1)[:, None]                                                    # m_j's index in the proposal
+        if tree:
+            inputs, forward = ctx.forward(state, ("cascade-extend", U), 1, mask_width=U, offsets=True)
+            inputs.offsets.fill_(F + j - 1)
+            seen[:, F + j - 1] = True
+            inputs.mask.copy_(seen[:, None, :])
+        else:
+            inputs, forward = ctx.forward(state, ("draft", 1), 1, offsets=True)
+            inputs.offsets.copy_((nf[:, None] + at)[:, 0].to(torch.int32))
         inputs.ids.copy_(proposal.gather(1, at))
-        inputs.offsets.copy_((a + j - 1).to(torch.int32))
-        torch.add(state.lens.long()[:, None], at, out=inputs.pos)
+        torch.add(state.lens.long()[:, None], nf[:, None] + at, out=inputs.pos)
         nxt = ctx.backend.argmax(forward.run()[:, 0])
         proposal.scatter_(1, (a + j)[:, None], nxt[:, None])
+    commit_recurrent(state.cache, nf - 1, nf, check=not ctx.backend.captures)       # the pending token's node
+    state.lens += state.n_feed
     count = (a + E).to(torch.int32)
     return Draft(proposal, count, None)
 
