@@ -12,7 +12,9 @@ after each, so a stage that fails or runs out of time loses nothing before it):
             (tau ~ 1); `projection` below shows speedups at a stated tau.
   compile   `specir init` (chain k = 4; tree: depth 8, top-k 6, budget 63: 64 nodes with the pending token) and
             `specir compile --target h200` of each, and tree-fr: the tree with draft-vocab{size=32768,order=frequency}
-            (`--builds tree-fr` benches it), and tree-bf: the tree with batch-fusion's defaults
+            (`--builds tree-fr` benches it), tree-bf: the tree with batch-fusion's defaults, and tree-2l:
+            the tree with two-level-verify{kind=layers} (a mid level of the target's first half of
+            layers, its own recurrent state); a variant is compiled only when --builds names it
   roofline  the AR forward (T = 1, plus argmax; the engine's executor, CUDA-graph replays) at each
             context against the roofline: weight bytes except the embedding, plus KV bytes at that
             context, plus recurrent state bytes (the committed state read and a node state
@@ -81,7 +83,8 @@ TINY_BUILDS = {"chain": ["--k", "2"], "tree": ["--draft", "tree", "--k", "2", "-
 # 32768 ids most frequent in the zoo's training documents (draft-vocab{order=frequency}; a head of 32768 of its
 # 248320 rows). The drafter's real ids (the zoo tokenizer's 4096) are all kept, so its tau is the tree's here.
 # tree-bf: the tree with batch-fusion's defaults (its packed verify; the shrink table drafts less as the batch grows)
-VARIANTS = {"tree-fr": ("tree", "draft-vocab{size=32768,order=frequency}"), "tree-bf": ("tree", "batch-fusion")}
+VARIANTS = {"tree-fr": ("tree", "draft-vocab{size=32768,order=frequency}"), "tree-bf": ("tree", "batch-fusion"),
+            "tree-2l": ("tree", "two-level-verify{kind=layers}")}
 TINY_VARIANTS = {"tree-fr": ("tree", "draft-vocab{size=64,order=frequency}")}
 
 
@@ -178,6 +181,8 @@ def compile_builds(args, report: Report, work: str) -> dict:
             raise RuntimeError(f"compile {name}: {text[-1500:]}")
         out[name] = build
     for name, (base, passes) in (TINY_VARIANTS if args.tiny else VARIANTS).items():
+        if name not in args.builds.split(","):  # a variant is compiled when benched
+            continue
         build = os.path.join(work, f"build-{name}")
         code, text = report.sh(specir("compile", os.path.join(work, f"{base}.spec"), "-p", passes, "--target", "h200",
                                       "-o", build), "compile.log", 180)

@@ -19,7 +19,8 @@ def test_hybrid_bench_tiny(tmp_path, capsys):
     bench = load_bench_script("hybrid_bench")
     out = tmp_path / "out"
     code = bench.main(["--tiny", "--device", "cpu", "--out", str(out), "--work", str(tmp_path / "work"),
-                       "--stages", "models,compile,roofline,projection", "--budget-s", "1200"])
+                       "--stages", "models,compile,roofline,projection", "--budget-s", "1200",
+                       "--builds", "chain,tree,tree-fr"])  # a variant is compiled when named
     data = json.loads((out / "hybrid_bench.json").read_text())
     assert code == 0, {k: v.get("error") for k, v in data["stages"].items()}
     roof = data["stages"]["roofline"]["result"]
