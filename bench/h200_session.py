@@ -41,6 +41,8 @@ TREE = "tree-verify{budget=64,topk=8,depth=6}"
 BUILDS = {"chain": "", "tree": TREE, "tree-bf12": TREE + ",pack-weights{format=bf12}",
           # the drafter proposes from its 32768 most frequent ids (of 128256; zoo documents): a level's head 4x smaller
           "tree-fr": TREE + ",draft-vocab{size=32768,order=frequency}",
+          # the same with the swiglu computed in the down projection's prologue (fusion's opt-in; its AR baseline too)
+          "tree-fr-sw": TREE + ",draft-vocab{size=32768,order=frequency},fusion{swiglu_linear=true}",
           # issue 14: the packed verify with the per-batch-size draft budget (shrink), priced for the
           # code pair's acceptance (tau 3.6 at k = 4: about 0.85 per token)
           "chain-bf": "batch-fusion{shrink=true,alpha=0.85}",
