@@ -253,8 +253,9 @@ def roofline(args, build: str) -> dict:
     # after every timing (a profiler session can slow later launches): where the tree's extra time goes
     ctx, rows["kernels"] = args.contexts[0], {}
     cache = cm.new_cache(1, ctx + max(sizes) + 8)
-    # the 64-node tree: verified with its pending token, 65 tokens (else 64, else the largest)
-    for n in (1, next((m for m in (65, 64) if m in sizes), max(sizes))):
+    # the 64-node tree: verified with its pending token, 65 tokens (else 64, else the largest), or --kernels-at
+    at = args.kernels_at or [1, next((m for m in (65, 64) if m in sizes), max(sizes))]
+    for n in at:
         forward = _tree_forward(cm, cache, n, ctx, dev)
         rows["kernels"][str(n)] = _kernel_breakdown(lambda f=forward: argmax(f.run()[0]), dev)
         del forward
@@ -364,6 +365,8 @@ def main(argv=None) -> int:
     ap.add_argument("--shape", default="qwen3.5-9b", choices=[s for s in SHAPES if s != "tiny"])
     ap.add_argument("--stages", default="models,compile,roofline,bench,projection")
     ap.add_argument("--builds", default="chain,tree", help="which builds the bench stage times")
+    ap.add_argument("--kernels-at", default="", help="tree sizes whose forward the roofline stage breaks down by "
+                    "kernel (default: 1 and the 65-, 64-token or largest tree)")
     ap.add_argument("--batch-sizes", default="1,8")
     ap.add_argument("--contexts", default="512,2048")
     ap.add_argument("--tree-sizes", default="1,2,4,8,16,32,64,65,128")
@@ -389,6 +392,7 @@ def main(argv=None) -> int:
         args.limit, args.max_new_tokens, args.batch_sizes = 1, 2, "1"
     args.contexts = [int(c) for c in args.contexts.split(",")]
     args.tree_sizes = [int(n) for n in args.tree_sizes.split(",")]
+    args.kernels_at = [int(n) for n in args.kernels_at.split(",") if n]
     stages = set(args.stages.split(","))
     report = Report(args.out, args.budget_s)
     report.data.update(shape=args.shape, shape_fields=SHAPES[args.shape][1], device=args.device)
