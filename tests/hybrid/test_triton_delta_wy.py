@@ -108,13 +108,14 @@ def _variant_run(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("T,shape", [(5, "forest"), (17, "forest"), (17, "rooted"), (33, "rooted"), (17, "chain"),
-                                     (65, "rooted"), (65, "chain")])
+@pytest.mark.parametrize("T,shape", [(5, "forest"), (17, "forest"), (17, "rooted"), (24, "forest"), (33, "rooted"),
+                                     (17, "chain"), (65, "rooted"), (65, "chain")])
 def test_a_tree_from_the_committed_state_keeps_factors_that_rebuild_every_node_and_the_commit(dtype, T, shape,
                                                                                               seed):
-    """T = 17, 33 and 65 are one past the tile: the kernel peels token 0 (under it: every token when
+    """T = 17 and 65 are one past the tile: the kernel peels token 0 (under it: every token when
     rooted, some of them in a random forest; a chain's last path runs past the tile; 65: the factor
-    capacity, a verify of a 64-token draft)."""
+    capacity, a verify of a 64-token draft); T = 24 and 33 run in a 64-token tile (never a 32-token
+    one: gated_delta_wy's SLOW_TILE), most of it padding."""
     gen = torch.Generator().manual_seed(seed)
     pair = Pair(gen)
     offsets, parents = _tree(T, gen, rooted=shape == "rooted")

@@ -179,6 +179,10 @@ def _gated_delta_wy_kernel(
             store_state(s, tl.load(nodes_ptr + b * T + node).to(tl.int64), scratch_ptr, slot, base, W, per_node, idx, m2)
 
 
+# SLOW_TILE: a 32-token tile is never used. At the Qwen3.5-9B shape on an H100 (session 20, call 4, eager profile)
+# the kernel took 158 us a launch at 24 tokens and 104 us at 32 (both a 32-token tile) against 43.5 us at 64 and
+# 8.7 us at 16, so a verify of 24-32 nodes cost 1.45-1.65x an AR step against 1.27x at 64. Tokens 18 .. 33 run in
+# a 64-token tile instead (the padding tokens are masked, as for any T below its tile).
 def launch_wy(qkv, b, a, a_log, dt_bias, out, rf, factors, committed, scratch, *, k_heads, v_heads, k_dim, v_dim,
               block_v: int | None = None, num_warps: int | None = None, precision: str | None = None):
     """Run the WY tree kernel (the caller checked that rf is a tree forward of T <= factors.capacity
@@ -189,7 +193,8 @@ def launch_wy(qkv, b, a, a_log, dt_bias, out, rf, factors, committed, scratch, *
     bench/recurrent_tree_kernels.py's checks; every other configuration agreed with PATHS): a block
     under 32 (v_dim <= 16) launches at 4 warps.
     The tile is T tokens padded to a power of two, or, where T is one past a power of two (a verify
-    of the pending token and a 16-, 32- or 64-token draft), the T - 1 tokens after the peeled root."""
+    of the pending token and a 16- or 64-token draft), the T - 1 tokens after the peeled root; never
+    32 tokens: SLOW_TILE."""
     from ._interpreter_compat import interpreting
     B, T, _ = qkv.shape
     if T > factors.capacity:
@@ -199,6 +204,8 @@ def launch_wy(qkv, b, a, a_log, dt_bias, out, rf, factors, committed, scratch, *
     precision = precision or ("ieee" if interpreting() else "tf32x3")
     tile = max(16, triton.next_power_of_2(T))
     peel = T > 1 and max(16, triton.next_power_of_2(T - 1)) < tile
+    if (tile // 2 if peel else tile) == 32:  # T = 18 .. 33: a 64-token tile, unpeeled (SLOW_TILE)
+        tile, peel = 64, False
     _gated_delta_wy_kernel[(B, v_heads, triton.cdiv(v_dim, block))](
         qkv, b, a, a_log, dt_bias, out, committed, scratch,
         rf.slots.contiguous(), rf.store.base, rf.nodes.contiguous(), rf.ancestors(), path, depth, start,
