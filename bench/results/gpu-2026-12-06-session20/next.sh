@@ -1,4 +1,4 @@
-# session 20 call 5: the WY kernel without its 32-token tile (gated_delta_wy SLOW_TILE: 18 .. 33 tokens in a 64-token
+# the next session's first call (session 20 ran out of device time before it): the WY kernel without its 32-token tile (gated_delta_wy SLOW_TILE: 18 .. 33 tokens in a 64-token
 # tile): the hybrid's verify-cost curve again, then the WY kernel tests compiled on the GPU
 . bench/results/gpu-h200-2026-12-03-session15/setup.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
