@@ -40,7 +40,7 @@ from specir.declared_target import read as read_declared
 from specir.errors import SpecirError
 from specir.ir.nodes import Attrs, Model, Op, Pipeline
 from specir.ir.opdefs import MAX_DRAFT_TOKENS, role_of, without_defaults
-from specir.ir.ops_recurrent import weight_attrs
+from specir.ir.ops_recurrent import state_specs, weight_attrs
 from specir.ir.types import TOKENS
 from specir.pass_infra import Option, Pass
 from specir.step.interfaces import interfaces_of
@@ -62,10 +62,18 @@ def op_weight_names(op) -> set[str]:
     return {v for k, v in op.attrs.items() if (k in keys or k.startswith("weight")) and isinstance(v, str)}
 
 
-def decoder_layers(model: Model) -> int:
-    """Decoder layers of a model graph (0 when its weights name none)."""
-    layers = [n for op in model.graph.ops if (n := decoder_layer(op)) is not None]
-    return max(layers) + 1 if layers else 0
+def layer_starts(model: Model) -> list[int]:
+    """The index of each decoder layer's first op, in layer order: layers as the checkpoint's weight
+    names number them (attention, recurrent and MLP-only layers alike), or, where no weight names a
+    layer (a hand-written graph), one layer per token mixer (an attention or recurrent op)."""
+    first: dict[int, int] = {}
+    for i, op in enumerate(model.graph.ops):
+        n = decoder_layer(op)
+        if n is not None:
+            first.setdefault(n, i)
+    if first:
+        return [first[n] for n in sorted(first)]
+    return [i for i, op in enumerate(model.graph.ops) if op.name == "attention" or state_specs(op)]
 
 
 def residual_stream(ops, result: str) -> list[int]:
@@ -87,13 +95,13 @@ def residual_stream(ops, result: str) -> list[int]:
 
 
 def layer_prefix(model: Model, layers: int) -> Model:
-    """`model`'s first `layers` decoder layers (attention, recurrent or MLP-only alike), then its head
-    (final norm, lm_head and what follows) reading the residual stream where layer `layers` starts:
-    the last stream value produced before the first op of a layer >= `layers`."""
+    """`model`'s first `layers` decoder layers (layer_starts), then its head (final norm, lm_head and
+    what follows) reading the residual stream where layer `layers` starts: the last stream value
+    produced before that layer's first op."""
     ops = list(model.graph.ops)
     stream = residual_stream(ops, model.graph.result)
     end = stream[-1]  # the last residual add: the head follows it
-    first = min(i for i, op in enumerate(ops) if (n := decoder_layer(op)) is not None and n >= layers)
+    first = layer_starts(model)[layers]
     cut = max(i for i in stream if i < first)
     kept_value, end_value = ops[cut].result, ops[end].result
     head = [replace(op, operands=tuple(kept_value if o == end_value else o for o in op.operands))
@@ -197,11 +205,7 @@ class TwoLevelVerify(Pass):
                                   f"already has one", hint="use kind=model,model=mid to verify with it, or "
                                                            "rename it")
             if self.kind == "layers":
-                n = decoder_layers(target)
-                if n == 0:
-                    raise SpecirError(f"two-level-verify{{kind=layers}} finds the decoder layers of @{target.name} "
-                                      "by its weights' names (model.layers.N.*), and none names a layer",
-                                      location=target.loc, hint="use kind=window, or kind=model with a smaller model")
+                n = len(layer_starts(target))
                 keep = self.layers or max(1, n // 2)
                 if keep >= n:
                     hint = (f"use layers={max(1, n // 2)} (0 takes half)" if n >= 2 else
