@@ -9,7 +9,7 @@ is still the last judge, so the output is the target's. Provides the fact `two-l
 Mid-level kinds (`kind`):
 - `layers` (default): a new region @mid derived from the target: its first `layers` decoder layers
   (0: half of them; attention, recurrent or MLP-only layers alike, numbered as the checkpoint's
-  weights are), then the target's own final norm and lm_head (self-speculative: the same
+  weights are; where no weight names a layer, one layer per token mixer's residual block), then the target's own final norm and lm_head (self-speculative: the same
   checkpoint's tensors, no extra weights; a hybrid target's mid level keeps its own recurrent state);
 - `window`: @mid is the target with every attention layer limited to the last `window` rows
   (TriForce-style, pays at long context; recurrent layers are unchanged);
@@ -62,18 +62,23 @@ def op_weight_names(op) -> set[str]:
     return {v for k, v in op.attrs.items() if (k in keys or k.startswith("weight")) and isinstance(v, str)}
 
 
-def layer_starts(model: Model) -> list[int]:
-    """The index of each decoder layer's first op, in layer order: layers as the checkpoint's weight
-    names number them (attention, recurrent and MLP-only layers alike), or, where no weight names a
-    layer (a hand-written graph), one layer per token mixer (an attention or recurrent op)."""
+def layer_cuts(model: Model) -> list[int]:
+    """Per decoder layer, in order, the index of the op producing the residual stream value it starts
+    from (residual_stream): the last stream value before the layer's first op. Layers as the
+    checkpoint's weight names number them (attention, recurrent and MLP-only layers alike), or,
+    where no weight names a layer (a hand-written graph), one per stream value that a token mixer
+    (an attention or recurrent op) follows, so a mixer's conv and scan, or parallel mixers, are one."""
+    ops = model.graph.ops
+    stream = residual_stream(ops, model.graph.result)
     first: dict[int, int] = {}
-    for i, op in enumerate(model.graph.ops):
+    for i, op in enumerate(ops):
         n = decoder_layer(op)
         if n is not None:
             first.setdefault(n, i)
-    if first:
-        return [first[n] for n in sorted(first)]
-    return [i for i, op in enumerate(model.graph.ops) if op.name == "attention" or state_specs(op)]
+    starts = ([first[n] for n in sorted(first)] if first else
+              [i for i, op in enumerate(ops) if op.name == "attention" or state_specs(op)])
+    cuts = [max(j for j in stream if j < i) for i in starts if i > stream[0]]
+    return sorted(set(cuts))
 
 
 def residual_stream(ops, result: str) -> list[int]:
@@ -95,14 +100,11 @@ def residual_stream(ops, result: str) -> list[int]:
 
 
 def layer_prefix(model: Model, layers: int) -> Model:
-    """`model`'s first `layers` decoder layers (layer_starts), then its head (final norm, lm_head and
-    what follows) reading the residual stream where layer `layers` starts: the last stream value
-    produced before that layer's first op."""
+    """`model`'s first `layers` decoder layers (layer_cuts), then its head (final norm, lm_head and
+    what follows) reading the residual stream where layer `layers` starts."""
     ops = list(model.graph.ops)
-    stream = residual_stream(ops, model.graph.result)
-    end = stream[-1]  # the last residual add: the head follows it
-    first = layer_starts(model)[layers]
-    cut = max(i for i in stream if i < first)
+    end = residual_stream(ops, model.graph.result)[-1]  # the last residual add: the head follows it
+    cut = layer_cuts(model)[layers]
     kept_value, end_value = ops[cut].result, ops[end].result
     head = [replace(op, operands=tuple(kept_value if o == end_value else o for o in op.operands))
             for op in ops[end + 1:]]
@@ -205,7 +207,7 @@ class TwoLevelVerify(Pass):
                                   f"already has one", hint="use kind=model,model=mid to verify with it, or "
                                                            "rename it")
             if self.kind == "layers":
-                n = len(layer_starts(target))
+                n = len(layer_cuts(target))
                 keep = self.layers or max(1, n // 2)
                 if keep >= n:
                     hint = (f"use layers={max(1, n // 2)} (0 takes half)" if n >= 2 else

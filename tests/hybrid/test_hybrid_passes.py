@@ -138,3 +138,31 @@ def test_a_mid_level_equal_to_the_hybrid_target_accepts_its_whole_proposal(tree,
     for r in make_engine(pipeline, backend, device, None).generate(PROMPTS, 16):
         steps = r.accept_lengths[:-1]  # the last step stops at the token limit
         assert min(steps) >= 1 + 1 + 3 and (tree or min(steps) == 3 + 3 + 1), r.accept_lengths
+
+
+@pytest.mark.parametrize("family", ["qwen3_5", "bamba", "falcon_h1", "nemotron_h"])
+def test_a_graph_whose_weights_name_no_layer_is_cut_between_token_mixers(family, tmp_path):
+    """Weight names that number no layer (a hand-written graph): one layer per residual stream value a
+    token mixer follows, so a recurrent layer's conv and scan, or Falcon-H1's parallel mixers, are one layer:
+    the mid level keeps the same mixers as the cut by names where every layer has a mixer."""
+    from dataclasses import replace
+
+    from specir.passes.two_level_verify import layer_cuts, layer_prefix
+    target = make_hybrid_checkpoint(family, tmp_path / family, seed=3)
+    drafter = make_checkpoint("llama", tmp_path / "d", seed=4, vocab_size=VOCAB_SMALL, num_hidden_layers=1)
+    model = _pipeline(target, drafter).model("target")
+    names = {w.name for w in model.weights}
+    rename = lambda v: v.replace("layers.", "L") if isinstance(v, str) and v in names else v  # noqa: E731
+    ops = tuple(replace(op, attrs=type(op.attrs)({k: rename(v) for k, v in op.attrs.items()})) for op in model.graph.ops)
+    anonymous = replace(model, weights=tuple(replace(w, name=rename(w.name)) for w in model.weights),
+                        graph=replace(model.graph, ops=ops))
+    assert all(decoder_layer(op) is None for op in anonymous.graph.ops)
+    mixer_at = [i for i, op in enumerate(model.graph.ops) if op.name == "attention" or state_specs(op)]
+    named = layer_cuts(model)  # the cuts between the layers the weights name
+    bounds = named + [len(model.graph.ops)]
+    with_mixer = [named[n] for n in range(len(named)) if any(bounds[n] < i < bounds[n + 1] for i in mixer_at)]
+    assert layer_cuts(anonymous) == with_mixer  # Nemotron-H's MLP-only layers join the layer before them
+    for keep in range(1, len(with_mixer)):
+        mid = layer_prefix(anonymous, keep)
+        assert sum(1 for i in mixer_at if i < with_mixer[keep]) == \
+            sum(1 for op in mid.graph.ops if op.name == "attention" or state_specs(op))
