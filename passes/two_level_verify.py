@@ -94,7 +94,10 @@ def residual_stream(ops, result: str) -> list[int]:
                           hint="use kind=model with a smaller model, or kind=window")
     stream = [i]
     while ops[i].name == "add":
-        i = min(producer[o] for o in ops[i].operands if o in producer)
+        produced = [producer[o] for o in ops[i].operands if o in producer]
+        if not produced:  # an add of the graph's inputs: the stream starts there
+            break
+        i = min(produced)
         stream.append(i)
     return stream[::-1]
 
