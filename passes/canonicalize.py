@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from specir.ir.nodes import Attrs, Op, Pipeline
 from specir.ir.opdefs import OPS, without_defaults
-from specir.ir.ops_recurrent import weight_attrs
+from specir.ir.ops_recurrent import weights_read
 from specir.pass_infra import Pass
 
 
@@ -57,7 +57,7 @@ class Canonicalize(Pass):
                 models.append(m)
                 continue
             ops = eliminate_dead(tuple(normalise_attrs(op) for op in m.graph.ops), {m.graph.result})
-            read = {v for op in ops for k, v in op.attrs.items() if k in ("weight", "bias") or k in weight_attrs(op)}
+            read = set().union(*(weights_read(op) for op in ops))
             weights = tuple(w for w in m.weights if w.name in read)
             models.append(replace(m, weights=weights, graph=replace(m.graph, ops=ops)))
         step = pipeline.step

@@ -40,7 +40,7 @@ from specir.declared_target import read as read_declared
 from specir.errors import SpecirError
 from specir.ir.nodes import Attrs, Model, Op, Pipeline
 from specir.ir.opdefs import MAX_DRAFT_TOKENS, role_of, without_defaults
-from specir.ir.ops_recurrent import state_specs, weight_attrs
+from specir.ir.ops_recurrent import state_specs, weights_read
 from specir.ir.types import TOKENS
 from specir.pass_infra import Option, Pass
 from specir.step.interfaces import interfaces_of
@@ -52,14 +52,8 @@ LAYER_OF_WEIGHT = re.compile(r"(?:^|\.)(?:layers|h|blocks)\.(\d+)\.")  # HF's de
 def decoder_layer(op) -> int | None:
     """The decoder layer an op belongs to, read from the checkpoint names of the weights it uses
     (`model.layers.N.`, `backbone.layers.N.`, ...); None for an op that uses no layer's weight."""
-    found = {int(m.group(1)) for name in op_weight_names(op) if (m := LAYER_OF_WEIGHT.search(name))}
+    found = {int(m.group(1)) for name in weights_read(op) if (m := LAYER_OF_WEIGHT.search(name))}
     return min(found) if found else None
-
-
-def op_weight_names(op) -> set[str]:
-    """The weights an op reads (weight, bias and the attributes its definition names)."""
-    keys = ("weight", "bias") + weight_attrs(op)
-    return {v for k, v in op.attrs.items() if (k in keys or k.startswith("weight")) and isinstance(v, str)}
 
 
 def layer_cuts(model: Model) -> list[int]:
@@ -68,8 +62,11 @@ def layer_cuts(model: Model) -> list[int]:
     checkpoint's weight names number them (attention, recurrent and MLP-only layers alike), or,
     where no weight names a layer (a hand-written graph), one per stream value that a token mixer
     (an attention or recurrent op) follows, so a mixer's conv and scan, or parallel mixers, are one."""
-    ops = model.graph.ops
-    stream = residual_stream(ops, model.graph.result)
+    return _cuts(model.graph.ops, residual_stream(model.graph.ops, model.graph.result))
+
+
+def _cuts(ops, stream: list[int]) -> list[int]:
+    """layer_cuts over `ops` and their residual stream."""
     first: dict[int, int] = {}
     for i, op in enumerate(ops):
         n = decoder_layer(op)
@@ -106,13 +103,14 @@ def layer_prefix(model: Model, layers: int) -> Model:
     """`model`'s first `layers` decoder layers (layer_cuts), then its head (final norm, lm_head and
     what follows) reading the residual stream where layer `layers` starts."""
     ops = list(model.graph.ops)
-    end = residual_stream(ops, model.graph.result)[-1]  # the last residual add: the head follows it
-    cut = layer_cuts(model)[layers]
+    stream = residual_stream(ops, model.graph.result)
+    end = stream[-1]  # the last residual add: the head follows it
+    cut = _cuts(ops, stream)[layers]
     kept_value, end_value = ops[cut].result, ops[end].result
     head = [replace(op, operands=tuple(kept_value if o == end_value else o for o in op.operands))
             for op in ops[end + 1:]]
     kept = ops[:cut + 1] + head
-    used = set().union(*(op_weight_names(op) for op in kept))
+    used = set().union(*(weights_read(op) for op in kept))
     weights = tuple(w for w in model.weights if w.name in used)
     graph = replace(model.graph, ops=tuple(kept))
     return replace(model, weights=weights, graph=graph)

@@ -63,6 +63,12 @@ def weight_attrs(op) -> tuple[str, ...]:
     return opdef.weight_keys if opdef is not None else ()
 
 
+def weights_read(op) -> set[str]:
+    """The names of the weights `op` reads: its weight and bias, and the attributes its definition names."""
+    keys = ("weight", "bias") + weight_attrs(op)
+    return {v for k, v in op.attrs.items() if k in keys and isinstance(v, str)}
+
+
 def _slot_attrs(default_state: str) -> dict:
     return {"layer": AttrSpec("int", doc="recurrent-state slot of this layer"),
             "state": AttrSpec("str", default_state, doc="the state's name in its slot")}

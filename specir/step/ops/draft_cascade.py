@@ -92,11 +92,11 @@ def _nodes(ctx, draft) -> Nodes:
     return draft if isinstance(draft, Nodes) else Nodes.chain(ctx.pending, draft)
 
 
-def _catch_up_and_judge(ctx, state, nodes: Nodes) -> torch.Tensor:
+def _catch_up_and_judge(ctx, state, nodes: Nodes) -> tuple[torch.Tensor, int]:
     """One @mid forward of [feed[:n_feed] | drafted nodes 1..N-1 | padding] (width W + N - 1): the
     catch-up rows causally, each node under its ancestors and every catch-up row (node j at row
     n_feed - 1 + j). Returns @mid's argmax after each node [B, N] (node 0: the pending token, the
-    last catch-up row). Commits nothing (step 5 of the module docstring does)."""
+    last catch-up row) and the forward's width. Commits nothing (step 5 of the module docstring does)."""
     B, N = nodes.tokens.shape
     W = state.feed.shape[1]
     F, dev = W + N - 1, ctx.device
@@ -119,7 +119,7 @@ def _catch_up_and_judge(ctx, state, nodes: Nodes) -> torch.Tensor:
     logits = forward.run()
     rows = (nf - 1 + torch.arange(N, device=dev)[None, :]).clamp(0, F - 1)           # [B, N]
     picked = logits.gather(1, rows[:, :, None].expand(B, N, logits.shape[-1]))
-    return ctx.backend.argmax(picked)
+    return ctx.backend.argmax(picked), F
 
 
 def _extension_mask(accepted, nf: torch.Tensor, U: int) -> torch.Tensor:
@@ -141,7 +141,7 @@ def lower(ctx, op, args):
     D = nodes.max_depth or N - 1
     dev = ctx.device
     tree = nodes.mask is not None
-    judge = _catch_up_and_judge(ctx, state, nodes)
+    judge, F = _catch_up_and_judge(ctx, state, nodes)
     accepted = accept_path(nodes, judge, state.name)
     a = (accepted.n_path - 1).long()                                                 # accepted drafted tokens
     nf = state.n_feed.long()
@@ -149,11 +149,11 @@ def lower(ctx, op, args):
     proposal = torch.zeros(B, width, dtype=torch.long, device=dev)
     take = min(D + 1, accepted.emitted.shape[1], width)
     proposal[:, :take] = accepted.emitted[:, :take]                                  # d_1..d_a, m_1, zeros
-    F = state.feed.shape[1] + N - 1                                                  # the judging forward's rows
-    U = F + E - 1
+    U = F + E - 1                                                                    # F: the judging forward's rows
     seen = _extension_mask(accepted, nf, U) if tree and E > 1 else None
     for j in range(1, E):
         at = (a + j - 1)[:, None]                                                    # m_j's index in the proposal
+        after = nf[:, None] + at                                                     # m_j's place after the feed
         if tree:
             inputs, forward = ctx.forward(state, ("cascade-extend", U), 1, mask_width=U, offsets=True)
             inputs.offsets.fill_(F + j - 1)
@@ -161,9 +161,9 @@ def lower(ctx, op, args):
             inputs.mask.copy_(seen[:, None, :])
         else:
             inputs, forward = ctx.forward(state, ("draft", 1), 1, offsets=True)
-            inputs.offsets.copy_((nf[:, None] + at)[:, 0].to(torch.int32))
+            inputs.offsets.copy_(after[:, 0].to(torch.int32))
         inputs.ids.copy_(proposal.gather(1, at))
-        torch.add(state.lens.long()[:, None], nf[:, None] + at, out=inputs.pos)
+        torch.add(state.lens.long()[:, None], after, out=inputs.pos)
         nxt = ctx.backend.argmax(forward.run()[:, 0])
         proposal.scatter_(1, (a + j)[:, None], nxt[:, None])
     commit_recurrent(state.cache, nf - 1, nf, check=not ctx.backend.captures)       # the pending token's node
