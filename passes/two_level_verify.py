@@ -40,7 +40,7 @@ from specir.declared_target import read as read_declared
 from specir.errors import SpecirError
 from specir.ir.nodes import Attrs, Model, Op, Pipeline
 from specir.ir.opdefs import MAX_DRAFT_TOKENS, role_of, without_defaults
-from specir.ir.ops_recurrent import state_specs, weights_read
+from specir.ir.ops_recurrent import mixes_tokens, weights_read
 from specir.ir.types import TOKENS
 from specir.pass_infra import Option, Pass
 from specir.step.interfaces import interfaces_of
@@ -62,7 +62,7 @@ def layer_cuts(model: Model) -> list[int]:
     checkpoint's weight names number them (attention, recurrent and MLP-only layers alike), or,
     where no weight names a layer (a hand-written graph), one per stream value that a token mixer
     (an attention or recurrent op) follows, so a mixer's conv and scan, or parallel mixers, are one."""
-    return _cuts(model.graph.ops, residual_stream(model.graph.ops, model.graph.result))
+    return _cuts(model.graph.ops, residual_stream(model))
 
 
 def _cuts(ops, stream: list[int]) -> list[int]:
@@ -73,21 +73,23 @@ def _cuts(ops, stream: list[int]) -> list[int]:
         if n is not None:
             first.setdefault(n, i)
     starts = ([first[n] for n in sorted(first)] if first else
-              [i for i, op in enumerate(ops) if op.name == "attention" or state_specs(op)])
+              [i for i, op in enumerate(ops) if mixes_tokens(op)])
     cuts = [max(j for j in stream if j < i) for i in starts if i > stream[0]]
     return sorted(set(cuts))
 
 
-def residual_stream(ops, result: str) -> list[int]:
+def residual_stream(model: Model) -> list[int]:
     """Indices of the ops producing the residual stream, embedding first: from the head (the ops after
     the last residual add, which end in the logits) back through each residual `add` along its
     earlier-produced operand (the stream: a layer's branch is computed from it, so comes later)."""
+    ops = model.graph.ops
     producer = {op.result: i for i, op in enumerate(ops) if op.result}
-    i = producer.get(result)
+    i = producer.get(model.graph.result)
     while i is not None and ops[i].name != "add":  # the head: norm, lm_head, logit scaling
         i = producer.get(ops[i].operands[0]) if ops[i].operands else None
     if i is None:
-        raise SpecirError("two-level-verify{kind=layers} found no residual stream in the target's graph",
+        raise SpecirError(f"two-level-verify{{kind=layers}} found no residual stream in @{model.name}'s graph "
+                          "(no residual add before its logits)", location=model.loc,
                           hint="use kind=model with a smaller model, or kind=window")
     stream = [i]
     while ops[i].name == "add":
@@ -103,7 +105,7 @@ def layer_prefix(model: Model, layers: int) -> Model:
     """`model`'s first `layers` decoder layers (layer_cuts), then its head (final norm, lm_head and
     what follows) reading the residual stream where layer `layers` starts."""
     ops = list(model.graph.ops)
-    stream = residual_stream(ops, model.graph.result)
+    stream = residual_stream(model)
     end = stream[-1]  # the last residual add: the head follows it
     cut = _cuts(ops, stream)[layers]
     kept_value, end_value = ops[cut].result, ops[end].result

@@ -52,6 +52,13 @@ def state_specs(op) -> tuple[StateSpec, ...]:
     return opdef.states(op.attrs) if isinstance(opdef, RecurrentOpDef) else ()
 
 
+def mixes_tokens(op) -> bool:
+    """Whether `op` carries state from token to token of a request: its definition names a KV-cache
+    layer (attention) or declares recurrent states (conv, SSM, delta rule)."""
+    opdef = OPS.get(op.name)
+    return bool(getattr(opdef, "cache_layer", None)) or bool(state_specs(op))
+
+
 def model_state_specs(model) -> list[StateSpec]:
     """The states of every recurrent op of a model region, in graph order (empty: not recurrent)."""
     return [spec for op in model.graph.ops for spec in state_specs(op)]

@@ -20,7 +20,7 @@ from specir.runtime.session import make_engine
 from tests.helpers.checkpoints import make_checkpoint, write_tokenizer
 from tests.helpers.specs import write_prompts
 from specir.passes.two_level_verify import decoder_layer
-from specir.ir.ops_recurrent import model_state_specs, state_specs
+from specir.ir.ops_recurrent import mixes_tokens, model_state_specs, state_specs
 from tests.hybrid.checkpoints import HYBRID_FAMILIES, make_hybrid_checkpoint
 from tests.hybrid.checkpoints import VOCAB as VOCAB_SMALL
 
@@ -157,7 +157,7 @@ def test_a_graph_whose_weights_name_no_layer_is_cut_between_token_mixers(family,
     anonymous = replace(model, weights=tuple(replace(w, name=rename(w.name)) for w in model.weights),
                         graph=replace(model.graph, ops=ops))
     assert all(decoder_layer(op) is None for op in anonymous.graph.ops)
-    mixer_at = [i for i, op in enumerate(model.graph.ops) if op.name == "attention" or state_specs(op)]
+    mixer_at = [i for i, op in enumerate(model.graph.ops) if mixes_tokens(op)]
     named = layer_cuts(model)  # the cuts between the layers the weights name
     bounds = named + [len(model.graph.ops)]
     with_mixer = [named[n] for n in range(len(named)) if any(bounds[n] < i < bounds[n + 1] for i in mixer_at)]
@@ -165,4 +165,4 @@ def test_a_graph_whose_weights_name_no_layer_is_cut_between_token_mixers(family,
     for keep in range(1, len(with_mixer)):
         mid = layer_prefix(anonymous, keep)
         assert sum(1 for i in mixer_at if i < with_mixer[keep]) == \
-            sum(1 for op in mid.graph.ops if op.name == "attention" or state_specs(op))
+            sum(1 for op in mid.graph.ops if mixes_tokens(op))
