@@ -1,7 +1,8 @@
 """The decode step on the Triton backend: model regions as CompiledModels (Triton launches, and
 cuBLAS where the IR's gemm policy says), the step's device segments captured as CUDA graphs on a
 GPU (run eagerly under TRITON_INTERPRET=1, on a CPU or a GPU: the interpreter copies through the
-host), argmax / greedy acceptance / KV compaction as Triton kernels. Importing this module registers the Triton lowerings of step ops
+host), argmax / a drafter's ranking (kernels/ranking.py) / greedy acceptance / KV compaction as Triton
+kernels. Importing this module registers the Triton lowerings of step ops
 (step_kernels.py)."""
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from specir.step.backend import StepBackend
 from . import step_kernels  # noqa: F401  (registers the ops' "triton" lowerings)
 from .compiled_model import CompiledModel, concrete_device
 from .kernels._interpreter_compat import interpreting
+from .kernels import ranking
 from .kernels.argmax import argmax
 from .kernels.kv_cache import kv_compact
 
@@ -42,6 +44,14 @@ class TritonStepBackend(StepBackend):
 
     def argmax(self, logits: torch.Tensor) -> torch.Tensor:
         return argmax(logits.contiguous())
+
+    def top_log_probs(self, logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if not ranking.fits(logits.shape[-1], k):
+            return super().top_log_probs(logits, k)
+        return ranking.top_log_probs(logits, k)
+
+    def log_prob_of(self, logits: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
+        return ranking.log_prob_of(logits, token)
 
     def commit_path(self, state, path, n, compact: bool) -> None:
         if not compact:

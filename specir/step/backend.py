@@ -18,15 +18,20 @@
   recording, the tensors every replay writes); a capturing backend runs both through
   `first_time(fn)`, which adds their seconds (kernel compilation, capture, the eager first run) to
   `setup_s`, so an engine reports them apart from decoding;
-- `argmax(logits)` (int64, first index on ties) and `commit_path(state, path, n, compact)` (the
-  accepted path's KV rows of a verifier moved into place: row lens + path[j] -> lens + j for
-  j < n[b], path ascending) as torch ops a backend may replace by kernels.
+- `argmax(logits)` (int64, first index on ties), `top_log_probs(logits, k)` and `log_prob_of(logits,
+  token)` (a drafter's ranking, specir/step/ranking.py's contract: a backend's kernels may order
+  equal logits differently and round differently, never rank other tokens) and
+  `commit_path(state, path, n, compact)` (the accepted path's KV rows of a verifier moved into
+  place: row lens + path[j] -> lens + j for j < n[b], path ascending) as torch ops a backend may
+  replace by kernels.
 """
 from __future__ import annotations
 
 import time
 
 import torch
+
+from . import ranking
 
 
 def compact_rows(cache_tensor: torch.Tensor, lens: torch.Tensor, path: torch.Tensor, n: torch.Tensor) -> None:
@@ -100,6 +105,12 @@ class StepBackend:
 
     def argmax(self, logits: torch.Tensor) -> torch.Tensor:
         return logits.float().argmax(dim=-1)
+
+    def top_log_probs(self, logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return ranking.top_log_probs(logits, k)
+
+    def log_prob_of(self, logits: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
+        return ranking.log_prob_of(logits, token)
 
     def commit_path(self, state, path: torch.Tensor, n: torch.Tensor, compact: bool) -> None:
         if not compact:

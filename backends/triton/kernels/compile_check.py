@@ -99,8 +99,31 @@ def _cases():
          dict(BLOCK=1024), dict(num_warps=4)),
         ("argmax reduce", "argmax", "_argmax_reduce_kernel", dict(max_ptr=f32, idx_ptr="i32", out_ptr="i64"), [],
          dict(BLOCK_C=256), dict(num_warps=1)),
+        *_ranking_cases(bf, f32),
         *_recurrent_cases(bf, f32),
         *_swiglu_linear_cases(bf, f32),
+    ]
+
+
+def _ranking_cases(bf, f32):
+    """A drafter's ranking (ranking.py) over Llama 3's 128256 logits: top-8 of a tree level at batch 1
+    (4096-column slices), top-64 at the widest slice, and a chain's log-probability (K = 0)."""
+    chunk = dict(x_ptr=bf, m_ptr=f32, s_ptr=f32, val_ptr=f32, id_ptr="i32")
+    merge = dict(m_ptr=f32, s_ptr=f32, val_ptr=f32, id_ptr="i32", out_val_ptr=f32, out_id_ptr="i64", x_ptr=bf,
+                 tok_ptr="i64")
+    return [
+        ("ranking chunks top-8", "ranking", "_chunk_kernel", chunk, [], dict(CHUNK=4096, K=8, K_PAD=8),
+         dict(num_warps=8)),
+        ("ranking chunks top-64", "ranking", "_chunk_kernel", chunk, [], dict(CHUNK=8192, K=64, K_PAD=64),
+         dict(num_warps=8)),
+        ("ranking chunks log-prob", "ranking", "_chunk_kernel", chunk, [], dict(CHUNK=4096, K=0, K_PAD=1),
+         dict(num_warps=8)),
+        ("ranking merge top-8", "ranking", "_merge_kernel", merge, [], dict(C_PAD=32, K=8, K_PAD=8, CAND_PAD=256),
+         dict(num_warps=4)),
+        ("ranking merge top-64", "ranking", "_merge_kernel", merge, [], dict(C_PAD=16, K=64, K_PAD=64, CAND_PAD=1024),
+         dict(num_warps=4)),
+        ("ranking merge log-prob", "ranking", "_merge_kernel", merge, [], dict(C_PAD=32, K=0, K_PAD=1, CAND_PAD=32),
+         dict(num_warps=4)),
     ]
 
 

@@ -19,7 +19,6 @@ from specir.ir.opdefs import OpDef, register_op, symbol, value
 from specir.ir.types import TOKENS
 from specir.step.catch_up import catch_up, resync
 from specir.step.interfaces import ModelForward, StepInterfaces
-from specir.step.ranking import log_prob_of
 from specir.step.values import Draft
 
 from .common import DRAFT_K, OFF_AT, check_k, draft_mode, model_of, off_variant
@@ -34,7 +33,7 @@ def _infer(op, ctx):
 
 def _forwards(op, info):
     d, k, W = model_of(op), op.attrs["k"], info.emit_width
-    out = [ModelForward(d, W, 1, "catch-up", W, ranked=1)]  # each proposal's log-probability: ranking.log_prob_of
+    out = [ModelForward(d, W, 1, "catch-up", W, ranked=1)]  # each proposal's log-probability: StepBackend.log_prob_of
     if k > 1:
         out.append(ModelForward(d, 1, k - 1, "draft", W + k, ranked=1))
     return out
@@ -61,7 +60,7 @@ def lower(ctx, op, args):
         token, q = ctx.choose(logits, STREAM + i)
         tokens.append(token)
         qs.append(q)
-        total = total + log_prob_of(logits, token)
+        total = total + ctx.backend.log_prob_of(logits, token)
         scores.append(total)
         if i + 1 < k:
             inputs, forward = ctx.forward(state, ("draft", 1), 1, offsets=True)

@@ -100,8 +100,10 @@ def _forwards(op, info):
 class TreeState:
     """The candidate table of one batch, in fixed shapes (see the module docstring)."""
 
-    def __init__(self, B: int, depth: int, topk: int, budget: int, device, log_min: float, width: int | None = None):
+    def __init__(self, B: int, depth: int, topk: int, budget: int, device, log_min: float, width: int | None = None,
+                 rank=top_log_probs):
         K = topk
+        self.rank = rank  # (logits, k) -> (log-probabilities, ids): the backend's ranking (StepBackend.top_log_probs)
         self.B, self.depth, self.K, self.log_min = B, depth, K, log_min
         self.C = K + (depth - 1) * K * K
         self.N = min(budget, self.C)
@@ -125,7 +127,7 @@ class TreeState:
 
     def root(self, logits: torch.Tensor) -> None:
         K = self.K
-        vals, toks = top_log_probs(logits, K)
+        vals, toks = self.rank(logits, K)
         self.score[:, :K] = self._pruned(vals)
         self.token[:, :K] = toks
         self.parent[:, :K] = -1
@@ -148,7 +150,7 @@ class TreeState:
 
     def propose(self, level: int, logits: torch.Tensor) -> None:
         K = self.K
-        vals, toks = top_log_probs(logits, K)
+        vals, toks = self.rank(logits, K)
         base = K + (level - 1) * K * K
         scores = self._pruned((self.score.gather(1, self.frontier)[:, :, None] + vals).reshape(self.B, K * K))
         self.score[:, base:base + K * K] = scores
@@ -207,7 +209,8 @@ def setup(ctx, op) -> None:
     a = op.attrs
     threshold = float(a.get("threshold", 0.0))
     log_min = math.log(threshold) if a.get("expand", "static") == "dynamic" and threshold > 0 else -math.inf
-    ctx.op_state[id(op)] = {(k, d): TreeState(ctx.B, d, k, a["budget"], ctx.device, log_min, width(op))
+    ctx.op_state[id(op)] = {(k, d): TreeState(ctx.B, d, k, a["budget"], ctx.device, log_min, width(op),
+                                                   ctx.backend.top_log_probs)
                             for k, d in sorted(_shapes(op, ctx.B))}
 
 
