@@ -1,8 +1,8 @@
 """The decode step on the Triton backend: model regions as CompiledModels (Triton launches, and
 cuBLAS where the IR's gemm policy says), the step's device segments captured as CUDA graphs on a
 GPU (run eagerly under TRITON_INTERPRET=1, on a CPU or a GPU: the interpreter copies through the
-host), argmax / a drafter's ranking (kernels/ranking.py) / greedy acceptance / KV compaction as Triton
-kernels. Importing this module registers the Triton lowerings of step ops
+host), argmax / a drafter's ranking (kernels/ranking.py) / draft.tree's expansion (kernels/tree_expand.py) /
+greedy acceptance / KV compaction as Triton kernels. Importing this module registers the Triton lowerings of step ops
 (step_kernels.py)."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from specir.step.backend import StepBackend
 from . import step_kernels  # noqa: F401  (registers the ops' "triton" lowerings)
 from .compiled_model import CompiledModel, concrete_device
 from .kernels._interpreter_compat import interpreting
-from .kernels import ranking
+from .kernels import ranking, tree_expand
 from .kernels.argmax import argmax
 from .kernels.kv_cache import kv_compact
 
@@ -52,6 +52,11 @@ class TritonStepBackend(StepBackend):
 
     def log_prob_of(self, logits: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
         return ranking.log_prob_of(logits, token)
+
+    def expand_tree(self, tree, level: int, vals: torch.Tensor, toks: torch.Tensor, feed) -> None:
+        if not tree_expand.fits(tree):
+            return super().expand_tree(tree, level, vals, toks, feed)
+        tree_expand.expand_tree(tree, level, vals, toks, feed)
 
     def commit_path(self, state, path, n, compact: bool) -> None:
         if not compact:

@@ -20,7 +20,8 @@
   `setup_s`, so an engine reports them apart from decoding;
 - `argmax(logits)` (int64, first index on ties), `top_log_probs(logits, k)` and `log_prob_of(logits,
   token)` (a drafter's ranking, specir/step/ranking.py's contract: a backend's kernels may order
-  equal logits differently and round differently, never rank other tokens) and
+  equal logits differently and round differently, never rank other tokens), `expand_tree(tree,
+  level, vals, toks, feed)` (draft.tree's TreeState.expand: a kernel writes the same tables) and
   `commit_path(state, path, n, compact)` (the accepted path's KV rows of a verifier moved into
   place: row lens + path[j] -> lens + j for j < n[b], path ascending) as torch ops a backend may
   replace by kernels.
@@ -111,6 +112,9 @@ class StepBackend:
 
     def log_prob_of(self, logits: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
         return ranking.log_prob_of(logits, token)
+
+    def expand_tree(self, tree, level: int, vals: torch.Tensor, toks: torch.Tensor, feed) -> None:
+        tree.expand(level, vals, toks, feed)
 
     def commit_path(self, state, path: torch.Tensor, n: torch.Tensor, compact: bool) -> None:
         if not compact:

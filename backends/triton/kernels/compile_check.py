@@ -107,8 +107,12 @@ def _cases():
 
 def _ranking_cases(bf, f32):
     """A drafter's ranking (ranking.py) over Llama 3's 128256 logits: top-8 of a tree level at batch 1
-    (4096-column slices), top-64 at the widest slice, and a chain's log-probability (K = 0)."""
+    (4096-column slices), top-64 at the widest slice, and a chain's log-probability (K = 0); draft.tree's
+    expansion (tree_expand.py) at depth 9 (U = 64 fed rows) and a 64-wide level."""
     chunk = dict(x_ptr=bf, m_ptr=f32, s_ptr=f32, val_ptr=f32, id_ptr="i32")
+    tree = dict(vals_ptr=f32, toks_ptr="i64", score_ptr=f32, token_ptr="i64", parent_ptr="i64", depth_ptr="i64",
+                fed_ptr="i64", row_mask_ptr="i1", frontier_ptr="i64", ids_ptr="i64", mask_ptr="i1", offsets_ptr="i32",
+                pos_ptr="i64", lens_ptr="i32")
     merge = dict(m_ptr=f32, s_ptr=f32, val_ptr=f32, id_ptr="i32", out_val_ptr=f32, out_id_ptr="i64", x_ptr=bf,
                  tok_ptr="i64")
     return [
@@ -124,6 +128,11 @@ def _ranking_cases(bf, f32):
          dict(num_warps=4)),
         ("ranking merge log-prob", "ranking", "_merge_kernel", merge, [], dict(C_PAD=32, K=0, K_PAD=1, CAND_PAD=32),
          dict(num_warps=4)),
+        *[(f"tree_expand {label}", "tree_expand", "_tree_expand_kernel", tree, ["log_min"],
+           dict(K=k, KP=k, UP=up, ROOT=root, FEED=feed), dict(num_warps=4 if k <= 16 else 8))
+          for label, k, up, root, feed in (("root, top-8", 8, 64, True, True), ("level, top-8", 8, 64, False, True),
+                                           ("last level, top-8", 8, 64, False, False),
+                                           ("level, top-64", 64, 128, False, True))],
     ]
 
 

@@ -40,7 +40,6 @@ from specir.live_table import entry, trimmed
 from specir.step.catch_up import catch_up, resync
 from specir.step.emission import tree_emission
 from specir.step.interfaces import ModelForward, StepInterfaces
-from specir.step.ranking import top_log_probs
 from specir.step.values import Nodes
 
 from .common import OFF_AT, model_of, model_vocab, off_variant
@@ -98,12 +97,12 @@ def _forwards(op, info):
 
 
 class TreeState:
-    """The candidate table of one batch, in fixed shapes (see the module docstring)."""
+    """The candidate table of one batch, in fixed shapes (see the module docstring). `expand` is its
+    one update (StepBackend.expand_tree's torch semantics; a backend's kernel matches it table for
+    table)."""
 
-    def __init__(self, B: int, depth: int, topk: int, budget: int, device, log_min: float, width: int | None = None,
-                 rank=top_log_probs):
+    def __init__(self, B: int, depth: int, topk: int, budget: int, device, log_min: float, width: int | None = None):
         K = topk
-        self.rank = rank  # (logits, k) -> (log-probabilities, ids): the backend's ranking (StepBackend.top_log_probs)
         self.B, self.depth, self.K, self.log_min = B, depth, K, log_min
         self.C = K + (depth - 1) * K * K
         self.N = min(budget, self.C)
@@ -122,19 +121,36 @@ class TreeState:
         self.node_numbers = torch.arange(1, self.N + 1, device=device)[None, :].expand(B, self.N).contiguous()
         self.eye_n = torch.eye(self.width + 1, dtype=torch.bool, device=device)[None].expand(B, -1, -1).contiguous()
 
+    def base(self, level: int) -> int:
+        """The first candidate of `level` (0: the root's children)."""
+        return 0 if level == 0 else self.K + (level - 1) * self.K * self.K
+
+    def expand(self, level: int, vals: torch.Tensor, toks: torch.Tensor, feed) -> None:
+        """Level `level`'s candidates from the drafter's ranked children (level 0: the root's, vals and
+        toks [B, K]; else the frontier's, [B, K, K]) and the new frontier; then with `feed` (the level
+        forward's ForwardInputs) the next level's inputs: its ids, tree mask [B, K, U] (the frontier
+        fed at rows level K + t), offsets (level K) and positions (lens + level)."""
+        if level == 0:
+            self._root(vals, toks)
+        else:
+            self._propose(level, vals, toks)
+        if feed is not None:
+            self._level_inputs(level + 1, feed.ids, feed.mask)
+            feed.offsets.fill_(level * self.K)
+            feed.pos.copy_((feed.lens.long()[:, None] + level).expand(-1, self.K))
+
     def _pruned(self, scores: torch.Tensor) -> torch.Tensor:
         return scores if self.log_min == -math.inf else torch.where(scores >= self.log_min, scores, -math.inf)
 
-    def root(self, logits: torch.Tensor) -> None:
+    def _root(self, vals: torch.Tensor, toks: torch.Tensor) -> None:
         K = self.K
-        vals, toks = self.rank(logits, K)
         self.score[:, :K] = self._pruned(vals)
         self.token[:, :K] = toks
         self.parent[:, :K] = -1
         self.cand_depth[:, :K] = 1
         self.frontier.copy_(self.arange_k[None, :].expand(self.B, K))
 
-    def level_inputs(self, level: int, ids: torch.Tensor, mask: torch.Tensor) -> None:
+    def _level_inputs(self, level: int, ids: torch.Tensor, mask: torch.Tensor) -> None:
         """ids [B, K] and mask [B, K, U] of the level forward (frontier fed at rows (level-1)K + t)."""
         K, first = self.K, (level - 1) * self.K
         f = self.frontier
@@ -148,10 +164,9 @@ class TreeState:
         self.row_mask[:, first:first + K] = rows
         self.fed_row.scatter_(1, f, self.arange_k[None, :].expand(self.B, K) + first)
 
-    def propose(self, level: int, logits: torch.Tensor) -> None:
+    def _propose(self, level: int, vals: torch.Tensor, toks: torch.Tensor) -> None:
         K = self.K
-        vals, toks = self.rank(logits, K)
-        base = K + (level - 1) * K * K
+        base = self.base(level)
         scores = self._pruned((self.score.gather(1, self.frontier)[:, :, None] + vals).reshape(self.B, K * K))
         self.score[:, base:base + K * K] = scores
         self.token[:, base:base + K * K] = toks.reshape(self.B, K * K)
@@ -209,8 +224,7 @@ def setup(ctx, op) -> None:
     a = op.attrs
     threshold = float(a.get("threshold", 0.0))
     log_min = math.log(threshold) if a.get("expand", "static") == "dynamic" and threshold > 0 else -math.inf
-    ctx.op_state[id(op)] = {(k, d): TreeState(ctx.B, d, k, a["budget"], ctx.device, log_min, width(op),
-                                                   ctx.backend.top_log_probs)
+    ctx.op_state[id(op)] = {(k, d): TreeState(ctx.B, d, k, a["budget"], ctx.device, log_min, width(op))
                             for k, d in sorted(_shapes(op, ctx.B))}
 
 
@@ -267,14 +281,14 @@ def lower(ctx, op, args):
         nodes = tree.nodes(ctx.pending)
         nodes.valid = nodes.valid & (nodes.depths == 0)
         return nodes
-    tree.root(catch_up(ctx, state) if mode == "on" else resync(ctx, state))
-    K = tree.K
-    for level in range(1, tree.depth):
+    K, rank, expand = tree.K, ctx.backend.top_log_probs, ctx.backend.expand_tree
+    inputs = forward = None
+    if tree.depth > 1:
         inputs, forward = ctx.forward(state, ("tree-level", K, tree.depth), K, mask_width=tree.U, offsets=True)
-        tree.level_inputs(level, inputs.ids, inputs.mask)
-        inputs.offsets.fill_((level - 1) * K)
-        inputs.pos.copy_((state.lens.long()[:, None] + (level - 1)).expand(-1, K))
-        tree.propose(level, forward.run())
+    logits = catch_up(ctx, state) if mode == "on" else resync(ctx, state)
+    expand(tree, 0, *rank(logits, K), inputs)
+    for level in range(1, tree.depth):
+        expand(tree, level, *rank(forward.run(), K), inputs if level + 1 < tree.depth else None)
     return tree.nodes(ctx.pending)
 
 
