@@ -1,9 +1,9 @@
 """The decode step on the Triton backend: model regions as CompiledModels (Triton launches, and
 cuBLAS where the IR's gemm policy says), the step's device segments captured as CUDA graphs on a
 GPU (run eagerly under TRITON_INTERPRET=1, on a CPU or a GPU: the interpreter copies through the
-host), argmax / a drafter's ranking (kernels/ranking.py) / draft.tree's expansion (kernels/tree_expand.py) /
-greedy acceptance / KV compaction as Triton kernels. Importing this module registers the Triton lowerings of step ops
-(step_kernels.py)."""
+host), and as Triton kernels: argmax, a drafter's ranking (kernels/ranking.py), draft.tree's
+expansion and nodes (kernels/tree_expand.py, tree_nodes.py), greedy acceptance, KV compaction.
+Importing this module registers the Triton lowerings of step ops (step_kernels.py)."""
 from __future__ import annotations
 
 import torch
@@ -15,6 +15,7 @@ from . import step_kernels  # noqa: F401  (registers the ops' "triton" lowerings
 from .compiled_model import CompiledModel, concrete_device
 from .kernels._interpreter_compat import interpreting
 from .kernels import ranking, tree_expand
+from .kernels import tree_nodes as tree_nodes_kernel
 from .kernels.argmax import argmax
 from .kernels.kv_cache import kv_compact
 
@@ -57,6 +58,11 @@ class TritonStepBackend(StepBackend):
         if not tree_expand.fits(tree):
             return super().expand_tree(tree, level, vals, toks, feed)
         tree_expand.expand_tree(tree, level, vals, toks, feed)
+
+    def tree_nodes(self, tree, pending: torch.Tensor):
+        if not tree_nodes_kernel.fits(tree):
+            return super().tree_nodes(tree, pending)
+        return tree_nodes_kernel.tree_nodes(tree, pending)
 
     def commit_path(self, state, path, n, compact: bool) -> None:
         if not compact:

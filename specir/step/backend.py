@@ -21,7 +21,8 @@
 - `argmax(logits)` (int64, first index on ties), `top_log_probs(logits, k)` and `log_prob_of(logits,
   token)` (a drafter's ranking, specir/step/ranking.py's contract: a backend's kernels may order
   equal logits differently and round differently, never rank other tokens), `expand_tree(tree,
-  level, vals, toks, feed)` (draft.tree's TreeState.expand: a kernel writes the same tables) and
+  level, vals, toks, feed)` and `tree_nodes(tree, pending)` (draft.tree's TreeState.expand and
+  .nodes: a kernel writes the same tables and nodes) and
   `commit_path(state, path, n, compact)` (the accepted path's KV rows of a verifier moved into
   place: row lens + path[j] -> lens + j for j < n[b], path ascending) as torch ops a backend may
   replace by kernels.
@@ -115,6 +116,9 @@ class StepBackend:
 
     def expand_tree(self, tree, level: int, vals: torch.Tensor, toks: torch.Tensor, feed) -> None:
         tree.expand(level, vals, toks, feed)
+
+    def tree_nodes(self, tree, pending: torch.Tensor):
+        return tree.nodes(pending)
 
     def commit_path(self, state, path: torch.Tensor, n: torch.Tensor, compact: bool) -> None:
         if not compact:

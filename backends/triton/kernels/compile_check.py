@@ -108,11 +108,15 @@ def _cases():
 def _ranking_cases(bf, f32):
     """A drafter's ranking (ranking.py) over Llama 3's 128256 logits: top-8 of a tree level at batch 1
     (4096-column slices), top-64 at the widest slice, and a chain's log-probability (K = 0); draft.tree's
-    expansion (tree_expand.py) at depth 9 (U = 64 fed rows) and a 64-wide level."""
+    expansion (tree_expand.py) at depth 9 (U = 64 fed rows) and a 64-wide level; its nodes
+    (tree_nodes.py) for the 8B tree-fr build and at the kernel's limits."""
     chunk = dict(x_ptr=bf, m_ptr=f32, s_ptr=f32, val_ptr=f32, id_ptr="i32")
     tree = dict(vals_ptr=f32, toks_ptr="i64", score_ptr=f32, token_ptr="i64", parent_ptr="i64", depth_ptr="i64",
                 fed_ptr="i64", row_mask_ptr="i1", frontier_ptr="i64", ids_ptr="i64", mask_ptr="i1", offsets_ptr="i32",
                 pos_ptr="i64", lens_ptr="i32")
+    nodes = dict(score_ptr=f32, token_ptr="i64", parent_ptr="i64", depth_ptr="i64", pending_ptr="i64",
+                 node_of_ptr="i32", tokens_ptr="i64", parents_ptr="i32", depths_ptr="i64", valid_ptr="i1",
+                 nscore_ptr=f32, anc_ptr="i1")
     merge = dict(m_ptr=f32, s_ptr=f32, val_ptr=f32, id_ptr="i32", out_val_ptr=f32, out_id_ptr="i64", x_ptr=bf,
                  tok_ptr="i64")
     return [
@@ -133,6 +137,10 @@ def _ranking_cases(bf, f32):
           for label, k, up, root, feed in (("root, top-8", 8, 64, True, True), ("level, top-8", 8, 64, False, True),
                                            ("last level, top-8", 8, 64, False, False),
                                            ("level, top-64", 64, 128, False, True))],
+        *[(f"tree_nodes {label}", "tree_nodes", "_tree_nodes_kernel", nodes, [],
+           dict(CP=cp, WP=wp, BJ=16, DEPTH=depth), dict(num_warps=8))
+          for label, cp, wp, depth in (("64 of 328 (topk 8, depth 6)", 512, 128, 6),
+                                       ("255 of 4096", 4096, 256, 8))],
     ]
 
 

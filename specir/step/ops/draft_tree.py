@@ -278,7 +278,7 @@ def lower(ctx, op, args):
     mode, k, d = ctx.variants.get(id(op), ("on", op.attrs["topk"], op.attrs["depth"]))
     tree: TreeState = ctx.op_state[id(op)][(k, d)]
     if mode == "off":
-        nodes = tree.nodes(ctx.pending)
+        nodes = ctx.backend.tree_nodes(tree, ctx.pending)
         nodes.valid = nodes.valid & (nodes.depths == 0)
         return nodes
     K, rank, expand = tree.K, ctx.backend.top_log_probs, ctx.backend.expand_tree
@@ -289,7 +289,7 @@ def lower(ctx, op, args):
     expand(tree, 0, *rank(logits, K), inputs)
     for level in range(1, tree.depth):
         expand(tree, level, *rank(forward.run(), K), inputs if level + 1 < tree.depth else None)
-    return tree.nodes(ctx.pending)
+    return ctx.backend.tree_nodes(tree, ctx.pending)
 
 
 register_op(OpDef(
