@@ -3,13 +3,15 @@ GPU (Triton's bundled ptxas).
 
 Contract: `emit_ptx(pipeline_text, target, folder, enabled) -> ({"module.function": [paths]}, note)`.
 With `enabled` (`specir compile --emit-ptx`) it runs every forward the step's ops declare (and
-the step kernels: argmax, acceptance, KV compaction) once on meta-sized CPU stand-ins with
+the verify's step kernels: argmax, acceptance, KV compaction) once on meta-sized CPU stand-ins with
 Triton's launch replaced by an offline compile (`JITFunction.run(warmup=True)` under a driver
 that reports the target's architecture), so each kernel is specialised exactly as the runtime's
 JIT specialises it (argument dtypes, 16-byte alignment, constexprs), and writes each compiled
 kernel's PTX to `folder/<module>.<function>.<n>.ptx`. Under TRITON_INTERPRET=1 the kernels are
 interpreter objects, so this runs in a subprocess with the interpreter off. Without the variable
-it writes nothing and says how to get them (compiling takes about a second per kernel).
+it writes nothing and says how to get them (compiling takes about a second per kernel). The
+draft ops' ranking and tree kernels (ranking.py, tree_expand.py, tree_nodes.py) are listed in the
+manifest but not emitted here: `python -m specir.backends.triton.kernels.compile_check` builds them.
 """
 from __future__ import annotations
 

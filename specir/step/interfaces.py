@@ -85,6 +85,9 @@ class StepInterfaces:
     narrow: Callable | None = None
     at_live: Callable | None = None
     drafted_most: Callable | None = None
+    # the StepBackend kernels hooks (specir/step/backend.py) its lowering calls besides the forwards,
+    # e.g. ("top_log_probs", "expand_tree"): a backend's build lists the kernels that implement them
+    backend_calls: tuple[str, ...] = ()
 
     def lowering_for(self, backend: str) -> Callable:
         return self.lowerings.get(backend, self.lower)

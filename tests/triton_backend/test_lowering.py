@@ -22,7 +22,10 @@ def test_compile_for_h200_writes_kernels_and_configs(tiny_pair, tmp_path, specir
     assert manifest["backend"] == "triton" and manifest["target"] == "h200"
     kernels = {k["kernel"].rsplit(".", 2)[-2] + "." + k["kernel"].rsplit(".", 1)[-1]: k for k in manifest["kernels"]}
     assert set(kernels) >= {"linear.linear_bf16", "rope.rope_kv_write", "attention.attention", "norm.add_rms_norm",
-                            "argmax.argmax", "accept.greedy_accept_tree", "kv_cache.kv_compact"}
+                            "argmax.argmax", "accept.greedy_accept_tree", "kv_cache.kv_compact",
+                            "ranking.top_log_probs", "tree_expand.expand_tree", "tree_nodes.tree_nodes"}
+    assert kernels["tree_expand.expand_tree"]["op"] == "draft.tree"  # the hooks draft.tree's lowering calls
+    assert "ranking.log_prob_of" not in kernels  # draft.chain's, not in this step
     for k in manifest["kernels"]:
         assert all((build / s).is_file() for s in k["sources"]), k
     configs = json.loads((build / "launch_configs.json").read_text())

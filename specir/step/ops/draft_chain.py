@@ -78,4 +78,5 @@ register_op(OpDef(
     doc="k greedy tokens from a draft model.", role="draft",
     step=StepInterfaces(width=lambda op, info: op.attrs["k"], depth=lambda op, info: op.attrs["k"],
                         forwards=_forwards, lower=lower, effects=("draft",), variant=off_variant,
+                        backend_calls=("log_prob_of",),
                         accepted=accepted)))

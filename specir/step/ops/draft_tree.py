@@ -308,6 +308,6 @@ register_op(OpDef(
                                           "beyond); empty: depth at every size")},
     _infer, doc="A token tree: static top-k expansion or dynamic by draft confidence.", role="draft",
     step=StepInterfaces(width=width, depth=lambda op, info: op.attrs["depth"], forwards=_forwards, lower=lower,
-                        setup=setup, effects=("draft",), variant=_variant, accepted=accepted, narrow=narrow, at_live=at_live,
+                        setup=setup, effects=("draft",), backend_calls=("top_log_probs", "expand_tree", "tree_nodes"), variant=_variant, accepted=accepted, narrow=narrow, at_live=at_live,
                         emission=lambda op, info, alpha, order: tree_emission(
                             alpha, op.attrs["depth"], op.attrs["topk"], width(op), order))))
