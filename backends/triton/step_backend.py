@@ -67,9 +67,8 @@ class TritonStepBackend(StepBackend):
     def commit_path(self, state, path, n, compact: bool) -> None:
         if not compact:
             return
-        for layer in state.cache.k:
-            k_cache, v_cache = state.cache.layer(layer)
-            kv_compact(k_cache, v_cache, state.lens, path, n)
+        for k_stack, v_stack in state.cache.stacks:  # one launch per shape of layer (KVCache.stacks)
+            kv_compact(k_stack, v_stack, state.lens, path, n)
 
     def graph_pool(self):
         return torch.cuda.graph_pool_handle()

@@ -11,10 +11,21 @@ import torch
 
 class KVCache:
     def __init__(self, layers: dict[int, tuple[int, int]], slots: int, max_seq: int, dtype, device):
-        """layers: layer index -> (kv_heads, head_dim)."""
+        """layers: layer index -> (kv_heads, head_dim). The layers of one shape share one allocation
+        each for k and v (`stacks`: [layers, slots, kv_heads, max_seq, head_dim] pairs, in layer
+        order), and k[i], v[i] are its views [slots, kv_heads, max_seq, head_dim]: a kernel can then
+        move rows of every such layer in one launch."""
         self.max_seq, self.slots = max_seq, slots
-        self.k = {i: torch.zeros(slots, kvh, max_seq, hd, dtype=dtype, device=device) for i, (kvh, hd) in layers.items()}
-        self.v = {i: torch.zeros_like(t) for i, t in self.k.items()}
+        self.k, self.v, self.stacks = {}, {}, []
+        for shape in dict.fromkeys(layers.values()):
+            ids = [i for i, s in layers.items() if s == shape]
+            k, v = (torch.zeros(len(ids), slots, *shape[:1], max_seq, shape[1], dtype=dtype, device=device)
+                    for _ in range(2))
+            self.stacks.append((k, v))
+            for n, i in enumerate(ids):
+                self.k[i], self.v[i] = k[n], v[n]
+        self.k = {i: self.k[i] for i in layers}  # in the layers' order
+        self.v = {i: self.v[i] for i in layers}
         self.pos = torch.zeros(slots, max_seq, dtype=torch.long, device=device)
         self.lens = [0] * slots
 

@@ -55,6 +55,34 @@ def test_kv_compact(seed, device, kt, dtype, with_slots):
     assert torch.equal(new_lens, want_lens)
 
 
+@pytest.mark.parametrize("with_slots", [False, True])
+def test_kv_compact_moves_every_stacked_layer_in_one_call(seed, device, kt, with_slots):
+    """[layers, slots, KH, S, D] (KVCache.stacks): each layer as if compacted on its own; the new
+    lens written once."""
+    L, B, T, KH, D, S = 3, 4, 6, 2, 16, 20
+    k_stack, v_stack = torch.randn(L, B + 1, KH, S, D, device=device), torch.randn(L, B + 1, KH, S, D, device=device)
+    lens = torch.randint(0, S - T + 1, (B,), dtype=torch.int32, device=device)
+    slots = torch.randperm(B + 1)[:B].to(torch.int32).to(device) if with_slots else None
+    acc_idx, n_acc = _random_acceptance(B, T, device)
+    want_k, want_v = k_stack.clone(), v_stack.clone()
+    for layer in range(L):
+        want_lens = ref.kv_compact_reference(want_k[layer], want_v[layer], lens, acc_idx, n_acc, slots)
+    new_lens = kt.poisoned((B,), torch.int32, device)
+    kv_compact(k_stack, v_stack, lens, acc_idx, n_acc, new_lens_out=new_lens, slots=slots)
+    assert torch.equal(k_stack, want_k) and torch.equal(v_stack, want_v)
+    assert torch.equal(new_lens, want_lens)
+
+
+def test_a_kv_cache_stacks_its_layers_by_shape():
+    from specir.runtime.kv_cache import KVCache
+    cache = KVCache({0: (2, 8), 1: (4, 16), 2: (2, 8), 5: (2, 8)}, 3, 10, torch.float32, "cpu")
+    assert list(cache.k) == [0, 1, 2, 5] and [k.shape for k, _ in cache.stacks] == [(3, 3, 2, 10, 8), (1, 3, 4, 10, 16)]
+    k, v = cache.stacks[0]
+    cache.layer(2)[0].fill_(1.0)
+    assert k[1].eq(1.0).all() and k[[0, 2]].eq(0).all() and cache.k[5].data_ptr() == k[2].data_ptr()
+    assert cache.layer(2)[0].shape == (3, 2, 10, 8) and cache.layer(2)[0].is_contiguous()
+
+
 def test_kv_compact_chain_moves_nothing(seed, device):
     B, T, KH, D, S = 2, 5, 4, 8, 12
     k_cache, v_cache = torch.randn(B, KH, S, D, device=device), torch.randn(B, KH, S, D, device=device)

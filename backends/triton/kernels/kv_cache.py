@@ -1,6 +1,7 @@
 """KV-cache writes and the post-acceptance compaction (KERNEL_CONTRACTS.md, "KV cache").
 
-Cache layout per layer: k_cache, v_cache [slots, kv_heads, max_seq, head_dim]; lens [B] int32
+Cache layout per layer: k_cache, v_cache [slots, kv_heads, max_seq, head_dim] (kv_compact also takes
+the layers of one shape stacked, [layers, slots, kv_heads, max_seq, head_dim]: one launch); lens [B] int32
 committed tokens of each request; request b lives in cache slot slots[b] (default: slot b). Neither kernel reads lens-dependent sizes on the host, so both are
 CUDA-graph safe: the grids depend only on tensor shapes.
 """
@@ -49,19 +50,20 @@ def _kv_write_kernel(k_new_ptr, v_new_ptr, k_cache_ptr, v_cache_ptr, lens_ptr, n
 
 @triton.jit
 def _kv_compact_kernel(k_cache_ptr, v_cache_ptr, lens_ptr, acc_idx_ptr, n_acc_ptr, new_lens_ptr, slots_ptr,
-                       stride_cb, stride_ch, stride_cs, stride_acc, max_seq,
+                       stride_cl, stride_cb, stride_ch, stride_cs, stride_acc, max_seq,
                        D: tl.constexpr, KH_D: tl.constexpr, BLOCK: tl.constexpr,
                        WRITE_LENS: tl.constexpr, HAS_SLOTS: tl.constexpr):
-    """Program (b, chunk) moves elements [chunk*BLOCK, +BLOCK) of the flattened (kv_head, d) row
-    of every accepted slot, in ascending j. Because acc_idx ascends and acc_idx[j] >= j, a slot
-    written at step j is never read at a later step, so the in-place move is race-free."""
+    """Program (b, chunk, layer) moves elements [chunk*BLOCK, +BLOCK) of the flattened (kv_head, d)
+    row of every accepted slot of one layer, in ascending j. Because acc_idx ascends and acc_idx[j] >= j,
+    a slot written at step j is never read at a later step, so the in-place move is race-free."""
     b = tl.program_id(0).to(tl.int64)
+    layer = tl.program_id(2).to(tl.int64)
     e = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     ok = e < KH_D
     cache_b = b
     if HAS_SLOTS:
         cache_b = tl.load(slots_ptr + b).to(tl.int64)
-    row = cache_b * stride_cb + (e // D) * stride_ch + e % D
+    row = layer * stride_cl + cache_b * stride_cb + (e // D) * stride_ch + e % D
     base = tl.load(lens_ptr + b).to(tl.int64)
     n_acc = tl.load(n_acc_ptr + b)
     for j in range(0, n_acc):
@@ -73,7 +75,7 @@ def _kv_compact_kernel(k_cache_ptr, v_cache_ptr, lens_ptr, acc_idx_ptr, n_acc_pt
         tl.store(k_cache_ptr + row + dst * stride_cs, k, mask=move)
         tl.store(v_cache_ptr + row + dst * stride_cs, v, mask=move)
     if WRITE_LENS:
-        if tl.program_id(1) == 0:
+        if (tl.program_id(1) == 0) & (tl.program_id(2) == 0):
             tl.store(new_lens_ptr + b, (base + n_acc).to(new_lens_ptr.dtype.element_ty))
 
 
@@ -107,22 +109,25 @@ def kv_write(k_cache, v_cache, k_new, v_new, lens, n_new=None, *, slots=None, of
 
 def kv_compact(k_cache, v_cache, lens, acc_idx, n_acc, new_lens_out=None, *, slots=None):
     """Move row lens[b] + acc_idx[b, j] to row lens[b] + j for j < n_acc[b], in place, in cache
-    slot slots[b] (default b).
+    slot slots[b] (default b); caches [slots, KH, S, D] (one layer) or [L, slots, KH, S, D] (L
+    layers of one shape, one launch).
 
     acc_idx [B, T] must ascend within 0 .. n_acc[b]-1 (as greedy acceptance gives). `lens` is
     read, not changed; pass `new_lens_out` (a different tensor) to get lens + n_acc in the
     same launch."""
     _check_caches(k_cache, v_cache)
-    _, KH, max_seq, D = k_cache.shape
+    if k_cache.dim() == 4:
+        k_cache, v_cache = k_cache[None], v_cache[None]
+    L, _, KH, max_seq, D = k_cache.shape
     B = lens.shape[0]
     if acc_idx.stride(-1) != 1:
         raise ValueError("acc_idx needs a contiguous last dim")
     if new_lens_out is not None and new_lens_out.data_ptr() == lens.data_ptr():
         raise ValueError("new_lens_out must not alias lens (other programs still read lens)")
     block = min(COMPACT_BLOCK, triton.next_power_of_2(KH * D))
-    _kv_compact_kernel[(B, triton.cdiv(KH * D, block))](
+    _kv_compact_kernel[(B, triton.cdiv(KH * D, block), L)](
         k_cache, v_cache, lens, acc_idx, n_acc, lens if new_lens_out is None else new_lens_out,
         lens if slots is None else slots,
-        *k_cache.stride()[:3], acc_idx.stride(0), max_seq,
+        *k_cache.stride()[:4], acc_idx.stride(0), max_seq,
         D=D, KH_D=KH * D, BLOCK=block, WRITE_LENS=new_lens_out is not None, HAS_SLOTS=slots is not None,
         num_warps=4)
