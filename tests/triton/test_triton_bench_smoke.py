@@ -26,3 +26,14 @@ def test_bench_script_runs_and_checks_pass(seed, capsys):
     kernels = {r["kernel"] for r in rows}
     assert kernels >= {"rms_norm", "add_rms_norm", "silu_mul", "embedding", "rope", "rope_kv_write", "kv_write",
                        "kv_compact", "attention", "greedy_accept", "argmax"}
+
+
+def test_the_draft_step_kernels_bench_checks_every_kernel_against_torch(seed, capsys):
+    """bench/draft_step_kernels.py at a small vocabulary in the interpreter: every row's check
+    (ranking, log-probability, expansion, nodes: the kernel against torch) passes."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("smoke test of the CPU path; on a GPU run the bench itself")
+    bench = load_bench_script("draft_step_kernels")
+    assert bench.main(["--vocab", "3000", "--batch-sizes", "1,2", "--depth", "3", "--topk", "4", "--budget", "12"]) == 0
+    table = capsys.readouterr().out
+    assert all(what in table for what in ("rank", "log-prob", "expand", "nodes"))
