@@ -22,8 +22,12 @@ def feed_for(tree, lens):
 
 def ranked(B, rows, K, vocab, ties):
     """What a drafter's ranking returns: log-probabilities descending (ties: few distinct values,
-    -inf among them), distinct token ids per row."""
-    if ties:
+    -inf among them; "nan": some rows all NaN, as a row of logits with no finite entry ranks),
+    distinct token ids per row."""
+    if ties == "nan":
+        vals = -torch.rand(B, rows, K) * 5
+        vals[torch.rand(B, rows) < 0.3] = math.nan
+    elif ties:
         vals = -torch.randint(0, 3, (B, rows, K)).float()
         vals[torch.rand(B, rows, K) < 0.1] = -math.inf
     else:
@@ -34,7 +38,8 @@ def ranked(B, rows, K, vocab, ties):
 
 
 @pytest.mark.parametrize("K,depth,dynamic,ties", [(1, 3, False, False), (3, 4, False, True), (4, 3, True, False),
-                                                   (8, 4, False, True), (5, 1, False, False)])
+                                                   (8, 4, False, True), (5, 1, False, False), (3, 3, False, "nan"),
+                                                   (4, 3, True, "nan")])
 def test_the_kernel_writes_the_tables_torch_writes(seed, device, K, depth, dynamic, ties):
     B, budget = 3, 20
     log_min = math.log(0.05) if dynamic else -math.inf

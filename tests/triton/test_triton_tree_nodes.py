@@ -41,3 +41,17 @@ def test_the_kernel_lists_the_nodes_torch_lists(seed, device, K, depth, budget, 
 def test_wide_trees_list_in_torch():
     assert fits(TreeState(1, 6, 8, MAX_WIDTH - 1, "cpu", -math.inf))
     assert not fits(TreeState(1, 6, 8, MAX_WIDTH, "cpu", -math.inf))
+
+
+def test_nan_scores_count_as_pruned_and_never_push_nodes_past_the_row(seed, device):
+    """A hand-filled table with NaN scores (TreeState itself stores none: its pruning makes them
+    -inf): the kernel lists what torch lists for the table with -inf in their place, exactly N
+    nodes, nothing written into another request's row."""
+    tree = grown(2, 3, 3, 6, device, False, False)
+    tree.score[0, 1:4] = math.nan
+    pending = torch.tensor([7, 9], device=device)
+    got = tree_nodes(tree, pending)
+    tree.score.copy_(torch.where(tree.score.isnan(), -math.inf, tree.score))
+    want = tree.nodes(pending)
+    for name in FIELDS:
+        assert torch.equal(getattr(got, name), getattr(want, name)), name

@@ -34,14 +34,17 @@ def _tree_nodes_kernel(score_ptr, token_ptr, parent_ptr, depth_ptr, pending_ptr,
     c = tl.arange(0, CP)
     real = c < C
     s = tl.load(score_ptr + b * C + c, mask=real, other=float("-inf"))
+    s = tl.where(s == s, s, float("-inf"))  # NaN as -inf (TreeState never stores one; a hand-filled table may)
     rank = tl.zeros([CP], tl.int32)
     for j0 in range(0, C, BJ):
         j = j0 + tl.arange(0, BJ)
         sj = tl.load(score_ptr + b * C + j, mask=j < C, other=float("-inf"))
+        sj = tl.where(sj == sj, sj, float("-inf"))
         ahead = (sj[None, :] > s[:, None]) | ((sj[None, :] == s[:, None]) & (j[None, :] < c[:, None]))
         rank += tl.sum((ahead & (j[None, :] < C)).to(tl.int32), 1)
     kept = real & (rank < N)
     number = tl.cumsum(kept.to(tl.int32), 0)  # 1..N over the kept, in creation order
+    kept = kept & (number <= N)  # ranks are distinct, so this never drops one: a guard on the row's end
     tl.store(node_of_ptr + b * C + c, tl.where(kept, number, 0), mask=real)
     tl.debug_barrier()  # node_of complete before any parent looks itself up
     par = tl.load(parent_ptr + b * C + c, mask=kept, other=-1)

@@ -140,7 +140,9 @@ class TreeState:
             feed.pos.copy_((feed.lens.long()[:, None] + level).expand(-1, self.K))
 
     def _pruned(self, scores: torch.Tensor) -> torch.Tensor:
-        return scores if self.log_min == -math.inf else torch.where(scores >= self.log_min, scores, -math.inf)
+        """Scores below log_min as -inf; a NaN score (a row of the drafter's logits with no finite
+        entry) as -inf too, at every log_min, so it never takes a place in the frontier or the budget."""
+        return torch.where(scores >= self.log_min, scores, -math.inf)
 
     def _root(self, vals: torch.Tensor, toks: torch.Tensor) -> None:
         K = self.K
