@@ -43,6 +43,10 @@ BUILDS = {"chain": "", "tree": TREE, "tree-bf12": TREE + ",pack-weights{format=b
           "tree-fr": TREE + ",draft-vocab{size=32768,order=frequency}",
           # the same with the swiglu computed in the down projection's prologue (fusion's opt-in; its AR baseline too)
           "tree-fr-sw": TREE + ",draft-vocab{size=32768,order=frequency},fusion{swiglu_linear=true}",
+          # the drafter's 8-row level forwards on the Triton skinny GEMM (cuBLAS from 16 rows) with the swiglu in
+          # the down projection's prologue (session 20's profile: those cuBLAS GEMMs at ~75 % of the bytes roofline)
+          "tree-fr-dt": TREE + ",draft-vocab{size=32768,order=frequency},"
+                               "gemm-policy{models=drafter,cublas_min_rows=16},fusion{models=drafter,swiglu_linear=true}",
           # issue 14: the packed verify with the per-batch-size draft budget (shrink), priced for the
           # code pair's acceptance (tau 3.6 at k = 4: about 0.85 per token)
           "chain-bf": "batch-fusion{shrink=true,alpha=0.85}",
