@@ -19,7 +19,6 @@ a level's B x topk rows though the root's are B; depth expands; one nodes). Off 
 import argparse
 import json
 import math
-import statistics
 import sys
 from types import SimpleNamespace
 
@@ -31,31 +30,7 @@ from specir.backends.triton.kernels.tree_expand import expand_tree
 from specir.backends.triton.kernels.tree_nodes import tree_nodes
 from specir.step import ranking as torch_ranking
 from specir.step.ops.draft_tree import TreeState
-
-
-def graph_us(fn, reps=50, rounds=5):
-    if not torch.cuda.is_available():
-        fn()
-        return None
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-        fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    out = []
-    for _ in range(rounds):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(reps):
-            g.replay()
-        b.record()
-        torch.cuda.synchronize()
-        out.append(a.elapsed_time(b) / reps)
-    return round(statistics.median(out) * 1e3, 2)
+from timing import replay_us
 
 
 def grown_tree(B, depth, K, budget, device):
@@ -94,22 +69,22 @@ def run(args) -> list[dict]:
         same = torch.equal(logits.gather(-1, want[1]), logits.gather(-1, got[1]))
         err = float((want[0] - got[0]).abs().max())
         rows_out.append({"what": "rank", "B": B, "rows": B * K, "same": same, "max_abs_err": round(err, 5),
-                         "torch_us": graph_us(lambda: torch_ranking.top_log_probs(logits, K)),
-                         "triton_us": graph_us(lambda: kernel_ranking.top_log_probs(logits, K))})
+                         "torch_us": replay_us(lambda: torch_ranking.top_log_probs(logits, K)),
+                         "triton_us": replay_us(lambda: kernel_ranking.top_log_probs(logits, K))})
         token = torch.randint(0, args.vocab, (B,), device=device)
         row = logits[:, 0]
         err = float((torch_ranking.log_prob_of(row, token) - kernel_ranking.log_prob_of(row, token)).abs().max())
         rows_out.append({"what": "log-prob", "B": B, "rows": B, "same": err < 5e-3, "max_abs_err": round(err, 5),
-                         "torch_us": graph_us(lambda: torch_ranking.log_prob_of(row, token)),
-                         "triton_us": graph_us(lambda: kernel_ranking.log_prob_of(row, token))})
+                         "torch_us": replay_us(lambda: torch_ranking.log_prob_of(row, token)),
+                         "triton_us": replay_us(lambda: kernel_ranking.log_prob_of(row, token))})
         rows_out.append(_expand_row(B, K, depth, args.budget, device))
         tree, feed, _ = grown_tree(B, depth, K, args.budget, device)
         rows_out.append({"what": "nodes", "B": B, "rows": tree.width + 1,
                          "same": all(torch.equal(getattr(tree.nodes(feed.ids[:, 0]), f), getattr(
                              tree_nodes(tree, feed.ids[:, 0]), f)) for f in ("tokens", "parents", "depths", "valid",
                                                                             "mask", "score")),
-                         "torch_us": graph_us(lambda: tree.nodes(feed.ids[:, 0])),
-                         "triton_us": graph_us(lambda: tree_nodes(tree, feed.ids[:, 0]))})
+                         "torch_us": replay_us(lambda: tree.nodes(feed.ids[:, 0])),
+                         "triton_us": replay_us(lambda: tree_nodes(tree, feed.ids[:, 0]))})
     return rows_out
 
 
@@ -129,8 +104,8 @@ def _expand_row(B, K, depth, budget, device) -> dict:
     same = all(torch.equal(a, b) for a, b in zip(tables(by_torch), tables(by_kernel)))
     same = same and all(torch.equal(getattr(feed_t, n), getattr(feed_k, n)) for n in ("ids", "pos", "offsets", "mask"))
     return {"what": "expand", "B": B, "rows": K * K, "same": same,
-            "torch_us": graph_us(lambda: by_torch.expand(level, vals, toks, feed_t)),
-            "triton_us": graph_us(lambda: expand_tree(by_kernel, level, vals, toks, feed_k))}
+            "torch_us": replay_us(lambda: by_torch.expand(level, vals, toks, feed_t)),
+            "triton_us": replay_us(lambda: expand_tree(by_kernel, level, vals, toks, feed_k))}
 
 
 def main(argv=None) -> int:

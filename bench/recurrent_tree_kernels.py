@@ -17,7 +17,6 @@ Times are CUDA-graph replays (median of 5 x 50). A CPU run (TRITON_INTERPRET=1) 
 """
 import argparse
 import json
-import statistics
 import sys
 
 import _checkout  # noqa: F401
@@ -27,6 +26,7 @@ from specir.backends.triton.kernels.conv1d import conv1d_tree
 from specir.backends.triton.kernels.gated_delta import gated_delta_rule_tree
 from specir.ir.ops_recurrent import StateSpec
 from specir.runtime.recurrent_state import RecurrentStates
+from timing import replay_us
 
 HK, HV, DK, DV, K = 16, 32, 128, 128, 4
 C = 2 * HK * DK + HV * DV
@@ -35,29 +35,6 @@ C = 2 * HK * DK + HV * DV
 def parents_of(n: int, seed: int = 0) -> torch.Tensor:
     gen = torch.Generator().manual_seed(seed)
     return torch.tensor([[-1] + [int(torch.randint(0, t, (1,), generator=gen)) for t in range(1, n)]])
-
-
-def graph_ms(fn, reps=50, rounds=5) -> float | None:
-    if not torch.cuda.is_available():
-        fn()
-        return None
-    fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    s = torch.cuda.Stream()
-    with torch.cuda.stream(s):
-        with torch.cuda.graph(g):
-            fn()
-    out = []
-    for _ in range(rounds):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(reps):
-            g.replay()
-        b.record()
-        torch.cuda.synchronize()
-        out.append(a.elapsed_time(b) / reps)
-    return round(statistics.median(out) * 1e3, 2)  # microseconds
 
 
 def main(argv=None) -> int:
@@ -97,15 +74,15 @@ def main(argv=None) -> int:
     y_paths = conv1d_tree(x, w, bias, rf, (0, "conv"), paths=True)
     ring[:, n:] = ring_walk[:, n:]  # the ring's spare node
     checks["conv paths == walk"] = bool(torch.equal(y_walk, y_paths) and torch.equal(ring, ring_walk))
-    rows["conv1d_us"] = {"walk": graph_ms(lambda: conv1d_tree(x, w, bias, rf, (0, "conv"), paths=False)),
-                         "paths": graph_ms(lambda: conv1d_tree(x, w, bias, rf, (0, "conv"), paths=True)),
-                         "decode (1 token)": graph_ms(lambda: conv1d_tree(x[:, :1], w, bias, one, (0, "conv")))}
+    rows["conv1d_us"] = {"walk": replay_us(lambda: conv1d_tree(x, w, bias, rf, (0, "conv"), paths=False)),
+                         "paths": replay_us(lambda: conv1d_tree(x, w, bias, rf, (0, "conv"), paths=True)),
+                         "decode (1 token)": replay_us(lambda: conv1d_tree(x[:, :1], w, bias, one, (0, "conv")))}
     for block_c in (256, 512, 1024) if dev == "cuda" else ():
         for warps in (4, 8):
             name = f"paths block_c={block_c} warps={warps}"
             y = conv1d_tree(x, w, bias, rf, (0, "conv"), paths=True, block_c=block_c, num_warps=warps)
             checks[f"conv {name} == walk"] = bool(torch.equal(y, y_walk))
-            rows["conv1d_us"][name] = graph_ms(lambda bc=block_c, nw=warps: conv1d_tree(
+            rows["conv1d_us"][name] = replay_us(lambda bc=block_c, nw=warps: conv1d_tree(
                 x, w, bias, rf, (0, "conv"), paths=True, block_c=bc, num_warps=nw))
             print(f"conv {name}: {rows['conv1d_us'][name]} us", file=sys.stderr, flush=True)
     kw = dict(k_heads=HK, v_heads=HV, k_dim=DK, v_dim=DV)
@@ -119,7 +96,7 @@ def main(argv=None) -> int:
             # the outputs do not depend on writing the states (other configurations reduce in another order)
             checks[f"delta v{block_v} w{warps}: outputs equal without the state writes"] = bool(torch.equal(stored, unstored))
             for store_states in (True, False):
-                delta[f"block_v={block_v} warps={warps} store={store_states}"] = graph_ms(
+                delta[f"block_v={block_v} warps={warps} store={store_states}"] = replay_us(
                     lambda bv=block_v, nw=warps, st=store_states: gated_delta_rule_tree(
                         qkv, bb, aa, a_log, dt_bias, rf, (0, "delta"), block_v=bv, num_warps=nw, store_states=st, **kw))
             if dev != "cuda":
@@ -151,17 +128,17 @@ def main(argv=None) -> int:
             rebuilt = store.node_states((0, "delta"), torch.zeros(n, dtype=torch.long, device=dev), nodes)
             err = float(((rebuilt - ref_states).abs().max() / ref_states.abs().max()))
             checks[f"wy {name}: node states within 1e-4 of PATHS"] = err < 1e-4
-            wy[name] = graph_ms(run)
+            wy[name] = replay_us(run)
             print(f"wy {name}: {wy[name]} us", file=sys.stderr, flush=True)  # a killed run keeps what it timed
             if dev != "cuda":
                 break
     node = torch.tensor([n - 1], device=dev)
     keep = store.committed[(0, "delta")].clone()
-    wy["commit of one node (rebuilt from the factors)"] = graph_ms(
+    wy["commit of one node (rebuilt from the factors)"] = replay_us(
         lambda: factors.commit(store, (0, "delta"), slots, node))
     store.committed[(0, "delta")].copy_(keep)
     rows["gated_delta_wy_us"] = wy
-    delta["decode (1 token)"] = graph_ms(lambda: gated_delta_rule_tree(qkv[:, :1], bb[:, :1], aa[:, :1], a_log, dt_bias,
+    delta["decode (1 token)"] = replay_us(lambda: gated_delta_rule_tree(qkv[:, :1], bb[:, :1], aa[:, :1], a_log, dt_bias,
                                                                        one, (0, "delta"), **kw))
     rows["gated_delta_us"], rows["checks"] = delta, checks
     text = json.dumps(rows, indent=1)

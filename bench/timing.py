@@ -1,8 +1,10 @@
 """The benchmarks' timer (bench/gpu_bench.py, bench/hybrid_bench.py): milliseconds per call by CUDA
 events on a GPU (the median of three rounds of `reps` calls, after one warm-up call), wall time off
-one; and CUDA-graph capture of a call."""
+one; CUDA-graph capture of a call; and `replay_us`, a call's microseconds as a captured graph's replay
+(bench/recurrent_tree_kernels.py, bench/draft_step_kernels.py)."""
 from __future__ import annotations
 
+import statistics
 import time
 
 import torch
@@ -54,3 +56,30 @@ class Clock:
             g.replay()
         replay.graph = g  # the graph lives as long as its replay function
         return replay
+
+
+def replay_us(fn, reps: int = 50, rounds: int = 5) -> float | None:
+    """Microseconds per call of `fn` captured as a CUDA graph (two eager warm-up calls on the capture
+    stream first): the median of `rounds` rounds of `reps` replays. Off a GPU: calls fn once, None."""
+    if not torch.cuda.is_available():
+        fn()
+        return None
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    out = []
+    for _ in range(rounds):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(reps):
+            g.replay()
+        b.record()
+        torch.cuda.synchronize()
+        out.append(a.elapsed_time(b) / reps)
+    return round(statistics.median(out) * 1e3, 2)
