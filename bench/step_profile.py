@@ -95,6 +95,8 @@ def _segments(engine, batch, max_new, sync) -> list[dict]:
 
 
 def kernel_groups(prof, steps: int) -> tuple[float, list[dict]]:
+    """(GPU ms of every kernel, memcpy and memset, the 40 costliest groups by name); `launch_count`
+    gives their number."""
     from torch.autograd import DeviceType
     kernels: dict[str, list[float]] = {}
     for ev in prof.events():
@@ -106,6 +108,12 @@ def kernel_groups(prof, steps: int) -> tuple[float, list[dict]]:
     top = sorted(kernels.items(), key=lambda kv: -kv[1][0])
     return gpu_ms, [{"name": k, "ms_per_step": v[0] / steps, "launches_per_step": v[1] / steps,
                      "share": v[0] / max(gpu_ms, 1e-9)} for k, v in top[:40]]
+
+
+def launch_count(prof) -> int:
+    """The kernels, memcpys and memsets the GPU ran under `prof`."""
+    from torch.autograd import DeviceType
+    return sum(1 for ev in prof.events() if ev.device_type == DeviceType.CUDA)
 
 
 def profile_engine(name: str, engine, prompts, batch_size: int, max_new: int, out: str) -> dict:
@@ -137,7 +145,8 @@ def profile_engine(name: str, engine, prompts, batch_size: int, max_new: int, ou
             "tau": tokens / max(sum(len(r.accept_lengths) for r in requests), 1),
             "profiled_decode_s": wall, "profiled_setup_s": setup_added,
             "step_ms": 1e3 * wall / steps, "gpu_ms_per_step": gpu_ms / steps,
-            "host_gap_ms_per_step": 1e3 * wall / steps - gpu_ms / steps, "kernels": kernels,
+            "host_gap_ms_per_step": 1e3 * wall / steps - gpu_ms / steps,
+            "launches_per_step": launch_count(prof) / steps, "kernels": kernels,
             "segments": segments}
 
 
@@ -195,7 +204,8 @@ def main() -> int:
         runs = ", ".join(f"{x['decode_s'] * 1e3:.0f} ms / {x['steps']} steps (+{x['setup_s_added']:.2f} s setup)"
                          for x in r["runs"])
         print(f"\n{r['build']} b{r['batch_size']}: generate 1, 2: {runs}; profiled decode: step {r['step_ms']:.2f} ms, "
-              f"GPU {r['gpu_ms_per_step']:.2f} ms, host gap {r['host_gap_ms_per_step']:.2f} ms, tau {r['tau']:.2f}, "
+              f"GPU {r['gpu_ms_per_step']:.2f} ms in {r.get('launches_per_step', 0):.0f} launches, "
+              f"host gap {r['host_gap_ms_per_step']:.2f} ms, tau {r['tau']:.2f}, "
               f"steps {r['steps']}")
         for g in r.get("segments", []):
             print(f"  segment {g['segment']} ({'host' if g['host'] else 'device'}) {g['ms_per_step']:7.3f} ms  "
