@@ -5,7 +5,8 @@ embedding table (one row per token is read), plus the KV cache each of `requests
 attends over (its `context` rows and its share of the `tokens`), plus the recurrent state (ops'
 `states` interface: the committed state read once and one node state written per token), plus
 the bytes of ranking `ranked_rows` rows of its logits over the vocabulary afterwards (a draft
-op's ModelForward.ranked; specir/step/ranking.BYTES_PER_LOGIT by the logits' dtype), and
+op's ModelForward.ranked: the target's `rank_reads` passes over them, else torch's ranking,
+specir/step/ranking.BYTES_PER_LOGIT by the logits' dtype), and
 returns the target's roofline time of those bytes and FLOPs (`Target.roofline`: their max, plus the
 fraction `step_serial` of the smaller: 0 unless the target's fitted step rates say otherwise) plus
 the target's fixed cost per graph op (`step_op_seconds`, 0 on a GPU) times the model's ops; the matmul
@@ -78,7 +79,7 @@ def forward_cost(model: Model, target: Target, tokens: int = 1, context: int = 5
         for spec in state_specs(op):
             size = 4.0 if spec.dtype == "f32" else act_size
             state_bytes += (1 + tokens) * _numel(spec.shape) * size
-    rank_bytes = ranked_rows * _vocab(model) * _rank_bytes_per_logit(act_size)
+    rank_bytes = ranked_rows * _vocab(model) * _rank_bytes_per_logit(act_size, target)
     seconds = (target.roofline(weight_bytes + kv_bytes + state_bytes + rank_bytes, flops)
                + len(model.graph.ops) * target.step_op_seconds)
     return ForwardCost(weight_bytes, kv_bytes, flops, seconds, state_bytes, rank_bytes)
@@ -89,7 +90,9 @@ def _vocab(model: Model) -> int:
     return int(width or 0)
 
 
-def _rank_bytes_per_logit(act_size: float) -> float:
+def _rank_bytes_per_logit(act_size: float, target: Target) -> float:
+    if target.rank_reads is not None:
+        return target.rank_reads * act_size
     from .step.ranking import BYTES_PER_LOGIT
     return BYTES_PER_LOGIT["f32" if act_size >= 4 else "bf16"]
 

@@ -42,6 +42,10 @@ class Target:
     # where a step's ops are not captured into one graph (the CPU: a small model's decode step is
     # mostly this); 0 where the fitted step rates already cover it (a GPU's captured step)
     step_op_seconds: float = 0.0
+    # `rank_reads`: the passes over a drafter's logits its backend's ranking makes (top-k
+    # log-probabilities; the Triton kernels read them once: backends/triton/kernels/ranking.py);
+    # None: torch's ranking, priced at specir/step/ranking.BYTES_PER_LOGIT
+    rank_reads: float | None = None
 
     @property
     def device_bandwidth(self) -> float:
