@@ -9,7 +9,10 @@ For each batch size B, each as the Triton backend runs it inside draft.tree / dr
 - log-prob: one token's log-probability per row (draft.chain), likewise;
 - expand: one tree level's update and the next level's inputs, TreeState.expand against
   kernels/tree_expand.py;
-- nodes: the drafted nodes and their ancestor mask, TreeState.nodes against kernels/tree_nodes.py.
+- nodes: the drafted nodes and their ancestor mask, TreeState.nodes against kernels/tree_nodes.py;
+- kv-compact: the tree verify's KV compaction of `--layers` layers (8 KV heads x 128, a 1024-row
+  cache, an accepted path of depth nodes out of a budget + 1 verify), one kv_compact per layer against
+  one over the stacked layers (KVCache.stacks).
 Each row checks that both give the same result (ranking: the same logits ranked; the tree: equal
 tables) and times both as CUDA-graph replays (microseconds a call, the median of 5 x 50); the
 per-step figure multiplies by the calls a depth-`depth` tree makes (depth rankings, each priced as
@@ -26,6 +29,7 @@ import _checkout  # noqa: F401
 import torch
 
 from specir.backends.triton.kernels import ranking as kernel_ranking
+from specir.backends.triton.kernels.kv_cache import kv_compact
 from specir.backends.triton.kernels.tree_expand import expand_tree
 from specir.backends.triton.kernels.tree_nodes import tree_nodes
 from specir.step import ranking as torch_ranking
@@ -85,7 +89,26 @@ def run(args) -> list[dict]:
                                                                             "mask", "score")),
                          "torch_us": replay_us(lambda: tree.nodes(feed.ids[:, 0])),
                          "triton_us": replay_us(lambda: tree_nodes(tree, feed.ids[:, 0]))})
+        rows_out.append(_kv_compact_row(B, depth, args.budget, args.layers, device))
     return rows_out
+
+
+def _kv_compact_row(B, depth, budget, layers, device) -> dict:
+    """Per-layer compaction ("torch_us": the launches the step made before the stack) against one
+    launch over the stack ("triton_us"), on the same caches; checked equal after one of each."""
+    shape = (layers, B, 8, 1024, 128) if device == "cuda" else (layers, B, 2, 64, 16)
+    k, v = torch.randn(*shape, device=device).to(torch.bfloat16), torch.randn(*shape, device=device).to(torch.bfloat16)
+    lens = torch.full((B,), 100 if device == "cuda" else 10, dtype=torch.int32, device=device)
+    path = torch.sort(torch.randperm(budget, device=device)[:depth]).values.to(torch.int32)
+    path = torch.cat([torch.zeros(1, dtype=torch.int32, device=device), path[path > 0]])[None].expand(B, -1).contiguous()
+    n = torch.full((B,), path.shape[1], dtype=torch.int32, device=device)
+    k2, v2 = k.clone(), v.clone()
+    for layer in range(layers):
+        kv_compact(k[layer], v[layer], lens, path, n)
+    kv_compact(k2, v2, lens, path, n)
+    return {"what": "kv-compact", "B": B, "rows": layers, "same": torch.equal(k, k2) and torch.equal(v, v2),
+            "torch_us": replay_us(lambda: [kv_compact(k[i], v[i], lens, path, n) for i in range(layers)]),
+            "triton_us": replay_us(lambda: kv_compact(k2, v2, lens, path, n))}
 
 
 def _expand_row(B, K, depth, budget, device) -> dict:
@@ -114,11 +137,12 @@ def main(argv=None) -> int:
     parser.add_argument("--topk", type=int, default=8)
     parser.add_argument("--depth", type=int, default=6)
     parser.add_argument("--budget", type=int, default=64)
+    parser.add_argument("--layers", type=int, default=32, help="the target's layers (KV compaction)")
     parser.add_argument("--batch-sizes", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8, 64])
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     rows = run(args)
-    calls = {"rank": args.depth, "expand": args.depth, "nodes": 1, "log-prob": 0}
+    calls = {"rank": args.depth, "expand": args.depth, "nodes": 1, "log-prob": 0, "kv-compact": 1}
     for B in args.batch_sizes:
         mine = [r for r in rows if r["B"] == B and r["torch_us"] is not None]
         if mine:
