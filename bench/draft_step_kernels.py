@@ -20,6 +20,7 @@ a level's B x topk rows though the root's are B; depth expands; one nodes). Off 
 (TRITON_INTERPRET=1) it only checks; the exit status is 1 if a check fails.
 """
 import argparse
+import copy
 import json
 import math
 import sys
@@ -45,21 +46,18 @@ def grown_tree(B, depth, K, budget, device):
                            offsets=torch.zeros(B, dtype=torch.int32, device=device),
                            mask=torch.zeros(B, K, tree.U, dtype=torch.bool, device=device),
                            lens=torch.full((B,), 100, dtype=torch.int32, device=device))
-    levels = []
     for level in range(depth):
         rows = 1 if level == 0 else K
         vals = torch.sort(-torch.rand(B, rows, K, device=device) * 5, dim=-1, descending=True).values
         toks = torch.randint(0, 1000, (B, rows, K), device=device)
         if level == 0:
             vals, toks = vals[:, 0], toks[:, 0]
-        levels.append((vals, toks))
         tree.expand(level, vals, toks, feed if level + 1 < depth else None)
-    return tree, feed, levels
+    return tree, feed
 
 
 def tables(tree):
-    return [t.clone() for t in (tree.score, tree.token, tree.parent, tree.cand_depth, tree.fed_row, tree.row_mask,
-                                tree.frontier)]
+    return [getattr(tree, name).clone() for name in TreeState.TABLES]
 
 
 def run(args) -> list[dict]:
@@ -82,7 +80,7 @@ def run(args) -> list[dict]:
                          "torch_us": replay_us(lambda: torch_ranking.log_prob_of(row, token)),
                          "triton_us": replay_us(lambda: kernel_ranking.log_prob_of(row, token))})
         rows_out.append(_expand_row(B, K, depth, args.budget, device))
-        tree, feed, _ = grown_tree(B, depth, K, args.budget, device)
+        tree, feed = grown_tree(B, depth, K, args.budget, device)
         rows_out.append({"what": "nodes", "B": B, "rows": tree.width + 1,
                          "same": all(torch.equal(getattr(tree.nodes(feed.ids[:, 0]), f), getattr(
                              tree_nodes(tree, feed.ids[:, 0]), f)) for f in ("tokens", "parents", "depths", "valid",
@@ -116,10 +114,8 @@ def _expand_row(B, K, depth, budget, device) -> dict:
     torch and the kernel write the same tables and inputs; each is then timed on its own copy
     (re-running a level rewrites the same slots)."""
     level = max(1, depth - 2)
-    by_torch, feed_t, _ = grown_tree(B, depth, K, budget, device)
-    by_kernel, feed_k, _ = grown_tree(B, depth, K, budget, device)
-    for name in ("score", "token", "parent", "cand_depth", "fed_row", "row_mask", "frontier"):
-        getattr(by_kernel, name).copy_(getattr(by_torch, name))
+    by_torch, feed_t = grown_tree(B, depth, K, budget, device)
+    by_kernel, feed_k = copy.deepcopy((by_torch, feed_t))
     vals = torch.sort(-torch.rand(B, K, K, device=device) * 5, dim=-1, descending=True).values
     toks = torch.randint(0, 1000, (B, K, K), device=device)
     by_torch.expand(level, vals, toks, feed_t)

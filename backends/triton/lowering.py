@@ -37,9 +37,6 @@ KERNEL_DIR = Path(__file__).with_name("kernels")
 HELPERS = ("_numerics.py", "_interpreter_compat.py", "_device.py", "__init__.py")
 EXTRA_SOURCES = {"add": Path(__file__).with_name("add_kernel.py")}
 LIBRARY_OF = {"linear": ("linear.py", "linear_kernels.py", "linear_decode.py", "linear_config.py")}
-# the kernels behind TritonStepBackend's hooks (StepInterfaces.backend_calls names the hooks an op calls)
-HOOK_KERNELS = {"top_log_probs": "ranking.top_log_probs", "log_prob_of": "ranking.log_prob_of",
-                "expand_tree": "tree_expand.expand_tree", "tree_nodes": "tree_nodes.tree_nodes"}
 
 
 def forward_shapes(pipeline: Pipeline, model_name: str) -> dict[str, tuple[int, bool]]:
@@ -110,10 +107,12 @@ def lower(pipeline: Pipeline, target: Target, folder: Path, *, emit_ptx: bool = 
     if any(op.attrs.get("kv") == "compact" for op in pipeline.step.ops):
         step_kernels["kv_cache.kv_compact"] = 'commit {kv = "compact"}'
     from specir.step.interfaces import interfaces_of
+
+    from .step_backend import TritonStepBackend
     for op in pipeline.step.ops:  # the backend hooks an op's lowering calls (StepInterfaces.backend_calls)
         for call in interfaces_of(op).backend_calls:
-            if call in HOOK_KERNELS:
-                step_kernels.setdefault(HOOK_KERNELS[call], op.name)
+            if call in TritonStepBackend.hook_kernels:
+                step_kernels.setdefault(TritonStepBackend.hook_kernels[call], op.name)
     for kernel, op in step_kernels.items():
         kernels.setdefault(kernel, {"ops": {op}, "launches_per_forward": {}})
 

@@ -24,6 +24,9 @@ class TritonStepBackend(StepBackend):
     name = "triton"
     prefill_quantum = 32
     pads_packed_rows = True  # kernels compile (and graphs capture) per forward size: keep the sizes few
+    # the kernel behind each hook below (a build's manifest lists those of the hooks its ops call)
+    hook_kernels = {"top_log_probs": "ranking.top_log_probs", "log_prob_of": "ranking.log_prob_of",
+                    "expand_tree": "tree_expand.expand_tree", "tree_nodes": "tree_nodes.tree_nodes"}
 
     def __init__(self, device):
         device = concrete_device(device)

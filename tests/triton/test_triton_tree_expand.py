@@ -10,7 +10,6 @@ import torch
 from specir.backends.triton.kernels.tree_expand import MAX_K, expand_tree, fits
 from specir.step.ops.draft_tree import TreeState
 
-TABLES = ("score", "token", "parent", "cand_depth", "fed_row", "row_mask", "frontier")
 
 
 def feed_for(tree, lens):
@@ -54,7 +53,7 @@ def test_the_kernel_writes_the_tables_torch_writes(seed, device, K, depth, dynam
         last = level + 1 == depth
         want.expand(level, vals, toks, None if last else feeds[0])
         expand_tree(got, level, vals, toks, None if last else feeds[1])
-        for name in TABLES:
+        for name in TreeState.TABLES:
             assert torch.equal(getattr(got, name), getattr(want, name)), (level, name)
         if not last:
             for name in ("ids", "mask", "offsets", "pos"):

@@ -101,7 +101,7 @@ def fits(tree) -> bool:
 def expand_tree(tree, level: int, vals: torch.Tensor, toks: torch.Tensor, feed) -> None:
     """TreeState.expand(level, vals, toks, feed) in one launch (fits(tree) must hold)."""
     K = tree.K
-    for name in ("score", "token", "parent", "cand_depth", "fed_row", "row_mask", "frontier"):
+    for name in tree.TABLES:
         if not getattr(tree, name).is_contiguous():
             raise ValueError(f"the tree's {name} table must be contiguous")
     vals, toks = vals.contiguous(), toks.contiguous()

@@ -101,6 +101,8 @@ class TreeState:
     one update (StepBackend.expand_tree's torch semantics; a backend's kernel matches it table for
     table)."""
 
+    TABLES = ("score", "token", "parent", "cand_depth", "fed_row", "row_mask", "frontier")  # what expand writes
+
     def __init__(self, B: int, depth: int, topk: int, budget: int, device, log_min: float, width: int | None = None):
         K = topk
         self.B, self.depth, self.K, self.log_min = B, depth, K, log_min
@@ -310,6 +312,7 @@ register_op(OpDef(
                                           "beyond); empty: depth at every size")},
     _infer, doc="A token tree: static top-k expansion or dynamic by draft confidence.", role="draft",
     step=StepInterfaces(width=width, depth=lambda op, info: op.attrs["depth"], forwards=_forwards, lower=lower,
-                        setup=setup, effects=("draft",), backend_calls=("top_log_probs", "expand_tree", "tree_nodes"), variant=_variant, accepted=accepted, narrow=narrow, at_live=at_live,
+                        setup=setup, effects=("draft",), backend_calls=("top_log_probs", "expand_tree", "tree_nodes"),
+                        variant=_variant, accepted=accepted, narrow=narrow, at_live=at_live,
                         emission=lambda op, info, alpha, order: tree_emission(
                             alpha, op.attrs["depth"], op.attrs["topk"], width(op), order))))
