@@ -38,9 +38,9 @@ def _cases():
                       HAS_N_ROWS=True)
     return [
         ("rms_norm", "norm", "_rms_norm_kernel", dict(x_ptr=bf, res_ptr=bf, w_ptr=bf, out_ptr=bf, res_out_ptr=bf),
-         ["eps"], dict(HAS_RESIDUAL=False, BLOCK=4096), dict(num_warps=8)),
+         ["eps"], dict(HAS_RESIDUAL=False, BLOCK=4096, NCH=16), dict(num_warps=8)),
         ("add_rms_norm", "norm", "_rms_norm_kernel", dict(x_ptr=bf, res_ptr=bf, w_ptr=bf, out_ptr=bf, res_out_ptr=bf),
-         ["eps"], dict(HAS_RESIDUAL=True, BLOCK=4096), dict(num_warps=8)),
+         ["eps"], dict(HAS_RESIDUAL=True, BLOCK=4096, NCH=16), dict(num_warps=8)),
         ("rms_norm_1p (q/k norm, 128)", "hybrid_norm", "_hybrid_norm_kernel",
          dict(x_ptr=bf, gate_ptr=bf, w_ptr=bf, out_ptr=bf), ["eps"],
          dict(GROUP=128, BLOCK=128, GATED=False, GATE_FIRST=False), dict(num_warps=1)),
@@ -101,7 +101,7 @@ def _cases():
          dict(BLOCK_C=256), dict(num_warps=1)),
         *_ranking_cases(bf, f32),
         *_recurrent_cases(bf, f32),
-        *_swiglu_linear_cases(bf, f32),
+        *_linear_cases(bf, f32),
     ]
 
 
@@ -144,24 +144,34 @@ def _ranking_cases(bf, f32):
     ]
 
 
-def _swiglu_linear_cases(bf, f32):
-    """The linear kernels with the SwiGLU prologue (the down projection, 4096 x 14336) as
-    linear.py launches them at M = 1 (GEMV, pair words, prefetch) and M = 5 (skinny GEMM)."""
+def _linear_cases(bf, f32):
+    """The linear kernels as linear.py launches them at M = 1 (GEMV, pair words, prefetch) and M = 5
+    (skinny GEMM): with the SwiGLU prologue (the down projection, 4096 x 14336), and with the RMSNorm
+    prologue and the residual epilogue (same shapes)."""
     ptrs = dict(y_ptr=bf, bias_ptr=bf, mant_ptr="i64", code_ptr="i32", base_ptr="u8", esc_ptr="u8", rows_ptr="i32",
-                ws_ptr=f32, cnt_ptr="i32", raw_ptr="i32", raw_rows_ptr="i32")
+                ws_ptr=f32, cnt_ptr="i32", raw_ptr="i32", raw_rows_ptr="i32", res_ptr=bf)
     gemv = dict(WORDS=True, X_PAIRS=True, BN=64, G=1, SPLIT=2, HAS_BIAS=False, PRMT=True, PREFETCH=True,
-                DEPTH=1, RAW_PREFETCH=True, SWIGLU=True)
-    gemm = dict(BM=16, BN=64, G=1, SPLIT=4, HAS_BIAS=False, DOT_BF16=True, PRMT=True, SWAP=True, SWIGLU=True)
-    return [
-        ("swiglu_linear gemv bf16", "linear_kernels", "gemv_kernel", dict(ptrs, x_ptr="i32", up_ptr="i32", w_ptr="i32"),
-         [], dict(gemv, FORMAT=0, HAS_ROWS=False, X_LATE=False, FUSE_RAW=False), dict(num_warps=4, num_stages=2)),
-        ("swiglu_linear gemv bf12", "linear_kernels", "gemv_kernel", dict(ptrs, x_ptr="i32", up_ptr="i32", w_ptr=bf),
-         [], dict(gemv, FORMAT=1, HAS_ROWS=True, X_LATE=True, FUSE_RAW=True), dict(num_warps=4, num_stages=2)),
-        ("swiglu_linear gemm bf16", "linear_kernels", "gemm_kernel", dict(ptrs, x_ptr=bf, up_ptr=bf, w_ptr=bf),
-         [], dict(gemm, FORMAT=0, HAS_ROWS=False), dict(num_warps=4, num_stages=2)),
-        ("swiglu_linear gemm bf12", "linear_kernels", "gemm_kernel", dict(ptrs, x_ptr=bf, up_ptr=bf, w_ptr=bf),
-         [], dict(gemm, FORMAT=1, HAS_ROWS=True), dict(num_warps=4, num_stages=2)),
-    ]
+                DEPTH=1, RAW_PREFETCH=True, PRO=1)
+    gemm = dict(BM=16, BN=64, G=1, SPLIT=4, HAS_BIAS=False, DOT_BF16=True, PRMT=True, SWAP=True, PRO=1)
+    norm = dict(PRO=2, RESIDUAL=True, NORM_NCH=16)  # K = 4096: chunks(4096)
+    cases = []
+    for label, extra in (("swiglu_linear", {}), ("norm_linear + residual", norm)):
+        cases += [
+            (f"{label} gemv bf16", "linear_kernels", "gemv_kernel", dict(ptrs, x_ptr="i32", up_ptr="i32", w_ptr="i32"),
+             ["eps"], dict(gemv, FORMAT=0, HAS_ROWS=False, X_LATE=False, FUSE_RAW=False, **extra),
+             dict(num_warps=4, num_stages=2)),
+            (f"{label} gemv bf12", "linear_kernels", "gemv_kernel", dict(ptrs, x_ptr="i32", up_ptr="i32", w_ptr=bf),
+             ["eps"], dict(gemv, FORMAT=1, HAS_ROWS=True, X_LATE=True, FUSE_RAW=True, **extra),
+             dict(num_warps=4, num_stages=2)),
+            (f"{label} gemm bf16", "linear_kernels", "gemm_kernel", dict(ptrs, x_ptr=bf, up_ptr=bf, w_ptr=bf),
+             ["eps"], dict(gemm, FORMAT=0, HAS_ROWS=False, **extra), dict(num_warps=4, num_stages=2)),
+            (f"{label} gemm bf12", "linear_kernels", "gemm_kernel", dict(ptrs, x_ptr=bf, up_ptr=bf, w_ptr=bf),
+             ["eps"], dict(gemm, FORMAT=1, HAS_ROWS=True, **extra), dict(num_warps=4, num_stages=2)),
+        ]
+    cases.append(("plain gemv bf16", "linear_kernels", "gemv_kernel", dict(ptrs, x_ptr="i32", up_ptr="i32", w_ptr="i32"),
+                  ["eps"], dict(gemv, FORMAT=0, HAS_ROWS=False, X_LATE=False, FUSE_RAW=False, PRO=0),
+                  dict(num_warps=4, num_stages=2)))
+    return cases
 
 
 def _recurrent_cases(bf, f32):

@@ -11,6 +11,13 @@ SwiGLU prologue: `linear_bf16(gate, w, bias, up=up)` (and `linear_bf12`) compute
 `silu_mul(gate, up) @ w^T (+ bias)` in one launch, x computed in the kernel where it would be
 loaded (linear_kernels.py); the bits are those of `activation.silu_mul` followed by the same call
 without `up` (same configuration), and nothing of shape [M, K] is written.
+
+RMSNorm prologue: `linear_bf16(h, w, bias, norm=(norm_weight, eps))` computes
+`rms_norm(h, norm_weight, eps) @ w^T (+ bias)` in one launch, with the bits of norm.rms_norm
+followed by the plain call (both sum squares in _rms.py's order). Residual epilogue:
+`residual=r` (out's shape) returns `r + (x @ w^T + bias)`, with the bits of add_kernel applied to
+the plain call's output and r. Either combines with the other prologue arguments' absence only:
+`up` and `norm` exclude each other.
 """
 from __future__ import annotations
 
@@ -20,8 +27,9 @@ import triton
 from specir.bf12 import BF12Matrix
 
 from ._interpreter_compat import interpreting
+from ._rms import chunks
 from .linear_config import LinearConfig, choose
-from .linear_kernels import gemm_kernel, gemv_kernel
+from .linear_kernels import PRO_NONE, PRO_RMS_NORM, PRO_SWIGLU, gemm_kernel, gemv_kernel
 
 _FORMATS = {"bf16": 0, "bf12": 1}
 _counters: dict[torch.device, torch.Tensor] = {}
@@ -59,14 +67,21 @@ def _output(x: torch.Tensor, n: int, out: torch.Tensor | None) -> torch.Tensor:
 
 
 def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, w=None, packed_planes=None,
-            rows=None, raw=None, raw_rows=None, up2=None):
+            rows=None, raw=None, raw_rows=None, up2=None, norm=None, res2=None):
     """Run one kernel over `rows_in` weight rows (bf16 `w` or BF12 planes), writing y2[:, rows].
     With `raw`/`raw_rows` (BF12 GEMV, cfg.fuse_raw) the same launch also computes the raw bf16 rows.
-    With `up2` the kernel's input is swiglu(x2, up2) (the SwiGLU prologue)."""
+    With `up2` the kernel's input is swiglu(x2, up2) (the SwiGLU prologue); with `norm` (weight,
+    eps) it is rms_norm(x2) (the RMSNorm prologue); with `res2` the output is res2 + the product."""
     m = x2.shape[0]
     swiglu = up2 is not None
+    pro = PRO_SWIGLU if swiglu else (PRO_RMS_NORM if norm is not None else PRO_NONE)
+    if norm is not None:
+        up2, eps = norm[0], float(norm[1])   # the weight rides where up would (row stride 0)
+    else:
+        eps = 0.0
     up_stride = up2.stride(0) if swiglu else 0
-    if max(m * y2.stride(0), m * x2.stride(0), m * up_stride) >= 2 ** 31:
+    res_stride = res2.stride(0) if res2 is not None else 0
+    if max(m * y2.stride(0), m * x2.stride(0), m * up_stride, m * res_stride) >= 2 ** 31:
         raise ValueError(f"a {m}-row linear with {y2.shape[1]} outputs overflows the kernels' int32 row offsets; "
                          "split the rows into smaller launches")
     groups_total = -(-k // 128)
@@ -95,30 +110,32 @@ def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, 
     ws = torch.empty(cfg.split * m * ws_rows if cfg.split > 1 else 1, dtype=torch.float32, device=x2.device)
     cnt = _counter_buffer(x2.device, (blocks_n + blocks_raw) * blocks_m)
     common = dict(FORMAT=_FORMATS[fmt], BN=cfg.block_n, G=cfg.groups, SPLIT=cfg.split,
-                  HAS_BIAS=bias is not None, HAS_ROWS=rows is not None,
+                  HAS_BIAS=bias is not None, HAS_ROWS=rows is not None, PRO=pro,
+                  NORM_NCH=chunks(k) if norm is not None else 1, RESIDUAL=res2 is not None,
                   PRMT=cfg.prmt and not interpreting(),
                   num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     if cfg.maxnreg and not interpreting():
         common["maxnreg"] = cfg.maxnreg
     bias_arg = bias if bias is not None else dummy
     rows_arg = rows if rows is not None else dummy
+    res_arg = res2 if res2 is not None else dummy
     if cfg.kind == "gemv":
         x_pairs = (x2.dtype == torch.bfloat16 and k % 2 == 0 and x2.data_ptr() % 4 == 0
-                   and (not swiglu or up2.data_ptr() % 4 == 0))
+                   and (up2 is None or (up2.dtype == x2.dtype and up2.data_ptr() % 4 == 0)))
         prefetch = cfg.prefetch and x_pairs
-        up_arg = (up2.view(torch.int32) if x_pairs else up2) if swiglu else dummy
+        up_arg = (up2.view(torch.int32) if x_pairs else up2) if up2 is not None else dummy
         gemv_kernel[(blocks_n + blocks_raw, cfg.split)](
             x2.view(torch.int32) if x_pairs else x2, up_arg, y2, bias_arg, w_arg, *planes, rows_arg, ws, cnt,
-            raw.view(torch.int32) if r_raw else dummy, raw_rows if r_raw else dummy,
-            rows_in, k, stride_w, groups_total, n_iters, n_full, per_split, r_raw, blocks_n,
+            raw.view(torch.int32) if r_raw else dummy, raw_rows if r_raw else dummy, res_arg,
+            rows_in, k, stride_w, groups_total, n_iters, n_full, per_split, r_raw, blocks_n, eps,
             WORDS=words, X_PAIRS=x_pairs, PREFETCH=prefetch and (words or fmt == "bf12"),
-            X_LATE=cfg.x_late, DEPTH=cfg.depth, FUSE_RAW=r_raw > 0, RAW_PREFETCH=prefetch, SWIGLU=swiglu, **common)
+            X_LATE=cfg.x_late, DEPTH=cfg.depth, FUSE_RAW=r_raw > 0, RAW_PREFETCH=prefetch, **common)
     else:
         dot_bf16 = x2.dtype == torch.bfloat16 and not interpreting()
         gemm_kernel[(blocks_n, cfg.split, blocks_m)](
-            x2, up2 if swiglu else dummy, y2, bias_arg, w_arg, *planes, rows_arg, ws, cnt,
-            m, rows_in, k, x2.stride(0), up_stride, y2.stride(0), stride_w, groups_total, n_iters, n_full,
-            per_split, BM=cfg.block_m, DOT_BF16=dot_bf16, SWAP=cfg.swap_ab, SWIGLU=swiglu, **common)
+            x2, up2 if up2 is not None else dummy, y2, bias_arg, w_arg, *planes, rows_arg, ws, cnt, res_arg,
+            m, rows_in, k, x2.stride(0), up_stride, y2.stride(0), res_stride, stride_w, groups_total, n_iters,
+            n_full, per_split, eps, BM=cfg.block_m, DOT_BF16=dot_bf16, SWAP=cfg.swap_ab, **common)
 
 
 def _fusable_raw(cfg: LinearConfig, packed: BF12Matrix, k: int) -> bool:
@@ -138,6 +155,28 @@ def _up_rows(x: torch.Tensor, up: torch.Tensor | None, k: int) -> torch.Tensor |
     return _as_rows(up, k)
 
 
+def _norm_arg(x: torch.Tensor, up, norm, k: int):
+    """The RMSNorm prologue's (weight, eps), checked, or None."""
+    if norm is None:
+        return None
+    if up is not None:
+        raise ValueError("a linear takes one prologue: `up` (SwiGLU) or `norm` (RMSNorm), not both")
+    weight, eps = norm
+    if weight.shape != (k,) or weight.device != x.device:
+        raise ValueError(f"the norm weight must have shape ({k},) on {x.device}, got {tuple(weight.shape)}")
+    return weight.contiguous(), float(eps)
+
+
+def _residual_rows(y: torch.Tensor, residual, n: int):
+    """The residual epilogue's operand as [M, n] rows (y's shape and dtype), or None."""
+    if residual is None:
+        return None
+    if residual.shape != y.shape or residual.dtype != y.dtype or residual.device != y.device:
+        raise ValueError(f"the residual must match the output: {tuple(y.shape)} {y.dtype}, "
+                         f"got {tuple(residual.shape)} {residual.dtype}")
+    return _as_rows(residual, n)
+
+
 def _check_bias(bias, n, device):
     if bias is not None and (bias.shape != (n,) or bias.device != device):
         raise ValueError(f"bias must have shape ({n},) on {device}")
@@ -146,34 +185,37 @@ def _check_bias(bias, n, device):
 
 def linear_bf16(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, *,
                 out: torch.Tensor | None = None, config: LinearConfig | None = None,
-                up: torch.Tensor | None = None) -> torch.Tensor:
+                up: torch.Tensor | None = None, norm: tuple | None = None,
+                residual: torch.Tensor | None = None) -> torch.Tensor:
     """y = x @ w^T (+ bias), w bf16 [N, K] row-major; fp32 accumulation; returns x.dtype.
-    With `up` (x's shape and dtype): y = silu_mul(x, up) @ w^T (+ bias), the SwiGLU prologue."""
+    With `up` (x's shape and dtype): y = silu_mul(x, up) @ w^T (+ bias), the SwiGLU prologue;
+    with `norm=(weight, eps)`: y = rms_norm(x) @ w^T (+ bias); with `residual`: y = residual + ..."""
     if w.dim() != 2 or w.dtype != torch.bfloat16:
         raise ValueError(f"w must be a 2-D bf16 matrix, got {tuple(w.shape)} {w.dtype}")
     n, k = w.shape
     w = w if w.stride(1) == 1 else w.contiguous()
-    x2, up2 = _as_rows(x, k), _up_rows(x, up, k)
+    x2, up2, norm = _as_rows(x, k), _up_rows(x, up, k), _norm_arg(x, up, norm, k)
     y = _output(x, n, out)
-    bias = _check_bias(bias, n, x.device)
+    bias, res2 = _check_bias(bias, n, x.device), _residual_rows(y, residual, n)
     if y.numel() == 0:
         return y
     cfg = config or choose(x2.shape[0], n, k, "bf16")
-    _launch("bf16", cfg, x2, y.view(-1, n), bias, k, n, w=w, up2=up2)
+    _launch("bf16", cfg, x2, y.view(-1, n), bias, k, n, w=w, up2=up2, norm=norm, res2=res2)
     return y
 
 
 def linear_bf12(x: torch.Tensor, packed: BF12Matrix, bias: torch.Tensor | None = None, *,
                 out: torch.Tensor | None = None, config: LinearConfig | None = None,
-                up: torch.Tensor | None = None) -> torch.Tensor:
+                up: torch.Tensor | None = None, norm: tuple | None = None,
+                residual: torch.Tensor | None = None) -> torch.Tensor:
     """y = x @ unpack(packed)^T (+ bias), decoding inside the kernel; same bits as `linear_bf16`
-    (with `up` too: the SwiGLU prologue)."""
+    (with `up`, `norm` and `residual` too)."""
     n, k = packed.shape
     if packed.device != x.device:
         raise ValueError(f"packed weights are on {packed.device}, x on {x.device}")
-    x2, up2 = _as_rows(x, k), _up_rows(x, up, k)
+    x2, up2, norm = _as_rows(x, k), _up_rows(x, up, k), _norm_arg(x, up, norm, k)
     y = _output(x, n, out)
-    bias = _check_bias(bias, n, x.device)
+    bias, res2 = _check_bias(bias, n, x.device), _residual_rows(y, residual, n)
     if y.numel() == 0:
         return y
     cfg = config or choose(x2.shape[0], n, k, "bf12")
@@ -182,12 +224,13 @@ def linear_bf12(x: torch.Tensor, packed: BF12Matrix, bias: torch.Tensor | None =
     if _fusable_raw(cfg, packed, k) and raw_cfg.order_key() == cfg.order_key():
         _launch("bf12", cfg, x2, y2, bias, k, packed.packed_rows,
                 packed_planes=(packed.mant, packed.code, packed.base, packed.esc), rows=packed.rows,
-                raw=packed.raw, raw_rows=packed.raw_rows, up2=up2)
+                raw=packed.raw, raw_rows=packed.raw_rows, up2=up2, norm=norm, res2=res2)
         return y
     if packed.packed_rows:
         _launch("bf12", cfg, x2, y2, bias, k, packed.packed_rows,
-                packed_planes=(packed.mant, packed.code, packed.base, packed.esc), rows=packed.rows, up2=up2)
+                packed_planes=(packed.mant, packed.code, packed.base, packed.esc), rows=packed.rows, up2=up2,
+                norm=norm, res2=res2)
     if packed.raw_row_count:
         _launch("bf16", raw_cfg, x2, y2, bias, k, packed.raw_row_count, w=packed.raw, rows=packed.raw_rows,
-                up2=up2)
+                up2=up2, norm=norm, res2=res2)
     return y

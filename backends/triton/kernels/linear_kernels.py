@@ -14,8 +14,8 @@ axis 1); full iterations run unmasked, the ragged last one (K % (128 G) != 0) ma
 - skinny GEMM (any M, BM rows per program): per iteration and r, one `tl.dot` of x's columns
   (g*128 + 32r + j, j = 0..31) with the matching [BN, 32 G] weight tile, fp32 accumulator.
 
-SwiGLU prologue (constexpr `SWIGLU`): x is not read but computed, x = swiglu(gate, up) from
-`x_ptr` (gate) and `up_ptr` (up, same shape; row stride `stride_um` in the GEMM), with
+Prologues (constexpr `PRO`: PRO_SWIGLU or PRO_RMS_NORM). SwiGLU: x is not read but computed,
+x = swiglu(gate, up) from `x_ptr` (gate) and `up_ptr` (up, same shape; row stride `stride_um` in the GEMM), with
 `_numerics.swiglu` (silu in fp32 rounded to the activation dtype, the product in fp32 rounded),
 right where the plain kernel loads x; every x value is then the value `activation.silu_mul` would
 have stored, and the arithmetic after it is unchanged, so the result is the bits of silu_mul then
@@ -25,6 +25,15 @@ then splits them into the pair slots (`_x_words`): x in the weights' [1, G, 16] 
 replicated over the program's rows, so computing it there costs one SwiGLU per weight (sm_90 SASS,
 bench/sass_count.py, 4096 x 14336: 12.1 instructions per weight that way, 4.0 this way, 2.8 plain).
 
+RMSNorm prologue (`PRO_RMS_NORM`): x_ptr holds the norm's input h and up_ptr its weight (row
+stride 0); each program first sums its rows' squares in _rms.py's fixed tree (the whole row, read
+in NORM_NCH chunks, _rms.py), then computes x = rms_normed(h, rstd, weight) where the
+plain kernel loads x, exactly the values norm.rms_norm would have stored: the bits of rms_norm then
+the plain kernel, and the [M, K] normalised activation is neither written nor read.
+
+Residual epilogue (`RESIDUAL`): y = res + (x w^T + bias), each rounded as add_kernel would round the
+sum of the stored product and the residual (`_finish`).
+
 Split-K: each program stores its fp32 partial to a workspace, bumps a per-tile counter; the last
 one to arrive sums the partials in split order (0, 1, ...), adds the bias, stores, and resets the
 counter to 0 (so the counter buffer must start zeroed and kernels on one buffer must not overlap).
@@ -33,6 +42,7 @@ import triton
 import triton.language as tl
 
 from ._numerics import INTERPRET, round_to, swiglu
+from ._rms import pairwise_sum_rows, rms_normed, row_sum_squares, rstd_of
 from .linear_decode import bf12_pair_words, pair_to_bf16, pair_to_f32
 
 FORMAT_BF16 = tl.constexpr(0)
@@ -90,14 +100,30 @@ def _pair_words(w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it, K, stride_
     return h0, h1, h2, h3
 
 
+PRO_NONE = tl.constexpr(0)
+PRO_SWIGLU = tl.constexpr(1)
+PRO_RMS_NORM = tl.constexpr(2)
+
+
 @triton.jit
-def _x_loads(x_ptr, up_ptr, it, G: tl.constexpr, SWIGLU: tl.constexpr):
-    """x pair words of one full GEMV iteration, one tensor [1, G, 16] per pair slot r; with SWIGLU
+def _prologue(x, u, rstd, ACT: tl.constexpr, PRO: tl.constexpr):
+    """The kernel's input value from fp32 `x` and its second operand `u` (an ACT tensor): SwiGLU
+    (x the gate, u the up value) or RMSNorm (x the un-normalised value, u the norm weight, `rstd`
+    the row's)."""
+    if PRO == PRO_SWIGLU:
+        return swiglu(x, u, ACT)
+    else:
+        return rms_normed(x, rstd, u, ACT)
+
+
+@triton.jit
+def _x_loads(x_ptr, up_ptr, it, G: tl.constexpr, PRO: tl.constexpr):
+    """x pair words of one full GEMV iteration, one tensor [1, G, 16] per pair slot r; with PRO
     the iteration's gate and up pair words as two compact [G * 64] tensors (`_x_words` combines them)."""
     gg = tl.arange(0, G)[None, :, None]
     tt = tl.arange(0, 16)[None, None, :]
     kw = (it * G + gg) * 64 + tt
-    if SWIGLU:
+    if PRO:
         flat = it * (G * 64) + tl.arange(0, G * 64)
         return tl.load(x_ptr + flat), tl.load(up_ptr + flat)
     else:
@@ -105,16 +131,16 @@ def _x_loads(x_ptr, up_ptr, it, G: tl.constexpr, SWIGLU: tl.constexpr):
 
 
 @triton.jit
-def _x_words(xs, G: tl.constexpr, ACT: tl.constexpr, SWIGLU: tl.constexpr):
-    """The four x pair-word tensors [1, G, 16] of `_x_loads`' result. With SWIGLU the words are
+def _x_words(xs, rstd, G: tl.constexpr, ACT: tl.constexpr, PRO: tl.constexpr):
+    """The four x pair-word tensors [1, G, 16] of `_x_loads`' result. With PRO the words are
     swiglu(gate, up) (ACT = bf16 here: pair words), computed once per element on the compact
     [G * 64] tensors (a tensor of the weights' shape [1, G, 16] is replicated over the program's
     rows: computing there would repeat it for every row), then split into the pair slots."""
-    if SWIGLU:
+    if PRO:
         g_lo, g_hi = pair_to_f32(xs[0].to(tl.uint32, bitcast=True))
         u_lo, u_hi = pair_to_f32(xs[1].to(tl.uint32, bitcast=True))
-        lo = swiglu(g_lo, u_lo, ACT).to(tl.uint16, bitcast=True).to(tl.uint32)
-        hi = swiglu(g_hi, u_hi, ACT).to(tl.uint16, bitcast=True).to(tl.uint32)
+        lo = _prologue(g_lo, u_lo, rstd, ACT, PRO).to(tl.uint16, bitcast=True).to(tl.uint32)
+        hi = _prologue(g_hi, u_hi, rstd, ACT, PRO).to(tl.uint16, bitcast=True).to(tl.uint32)
         w = tl.reshape(tl.permute(tl.reshape(lo | (hi << 16), (G, 4, 16)), (0, 2, 1)), (G, 16, 2, 2))
         even, odd = tl.split(w)         # slots r = 0, 2 and r = 1, 3
         w0, w2 = tl.split(even)
@@ -127,7 +153,7 @@ def _x_words(xs, G: tl.constexpr, ACT: tl.constexpr, SWIGLU: tl.constexpr):
 
 @triton.jit
 def _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it, stride_w, n_groups,
-                    FORMAT: tl.constexpr, G: tl.constexpr, X_LATE: tl.constexpr, SWIGLU: tl.constexpr):
+                    FORMAT: tl.constexpr, G: tl.constexpr, X_LATE: tl.constexpr, PRO: tl.constexpr):
     """Raw loads of one full GEMV iteration (BF12 planes or bf16 pair words, and x pair words),
     as a tuple that the prefetching loop carries ahead. With X_LATE the x words (the same for
     every row, L1 hits) are not carried: `xs` is the iteration index and x is loaded at compute
@@ -139,7 +165,7 @@ def _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr,
     if X_LATE:
         xs = it
     else:
-        xs = _x_loads(x_ptr, up_ptr, it, G, SWIGLU)
+        xs = _x_loads(x_ptr, up_ptr, it, G, PRO)
     if FORMAT == FORMAT_BF12:
         unit = nn * (n_groups * 16) + g * 16 + tt
         ws = (tl.load(mant_ptr + unit), tl.load(code_ptr + unit),
@@ -151,10 +177,10 @@ def _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr,
 
 
 @triton.jit
-def _gemv_from_loads(acc_lo, acc_hi, ws, xs, x_ptr, up_ptr, FORMAT: tl.constexpr, PRMT: tl.constexpr,
-                     G: tl.constexpr, X_LATE: tl.constexpr, SWIGLU: tl.constexpr, ACT: tl.constexpr):
+def _gemv_from_loads(acc_lo, acc_hi, ws, xs, x_ptr, up_ptr, rstd, FORMAT: tl.constexpr, PRMT: tl.constexpr,
+                     G: tl.constexpr, X_LATE: tl.constexpr, PRO: tl.constexpr, ACT: tl.constexpr):
     if X_LATE:
-        xs = _x_loads(x_ptr, up_ptr, xs, G, SWIGLU)
+        xs = _x_loads(x_ptr, up_ptr, xs, G, PRO)
     if FORMAT == FORMAT_BF12:
         h0, h1, h2, h3 = bf12_pair_words(ws[0].to(tl.uint64, bitcast=True), ws[1].to(tl.uint32, bitcast=True),
                                          ws[2], ws[3], PRMT)
@@ -163,7 +189,7 @@ def _gemv_from_loads(acc_lo, acc_hi, ws, xs, x_ptr, up_ptr, FORMAT: tl.constexpr
         h1 = ws[1].to(tl.uint32, bitcast=True)
         h2 = ws[2].to(tl.uint32, bitcast=True)
         h3 = ws[3].to(tl.uint32, bitcast=True)
-    xs = _x_words(xs, G, ACT, SWIGLU)
+    xs = _x_words(xs, rstd, G, ACT, PRO)
     acc_lo, acc_hi = _fma_pair(acc_lo, acc_hi, h0, xs[0])
     acc_lo, acc_hi = _fma_pair(acc_lo, acc_hi, h1, xs[1])
     acc_lo, acc_hi = _fma_pair(acc_lo, acc_hi, h2, xs[2])
@@ -189,14 +215,15 @@ def _element_pair(w_ptr, row, k, K):
 
 
 @triton.jit
-def _x_pair(x_ptr, up_ptr, k, kw, K, X_PAIRS: tl.constexpr, MASKED: tl.constexpr, SWIGLU: tl.constexpr,
+def _x_pair(x_ptr, up_ptr, rstd, k, kw, K, X_PAIRS: tl.constexpr, MASKED: tl.constexpr, PRO: tl.constexpr,
             ACT: tl.constexpr):
-    """fp32 x at even columns k and odd columns k + 1 (0 beyond K when MASKED); with SWIGLU
+    """fp32 x at even columns k and odd columns k + 1 (0 beyond K when MASKED); with PRO
     x = swiglu(gate, up) of the values at x_ptr (gate) and up_ptr, rounded to ACT."""
-    if SWIGLU:
+    if PRO:
         g_lo, g_hi = _element_pair_f32(x_ptr, k, kw, K, X_PAIRS, MASKED)
         u_lo, u_hi = _element_pair_f32(up_ptr, k, kw, K, X_PAIRS, MASKED)
-        return swiglu(g_lo, u_lo, ACT).to(tl.float32), swiglu(g_hi, u_hi, ACT).to(tl.float32)
+        return (_prologue(g_lo, u_lo, rstd, ACT, PRO).to(tl.float32),
+                _prologue(g_hi, u_hi, rstd, ACT, PRO).to(tl.float32))
     else:
         return _element_pair_f32(x_ptr, k, kw, K, X_PAIRS, MASKED)
 
@@ -222,48 +249,40 @@ def _element_pair_f32(x_ptr, k, kw, K, X_PAIRS: tl.constexpr, MASKED: tl.constex
 
 
 @triton.jit
-def _gemv_fma(acc_lo, acc_hi, h, x_ptr, up_ptr, k, kw, K, X_PAIRS: tl.constexpr, MASKED: tl.constexpr,
-              SWIGLU: tl.constexpr, ACT: tl.constexpr):
+def _gemv_fma(acc_lo, acc_hi, h, x_ptr, up_ptr, rstd, k, kw, K, X_PAIRS: tl.constexpr, MASKED: tl.constexpr,
+              PRO: tl.constexpr, ACT: tl.constexpr):
     w_lo, w_hi = pair_to_f32(h)
-    x_lo, x_hi = _x_pair(x_ptr, up_ptr, k, kw, K, X_PAIRS, MASKED, SWIGLU, ACT)
+    x_lo, x_hi = _x_pair(x_ptr, up_ptr, rstd, k, kw, K, X_PAIRS, MASKED, PRO, ACT)
     acc_lo = tl.fma(tl.broadcast_to(x_lo, acc_lo.shape), w_lo, acc_lo)
     acc_hi = tl.fma(tl.broadcast_to(x_hi, acc_hi.shape), w_hi, acc_hi)
     return acc_lo, acc_hi
 
 
 @triton.jit
-def _gemv_iteration(acc_lo, acc_hi, x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it,
+def _gemv_iteration(acc_lo, acc_hi, x_ptr, up_ptr, rstd, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it,
                     K, stride_w, n_groups,
                     FORMAT: tl.constexpr, WORDS: tl.constexpr, X_PAIRS: tl.constexpr, G: tl.constexpr,
-                    MASKED: tl.constexpr, PRMT: tl.constexpr, SWIGLU: tl.constexpr, ACT: tl.constexpr):
+                    MASKED: tl.constexpr, PRMT: tl.constexpr, PRO: tl.constexpr, ACT: tl.constexpr):
     h0, h1, h2, h3 = _pair_words(w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it, K, stride_w,
                                  n_groups, FORMAT, WORDS, G, MASKED, PRMT)
     gg = tl.arange(0, G)[None, :, None]
     tt = tl.arange(0, 16)[None, None, :]
     kw = (it * G + gg) * 64 + tt      # [1, G, 16] x word (pair) index; pair slot r adds 16 r
     k = 2 * kw
-    acc_lo, acc_hi = _gemv_fma(acc_lo, acc_hi, h0, x_ptr, up_ptr, k, kw, K, X_PAIRS, MASKED, SWIGLU, ACT)
-    acc_lo, acc_hi = _gemv_fma(acc_lo, acc_hi, h1, x_ptr, up_ptr, k + 32, kw + 16, K, X_PAIRS, MASKED, SWIGLU, ACT)
-    acc_lo, acc_hi = _gemv_fma(acc_lo, acc_hi, h2, x_ptr, up_ptr, k + 64, kw + 32, K, X_PAIRS, MASKED, SWIGLU, ACT)
-    acc_lo, acc_hi = _gemv_fma(acc_lo, acc_hi, h3, x_ptr, up_ptr, k + 96, kw + 48, K, X_PAIRS, MASKED, SWIGLU, ACT)
+    acc_lo, acc_hi = _gemv_fma(acc_lo, acc_hi, h0, x_ptr, up_ptr, rstd, k, kw, K, X_PAIRS, MASKED, PRO, ACT)
+    acc_lo, acc_hi = _gemv_fma(acc_lo, acc_hi, h1, x_ptr, up_ptr, rstd, k + 32, kw + 16, K, X_PAIRS, MASKED, PRO, ACT)
+    acc_lo, acc_hi = _gemv_fma(acc_lo, acc_hi, h2, x_ptr, up_ptr, rstd, k + 64, kw + 32, K, X_PAIRS, MASKED, PRO, ACT)
+    acc_lo, acc_hi = _gemv_fma(acc_lo, acc_hi, h3, x_ptr, up_ptr, rstd, k + 96, kw + 48, K, X_PAIRS, MASKED, PRO, ACT)
     return acc_lo, acc_hi
 
 
 @triton.jit
-def _tree_sum_rows(v, BN: tl.constexpr, L: tl.constexpr):
-    """Sum [BN, L] along L by a fixed pairwise tree (adjacent pairs, log2 L levels)."""
-    for level in tl.static_range(16):
-        if (L >> level) > 1:
-            a, b = tl.split(tl.reshape(v, (BN, L >> (level + 1), 2)))
-            v = a + b
-    return tl.reshape(v, (BN,))
-
-
-@triton.jit
-def _finish(part, y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, m, n, M, R, stride_ym, tile,
-            SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr):
+def _finish(part, y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, res_ptr, m, n, M, R, stride_ym, stride_rm, tile,
+            SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr, RESIDUAL: tl.constexpr):
     """Combine split-K partials `part` [BM, BN] (fp32) deterministically, add bias, store.
-    `m` [BM, 1] and `n` [1, BN] index the tile; `tile` numbers it for the counter."""
+    `m` [BM, 1] and `n` [1, BN] index the tile; `tile` numbers it for the counter. RESIDUAL (the
+    residual-add epilogue): y = res + (x w^T + bias), the product rounded to y's dtype first and the
+    sum rounded again, as add_kernel adds the two stored values; `res` rows `stride_rm` apart."""
     ok = (m < M) & (n < R)
     done = True
     if SPLIT > 1:
@@ -284,18 +303,27 @@ def _finish(part, y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, m, n, M, R, stride
             out_n = n
         if HAS_BIAS:
             part = part + tl.load(bias_ptr + out_n, mask=n < R, other=0.0).to(tl.float32)
-        tl.store(y_ptr + m * stride_ym + out_n, round_to(part, y_ptr.dtype.element_ty), mask=ok)
+        y = round_to(part, y_ptr.dtype.element_ty)
+        if RESIDUAL:
+            res = tl.load(res_ptr + m * stride_rm + out_n, mask=ok, other=0.0).to(tl.float32)
+            y = round_to(y.to(tl.float32) + res, y_ptr.dtype.element_ty)
+        tl.store(y_ptr + m * stride_ym + out_n, y, mask=ok)
 
 
 @triton.jit
 def _gemv_rows(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, rows_ptr, ws_ptr,
-               cnt_ptr, blk, tile, R, K, stride_w, n_groups, n_iters, n_full, iters_per_split,
+               cnt_ptr, res_ptr, eps, blk, tile, R, K, stride_w, n_groups, n_iters, n_full, iters_per_split,
                FORMAT: tl.constexpr, WORDS: tl.constexpr, X_PAIRS: tl.constexpr, BN: tl.constexpr,
                G: tl.constexpr, SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr,
                PRMT: tl.constexpr, PREFETCH: tl.constexpr, X_LATE: tl.constexpr, DEPTH: tl.constexpr,
-               SWIGLU: tl.constexpr):
+               PRO: tl.constexpr, NORM_NCH: tl.constexpr, RESIDUAL: tl.constexpr):
     """One GEMV program: rows blk*BN .. of the R rows of one format, K range of this split."""
     act_dtype = y_ptr.dtype.element_ty  # the activation dtype: x, up and y share it
+    rstd = 0.0
+    if PRO == PRO_RMS_NORM:  # every program reads the whole row once (L2 hits after the first)
+        start = tl.zeros((1, 1), tl.int64)
+        sum_sq = row_sum_squares(x_ptr, x_ptr, start, start, K, 1, NORM_NCH, X_PAIRS, False, act_dtype)
+        rstd = rstd_of(tl.sum(sum_sq, axis=0), K, eps)
     n = blk * BN + tl.arange(0, BN)
     nn = tl.minimum(n, R - 1).to(tl.int64)[:, None, None]  # clamped: loads need no row mask
     acc_lo = tl.zeros((BN, G, 16), dtype=tl.float32)
@@ -309,107 +337,110 @@ def _gemv_rows(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_p
                 # two register buffers, unrolled by two: each load lands in the buffer the previous
                 # compute just freed, so the loop carries no register copies
                 wa, xa = _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, first,
-                                         stride_w, n_groups, FORMAT, G, X_LATE, SWIGLU)
+                                         stride_w, n_groups, FORMAT, G, X_LATE, PRO)
                 for it in range(first + 1, end_full - 1, 2):
                     wb, xb = _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it,
-                                             stride_w, n_groups, FORMAT, G, X_LATE, SWIGLU)
-                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, up_ptr,
-                                                      FORMAT, PRMT, G, X_LATE, SWIGLU, act_dtype)
+                                             stride_w, n_groups, FORMAT, G, X_LATE, PRO)
+                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, up_ptr, rstd,
+                                                      FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
                     wa, xa = _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it + 1,
-                                             stride_w, n_groups, FORMAT, G, X_LATE, SWIGLU)
-                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, x_ptr, up_ptr,
-                                                      FORMAT, PRMT, G, X_LATE, SWIGLU, act_dtype)
+                                             stride_w, n_groups, FORMAT, G, X_LATE, PRO)
+                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, x_ptr, up_ptr, rstd,
+                                                      FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
                 if (end_full - first) % 2 == 0:
                     wb, xb = _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn,
-                                             end_full - 1, stride_w, n_groups, FORMAT, G, X_LATE, SWIGLU)
-                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, up_ptr,
-                                                      FORMAT, PRMT, G, X_LATE, SWIGLU, act_dtype)
-                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, x_ptr, up_ptr,
-                                                      FORMAT, PRMT, G, X_LATE, SWIGLU, act_dtype)
+                                             end_full - 1, stride_w, n_groups, FORMAT, G, X_LATE, PRO)
+                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, up_ptr, rstd,
+                                                      FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
+                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, x_ptr, up_ptr, rstd,
+                                                      FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
                 else:
-                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, up_ptr,
-                                                      FORMAT, PRMT, G, X_LATE, SWIGLU, act_dtype)
+                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, up_ptr, rstd,
+                                                      FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
         else:
             # DEPTH 2: three register buffers, two iterations in flight while one is computed;
             # unrolled by three so that the loop carries no register copies
             n_it = end_full - first
             if n_it == 1:
                 wa, xa = _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, first,
-                                         stride_w, n_groups, FORMAT, G, X_LATE, SWIGLU)
-                acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, up_ptr,
-                                                  FORMAT, PRMT, G, X_LATE, SWIGLU, act_dtype)
+                                         stride_w, n_groups, FORMAT, G, X_LATE, PRO)
+                acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, up_ptr, rstd,
+                                                  FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
             elif n_it >= 2:
                 wa, xa = _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, first,
-                                         stride_w, n_groups, FORMAT, G, X_LATE, SWIGLU)
+                                         stride_w, n_groups, FORMAT, G, X_LATE, PRO)
                 wb, xb = _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, first + 1,
-                                         stride_w, n_groups, FORMAT, G, X_LATE, SWIGLU)
+                                         stride_w, n_groups, FORMAT, G, X_LATE, PRO)
                 # a, b hold iterations i, i + 1 at the top of each pass
                 for i in range(first, end_full - 4, 3):
                     wc, xc = _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, i + 2,
-                                             stride_w, n_groups, FORMAT, G, X_LATE, SWIGLU)
-                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, up_ptr,
-                                                      FORMAT, PRMT, G, X_LATE, SWIGLU, act_dtype)
+                                             stride_w, n_groups, FORMAT, G, X_LATE, PRO)
+                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, up_ptr, rstd,
+                                                      FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
                     wa, xa = _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, i + 3,
-                                             stride_w, n_groups, FORMAT, G, X_LATE, SWIGLU)
-                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, x_ptr, up_ptr,
-                                                      FORMAT, PRMT, G, X_LATE, SWIGLU, act_dtype)
+                                             stride_w, n_groups, FORMAT, G, X_LATE, PRO)
+                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, x_ptr, up_ptr, rstd,
+                                                      FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
                     wb, xb = _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, i + 4,
-                                             stride_w, n_groups, FORMAT, G, X_LATE, SWIGLU)
-                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wc, xc, x_ptr, up_ptr,
-                                                      FORMAT, PRMT, G, X_LATE, SWIGLU, act_dtype)
+                                             stride_w, n_groups, FORMAT, G, X_LATE, PRO)
+                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wc, xc, x_ptr, up_ptr, rstd,
+                                                      FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
                 passes = tl.maximum(n_it - 2, 0) // 3   # = ceil((n_it - 4) / 3) passes when n_it > 4
                 nxt = first + 3 * passes
                 rem = end_full - nxt  # 2, 3 or 4 iterations left; a, b hold nxt, nxt + 1
                 if rem == 2:
-                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, up_ptr,
-                                                      FORMAT, PRMT, G, X_LATE, SWIGLU, act_dtype)
-                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, x_ptr, up_ptr,
-                                                      FORMAT, PRMT, G, X_LATE, SWIGLU, act_dtype)
+                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, up_ptr, rstd,
+                                                      FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
+                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, x_ptr, up_ptr, rstd,
+                                                      FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
                 else:
                     wc, xc = _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, nxt + 2,
-                                             stride_w, n_groups, FORMAT, G, X_LATE, SWIGLU)
-                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, up_ptr,
-                                                      FORMAT, PRMT, G, X_LATE, SWIGLU, act_dtype)
+                                             stride_w, n_groups, FORMAT, G, X_LATE, PRO)
+                    acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, up_ptr, rstd,
+                                                      FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
                     if rem == 4:
                         wa, xa = _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn,
-                                                 nxt + 3, stride_w, n_groups, FORMAT, G, X_LATE, SWIGLU)
-                        acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, x_ptr, up_ptr,
-                                                          FORMAT, PRMT, G, X_LATE, SWIGLU, act_dtype)
-                        acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wc, xc, x_ptr, up_ptr,
-                                                          FORMAT, PRMT, G, X_LATE, SWIGLU, act_dtype)
-                        acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, up_ptr,
-                                                          FORMAT, PRMT, G, X_LATE, SWIGLU, act_dtype)
+                                                 nxt + 3, stride_w, n_groups, FORMAT, G, X_LATE, PRO)
+                        acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, x_ptr, up_ptr, rstd,
+                                                          FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
+                        acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wc, xc, x_ptr, up_ptr, rstd,
+                                                          FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
+                        acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, up_ptr, rstd,
+                                                          FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
                     else:
-                        acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, x_ptr, up_ptr,
-                                                          FORMAT, PRMT, G, X_LATE, SWIGLU, act_dtype)
-                        acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wc, xc, x_ptr, up_ptr,
-                                                          FORMAT, PRMT, G, X_LATE, SWIGLU, act_dtype)
+                        acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, x_ptr, up_ptr, rstd,
+                                                          FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
+                        acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wc, xc, x_ptr, up_ptr, rstd,
+                                                          FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
     else:
         for it in range(first, end_full):
-            acc_lo, acc_hi = _gemv_iteration(acc_lo, acc_hi, x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr,
+            acc_lo, acc_hi = _gemv_iteration(acc_lo, acc_hi, x_ptr, up_ptr, rstd, w_ptr, mant_ptr, code_ptr, base_ptr,
                                              esc_ptr, nn, it, K, stride_w, n_groups, FORMAT, WORDS, X_PAIRS, G, False,
-                                             PRMT, SWIGLU, act_dtype)
+                                             PRMT, PRO, act_dtype)
     if last > n_full:
-        acc_lo, acc_hi = _gemv_iteration(acc_lo, acc_hi, x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr,
+        acc_lo, acc_hi = _gemv_iteration(acc_lo, acc_hi, x_ptr, up_ptr, rstd, w_ptr, mant_ptr, code_ptr, base_ptr,
                                          esc_ptr, nn, n_full, K, stride_w, n_groups, FORMAT, WORDS, X_PAIRS, G, True,
-                                         PRMT, SWIGLU, act_dtype)
-    part = _tree_sum_rows(tl.reshape(acc_lo + acc_hi, (BN, G * 16)), BN, G * 16)
-    _finish(part[None, :], y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, tl.zeros((1, 1), tl.int32),
-            n[None, :], 1, R, 0, tile, SPLIT, HAS_BIAS, HAS_ROWS)
+                                         PRMT, PRO, act_dtype)
+    part = pairwise_sum_rows(tl.reshape(acc_lo + acc_hi, (BN, G * 16)), BN, G * 16)
+    _finish(part[None, :], y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, res_ptr, tl.zeros((1, 1), tl.int32),
+            n[None, :], 1, R, 0, 0, tile, SPLIT, HAS_BIAS, HAS_ROWS, RESIDUAL)
 
 
 @triton.jit
 def gemv_kernel(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, rows_ptr,
-                ws_ptr, cnt_ptr, raw_ptr, raw_rows_ptr,
-                R, K, stride_w, n_groups, n_iters, n_full, iters_per_split, R_raw, blocks_main,
+                ws_ptr, cnt_ptr, raw_ptr, raw_rows_ptr, res_ptr,
+                R, K, stride_w, n_groups, n_iters, n_full, iters_per_split, R_raw, blocks_main, eps,
                 FORMAT: tl.constexpr, WORDS: tl.constexpr, X_PAIRS: tl.constexpr, BN: tl.constexpr,
                 G: tl.constexpr, SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr,
                 PRMT: tl.constexpr, PREFETCH: tl.constexpr, X_LATE: tl.constexpr, DEPTH: tl.constexpr,
-                FUSE_RAW: tl.constexpr, RAW_PREFETCH: tl.constexpr, SWIGLU: tl.constexpr):
+                FUSE_RAW: tl.constexpr, RAW_PREFETCH: tl.constexpr, PRO: tl.constexpr,
+                NORM_NCH: tl.constexpr = 1, RESIDUAL: tl.constexpr = False):
     """y[0, rows[n]] = x[0] . w[n] (+ bias) for the R rows of this launch; grid (cdiv(R, BN), SPLIT).
     PREFETCH (needs bf16 pair words for w and x) issues the loads DEPTH iterations ahead of the
-    compute; the order of the arithmetic is unchanged. SWIGLU: x = swiglu(x_ptr, up_ptr) (module
-    docstring); with X_PAIRS both are int32 pair-word views.
+    compute; the order of the arithmetic is unchanged. PRO (module docstring): x = swiglu(x_ptr,
+    up_ptr), or x = rms_norm(x_ptr) with weight up_ptr and `eps` (the row's sum of squares read in
+    NORM_NCH chunks); with X_PAIRS both are int32 pair-word views. RESIDUAL: y =
+    res + x w^T (`_finish`).
 
     FUSE_RAW (BF12): programs blocks_main.. of axis 0 compute the R_raw rows kept as raw bf16
     (`raw_ptr` int32 pair words, row stride K // 2, output rows `raw_rows_ptr`) with the bf16 code
@@ -419,20 +450,20 @@ def gemv_kernel(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_
     if FUSE_RAW:
         if pid_n < blocks_main:
             _gemv_rows(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, rows_ptr,
-                       ws_ptr, cnt_ptr, pid_n, pid_n, R, K, stride_w, n_groups, n_iters, n_full, iters_per_split,
-                       FORMAT, WORDS, X_PAIRS, BN, G, SPLIT, HAS_BIAS, HAS_ROWS, PRMT, PREFETCH, X_LATE, DEPTH,
-                       SWIGLU)
+                       ws_ptr, cnt_ptr, res_ptr, eps, pid_n, pid_n, R, K, stride_w, n_groups, n_iters, n_full,
+                       iters_per_split, FORMAT, WORDS, X_PAIRS, BN, G, SPLIT, HAS_BIAS, HAS_ROWS, PRMT, PREFETCH,
+                       X_LATE, DEPTH, PRO, NORM_NCH, RESIDUAL)
         else:
             _gemv_rows(x_ptr, up_ptr, y_ptr, bias_ptr, raw_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, raw_rows_ptr,
-                       ws_ptr + SPLIT * R, cnt_ptr, pid_n - blocks_main, pid_n, R_raw, K, K // 2, n_groups,
-                       n_iters, n_full, iters_per_split,
+                       ws_ptr + SPLIT * R, cnt_ptr, res_ptr, eps, pid_n - blocks_main, pid_n, R_raw, K, K // 2,
+                       n_groups, n_iters, n_full, iters_per_split,
                        FORMAT_BF16, True, X_PAIRS, BN, G, SPLIT, HAS_BIAS, True, PRMT, RAW_PREFETCH, X_LATE,
-                       DEPTH, SWIGLU)
+                       DEPTH, PRO, NORM_NCH, RESIDUAL)
     else:
         _gemv_rows(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, rows_ptr, ws_ptr,
-                   cnt_ptr, pid_n, pid_n, R, K, stride_w, n_groups, n_iters, n_full, iters_per_split,
+                   cnt_ptr, res_ptr, eps, pid_n, pid_n, R, K, stride_w, n_groups, n_iters, n_full, iters_per_split,
                    FORMAT, WORDS, X_PAIRS, BN, G, SPLIT, HAS_BIAS, HAS_ROWS, PRMT, PREFETCH, X_LATE, DEPTH,
-                   SWIGLU)
+                   PRO, NORM_NCH, RESIDUAL)
 
 
 @triton.jit
@@ -466,13 +497,13 @@ def _gemm_tile(w_ptr, nn, h, it, r: tl.constexpr, K, stride_w,
 
 
 @triton.jit
-def _gemm_iteration(acc, x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, m, nn, it, M, K,
+def _gemm_iteration(acc, x_ptr, up_ptr, rstd, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, m, nn, it, M, K,
                     stride_xm, stride_um, stride_w, n_groups,
                     FORMAT: tl.constexpr, BN: tl.constexpr, G: tl.constexpr, MASKED: tl.constexpr,
-                    DOT_BF16: tl.constexpr, PRMT: tl.constexpr, SWAP: tl.constexpr, SWIGLU: tl.constexpr,
+                    DOT_BF16: tl.constexpr, PRMT: tl.constexpr, SWAP: tl.constexpr, PRO: tl.constexpr,
                     ACT: tl.constexpr):
     """acc [BM, BN] += x w^T over one iteration, or with SWAP acc [BN, BM] += w x^T (the weights
-    are then the MMA's A operand, which may come from registers). SWIGLU: each x tile is
+    are then the MMA's A operand, which may come from registers). PRO: each x tile is
     swiglu(gate tile, up tile), rounded to ACT, the dtype the plain kernel's x tile has."""
     if FORMAT == FORMAT_BF12:
         h0, h1, h2, h3 = _pair_words(w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn[:, :, None], it, K,
@@ -501,9 +532,9 @@ def _gemm_iteration(acc, x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc
         else:
             x_ok = m_ok
         x = tl.load(x_cols + k + 32 * r, mask=x_ok, other=0.0)
-        if SWIGLU:
+        if PRO:
             u = tl.load(u_cols + k + 32 * r, mask=x_ok, other=0.0)
-            x = swiglu(x.to(tl.float32), u.to(tl.float32), ACT)
+            x = _prologue(x.to(tl.float32), u.to(tl.float32), rstd, ACT, PRO)
         if SWAP:
             acc = _dot_acc(w, x, acc, DOT_BF16)
         else:
@@ -513,19 +544,31 @@ def _gemm_iteration(acc, x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc
 
 @triton.jit
 def gemm_kernel(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, rows_ptr,
-                ws_ptr, cnt_ptr,
-                M, R, K, stride_xm, stride_um, stride_ym, stride_w, n_groups, n_iters, n_full, iters_per_split,
+                ws_ptr, cnt_ptr, res_ptr,
+                M, R, K, stride_xm, stride_um, stride_ym, stride_rm, stride_w, n_groups, n_iters, n_full,
+                iters_per_split, eps,
                 FORMAT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, G: tl.constexpr,
                 SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr,
-                DOT_BF16: tl.constexpr, PRMT: tl.constexpr, SWAP: tl.constexpr, SWIGLU: tl.constexpr):
-    """y[m, rows[n]] = x[m] . w[n] (+ bias); grid (cdiv(R, BN), SPLIT, cdiv(M, BM)). SWIGLU:
-    x = swiglu(x_ptr, up_ptr) (module docstring), up's rows `stride_um` apart."""
+                DOT_BF16: tl.constexpr, PRMT: tl.constexpr, SWAP: tl.constexpr, PRO: tl.constexpr,
+                NORM_NCH: tl.constexpr = 1, RESIDUAL: tl.constexpr = False):
+    """y[m, rows[n]] = x[m] . w[n] (+ bias); grid (cdiv(R, BN), SPLIT, cdiv(M, BM)). PRO (module
+    docstring): x = swiglu(x_ptr, up_ptr), up's rows `stride_um` apart, or x = rms_norm(x_ptr) with
+    weight up_ptr (stride_um = 0) and `eps`. RESIDUAL: y = res + x w^T (`_finish`), res's rows
+    `stride_rm` apart."""
     act_dtype = y_ptr.dtype.element_ty  # the activation dtype: x, up and y share it
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(2)
     m = pid_m * BM + tl.arange(0, BM)[:, None]
     n = pid_n * BN + tl.arange(0, BN)
     nn = tl.minimum(n, R - 1).to(tl.int64)[:, None]
+    rstd = 0.0
+    if PRO == PRO_RMS_NORM:  # rows past M repeat row M - 1 (their x loads are masked to 0)
+        x_rows = tl.minimum(m, M - 1).to(tl.int64) * stride_xm
+        rstd = rstd_of(row_sum_squares(x_ptr, x_ptr, x_rows, x_rows, K, BM, NORM_NCH, False, False, act_dtype), K, eps)
+        if SWAP:
+            rstd = rstd[None, :]   # x tiles are [32 G, BM]
+        else:
+            rstd = rstd[:, None]
     if SWAP:
         acc = tl.zeros((BN, BM), dtype=tl.float32)
     else:
@@ -533,15 +576,15 @@ def gemm_kernel(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_
     first = tl.program_id(1) * iters_per_split
     last = tl.minimum(first + iters_per_split, n_iters)
     for it in range(first, tl.minimum(last, n_full)):
-        acc = _gemm_iteration(acc, x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, m, nn, it, M, K,
+        acc = _gemm_iteration(acc, x_ptr, up_ptr, rstd, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, m, nn, it, M, K,
                               stride_xm, stride_um, stride_w, n_groups, FORMAT, BN, G, False, DOT_BF16, PRMT, SWAP,
-                              SWIGLU, act_dtype)
+                              PRO, act_dtype)
     if last > n_full:
-        acc = _gemm_iteration(acc, x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, m, nn, n_full, M, K,
+        acc = _gemm_iteration(acc, x_ptr, up_ptr, rstd, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, m, nn, n_full, M, K,
                               stride_xm, stride_um, stride_w, n_groups, FORMAT, BN, G, True, DOT_BF16, PRMT, SWAP,
-                              SWIGLU, act_dtype)
+                              PRO, act_dtype)
     if SWAP:
         acc = tl.trans(acc)
     tile = pid_m * tl.num_programs(0) + pid_n
-    _finish(acc, y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, m, n[None, :], M, R, stride_ym, tile,
-            SPLIT, HAS_BIAS, HAS_ROWS)
+    _finish(acc, y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, res_ptr, m, n[None, :], M, R, stride_ym, stride_rm,
+            tile, SPLIT, HAS_BIAS, HAS_ROWS, RESIDUAL)

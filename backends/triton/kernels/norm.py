@@ -1,8 +1,9 @@
 """RMSNorm and the fused residual-add + RMSNorm (HF Llama numerics, see KERNEL_CONTRACTS.md).
 
-One program per row; the whole row (hidden <= 65536) is held in registers, so the row is read
-once and written once. fp32 sum of squares; the normalised row is rounded to the activation
-dtype before the multiply by `w` (HF order); output dtype = x.dtype.
+One program per row; the whole row (hidden <= 65536) is held in registers and written once; the
+fp32 sum of squares reads it first, in _rms.py's fixed order (the linear kernels' norm prologue
+sums in the same order, so a norm folded into a linear gives these bits; the second read hits
+L1). The normalised row is rounded to the activation dtype before the multiply by `w` (HF order); output dtype = x.dtype.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import triton
 import triton.language as tl
 
 from ._numerics import round_to
+from ._rms import chunks, rms_normed, row_sum_squares, rstd_of
 
 MAX_HIDDEN = 65536
 
@@ -21,22 +23,27 @@ def _rms_norm_kernel(
     x_ptr, res_ptr, w_ptr, out_ptr, res_out_ptr,
     stride_x, stride_res, stride_out, stride_res_out,
     N, eps,
-    HAS_RESIDUAL: tl.constexpr, BLOCK: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr, BLOCK: tl.constexpr, NCH: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
+    act_dtype = out_ptr.dtype.element_ty
+    # the sum of squares first, in _rms.py's fixed order (its own reads of the row), then a barrier:
+    # with residual_out = residual (in place) every read of res precedes every write
+    start = tl.zeros((1, 1), tl.int64)
+    sum_sq = row_sum_squares(x_ptr, res_ptr, start + row * stride_x, start + row * stride_res, N, 1, NCH, False,
+                             HAS_RESIDUAL, act_dtype)
+    rstd = rstd_of(tl.sum(sum_sq, axis=0), N, eps)
+    tl.debug_barrier()
     cols = tl.arange(0, BLOCK)
     in_row = cols < N
-    act_dtype = out_ptr.dtype.element_ty
     x = tl.load(x_ptr + row * stride_x + cols, mask=in_row, other=0.0).to(tl.float32)
     if HAS_RESIDUAL:
         r = tl.load(res_ptr + row * stride_res + cols, mask=in_row, other=0.0).to(tl.float32)
         summed = round_to(x + r, act_dtype)
         tl.store(res_out_ptr + row * stride_res_out + cols, summed, mask=in_row)
         x = summed.to(tl.float32)
-    mean_sq = tl.sum(x * x, axis=0) / N
-    normed = round_to(x * tl.rsqrt(mean_sq + eps), act_dtype).to(tl.float32)
     w = tl.load(w_ptr + cols, mask=in_row, other=0.0).to(tl.float32)
-    tl.store(out_ptr + row * stride_out + cols, round_to(w * normed, act_dtype), mask=in_row)
+    tl.store(out_ptr + row * stride_out + cols, rms_normed(x, rstd, w, act_dtype), mask=in_row)
 
 
 def _rows(t: torch.Tensor, n: int, writable: bool) -> torch.Tensor:
@@ -70,7 +77,7 @@ def _launch(x, residual, w, eps, out, residual_out):
         x2, r2, w, out2, ro2,
         x2.stride(0), r2.stride(0), out2.stride(0), ro2.stride(0),
         n, eps,
-        HAS_RESIDUAL=residual is not None, BLOCK=block, num_warps=num_warps,
+        HAS_RESIDUAL=residual is not None, BLOCK=block, NCH=chunks(n), num_warps=num_warps,
     )
 
 
