@@ -47,6 +47,9 @@ BUILDS = {"chain": "", "tree": TREE, "tree-bf12": TREE + ",pack-weights{format=b
           # the down projection's prologue (session 20's profile: those cuBLAS GEMMs at ~75 % of the bytes roofline)
           "tree-fr-dt": TREE + ",draft-vocab{size=32768,order=frequency},"
                                "gemm-policy{models=drafter,cublas_min_rows=16},fusion{models=drafter,swiglu_linear=true}",
+          # the norms in the next linear's prologue and the residual adds in the previous one's epilogue (issue 17),
+          # with the swiglu in the down projection's prologue: 5 launches a layer where tree-fr has 7 (GEMV forwards)
+          "tree-fr-nl": TREE + ",draft-vocab{size=32768,order=frequency},fusion{norm_linear=true,swiglu_linear=true}",
           # issue 14: the packed verify with the per-batch-size draft budget (shrink), priced for the
           # code pair's acceptance (tau 3.6 at k = 4: about 0.85 per token)
           "chain-bf": "batch-fusion{shrink=true,alpha=0.85}",

@@ -1,8 +1,8 @@
 """fusion: which neighbouring model-graph ops the GPU backend fuses into one launch, stated in the IR.
 
 Preconditions: none. Postconditions: each selected model region (all by default, or `models`,
-comma-separated) has the attribute `fuse = {add_norm, linear_groups, rope_kv_write, swiglu_linear}`
-(booleans):
+comma-separated) has the attribute `fuse = {add_norm, linear_groups, norm_linear, rope_kv_write,
+swiglu_linear}` (booleans):
 - add_norm: a residual `add` followed by the `rms_norm` of its sum runs as one launch;
 - linear_groups: linears that read the same input with compatible weights (q/k/v, gate/up) run as
   one grouped GEMV/GEMM;
@@ -10,17 +10,23 @@ comma-separated) has the attribute `fuse = {add_norm, linear_groups, rope_kv_wri
 - swiglu_linear: a `swiglu` whose only consumer is a linear (the MLP's down projection) runs as
   that linear's prologue: the kernel computes silu(gate) * up where it would read its input, so
   the [rows, intermediate] activation is neither written nor read and one launch goes (a forward
-  whose linear runs cuBLAS, gemm_route.py, keeps the separate swiglu launch for it).
+  whose linear runs cuBLAS, gemm_route.py, keeps the separate swiglu launch for it);
+- norm_linear: an `rms_norm` read only by one linear group runs as that group's prologue (each
+  program sums its row's squares, then normalises x where it would load it), and a residual `add`
+  of a lone linear's result runs as that linear's epilogue; a decoder layer's two add + norm
+  launches go (cuBLAS forwards keep the separate launches; backends/triton/program.py). Takes
+  precedence over add_norm for the adds and norms it folds.
 Fused and unfused launches compute the same values (tests/triton_backend/test_fusion_policy.py
 compares them bit for bit under the interpreter). Without this pass the Triton lowering writes
-FUSION_DEFAULTS into build/pipeline.spec: all true but swiglu_linear, which is opt-in
-(`fusion{swiglu_linear=true}`) until its kernels are timed on a GPU. CPU backends ignore it.
+FUSION_DEFAULTS into build/pipeline.spec: all true but swiglu_linear and norm_linear, which are
+opt-in (`fusion{swiglu_linear=true}`, `fusion{norm_linear=true}`) until their kernels are timed on
+a GPU. CPU backends ignore it.
 
 Before:
     model @target attributes {dtype = "bf16", source = "t"} { ... }
 After (fusion{add_norm=false}):
     model @target attributes {dtype = "bf16", fuse = {add_norm = false, linear_groups = true,
-    rope_kv_write = true, swiglu_linear = false}, source = "t"} { ... }
+    norm_linear = false, rope_kv_write = true, swiglu_linear = false}, source = "t"} { ... }
 """
 from __future__ import annotations
 
@@ -28,8 +34,9 @@ from specir.ir.nodes import Attrs, Pipeline
 from specir.pass_infra import Option, Pass, models_option, selected_models
 
 # each fusion's default, where a region states none (backends/triton/program.py reads it): swiglu_linear
-# is opt-in until its kernels are timed on a GPU (bit-identical under the interpreter)
-FUSION_DEFAULTS = {"add_norm": True, "linear_groups": True, "rope_kv_write": True, "swiglu_linear": False}
+# and norm_linear are opt-in until their kernels are timed on a GPU (bit-identical under the interpreter)
+FUSION_DEFAULTS = {"add_norm": True, "linear_groups": True, "norm_linear": False, "rope_kv_write": True,
+                   "swiglu_linear": False}
 FUSIONS = tuple(FUSION_DEFAULTS)
 
 
@@ -47,6 +54,9 @@ class Fusion(Pass):
         "add_norm": Option(bool, FUSION_DEFAULTS["add_norm"], "fuse a residual add with the following rms_norm"),
         "linear_groups": Option(bool, FUSION_DEFAULTS["linear_groups"],
                                 "run linears of one input (q/k/v, gate/up) as one launch"),
+        "norm_linear": Option(bool, FUSION_DEFAULTS["norm_linear"],
+                              "fold rms_norm into the next linear's prologue, residual adds into the previous "
+                              "linear's epilogue (opt-in)"),
         "rope_kv_write": Option(bool, FUSION_DEFAULTS["rope_kv_write"], "fuse the rope of q, k with the KV-cache write"),
         "swiglu_linear": Option(bool, FUSION_DEFAULTS["swiglu_linear"],
                                 "compute a swiglu in the prologue of the linear that alone reads it (opt-in)"),

@@ -25,7 +25,9 @@ partials) lives for that launch only, so every layer's attention shares one work
 
 A linear launch with a SwiGLU prologue (program.py) runs as one Triton kernel (`up=`), or, when
 this forward's rows route it to cuBLAS (gemm_route.py) or its weights cannot run Triton, as
-silu_mul into a buffer for `prologue_value` (live for that launch only) and then the call.
+silu_mul into a buffer for `prologue_value` (live for that launch only) and then the call. An
+RMSNorm prologue (`norm=`) and a residual epilogue (`residual=`) go the same way: rms_norm into
+`prologue_value`'s buffer, or the call into `epilogue_value`'s buffer and then the add.
 """
 from __future__ import annotations
 
@@ -53,7 +55,7 @@ from .kernels.conv1d import conv1d_tree
 from .kernels.delta_factors import attach_delta_factors
 from .kernels.gated_delta import gated_delta_rule_tree
 from .kernels.mamba2_scan import mamba2_scan_tree
-from .program import HYBRID_NORMS, POINTWISE_OPS, RECURRENT_OPS
+from .program import HYBRID_NORMS, KERNEL_OF, POINTWISE_OPS, RECURRENT_OPS
 from .weights import weight_names
 
 
@@ -195,11 +197,11 @@ class StaticForward:
             dead = set(launch.ins)
             if kind in ("linear", "packed_linear"):
                 allocate(launch.outs, launch.attrs["widths"])
-                if self._separate_prologue(i, launch):  # the swiglu value, materialised for this launch
-                    act = launch.attrs["prologue_value"]
-                    allocate([act], [program.values[act]])
-                    last_use[act] = i
-                    dead.add(act)
+                for key in self._separate_parts(i, launch):  # values materialised for this launch only
+                    value = launch.attrs[key]
+                    allocate([value], [program.values[value]])
+                    last_use[value] = i
+                    dead.add(value)
             elif launch.outs:
                 for name in launch.outs:
                     allocate([name], [program.values[name]])
@@ -222,13 +224,59 @@ class StaticForward:
         self._scratches.append(buf)
         return buf
 
-    def _separate_prologue(self, index: int, launch) -> bool:
-        """True when `launch` has a SwiGLU prologue that this forward runs as its own silu_mul
-        launch: a `linear` whose weights run through torch, or that runs cuBLAS at B * T rows."""
-        if launch.attrs.get("prologue") != "swiglu" or launch.kind != "linear":
-            return False
+    def _separate_parts(self, index: int, launch) -> list[str]:
+        """The attributes naming the values (`prologue_value`, `epilogue_value`) that this forward
+        stores because it runs `launch`'s prologue or epilogue as launches of their own: a `linear`
+        whose weights run through torch, or that runs cuBLAS at B * T rows."""
+        if launch.kind != "linear" or not ({"prologue", "epilogue"} & set(launch.attrs)):
+            return []
         use_triton = self.model.weights.linear[index][2]
-        return not use_triton or uses_cublas(self.model.program, launch, self.B * self.T)
+        if use_triton and not uses_cublas(self.model.program, launch, self.B * self.T):
+            return []
+        return [key for key in ("prologue_value", "epilogue_value") if key in launch.attrs]
+
+    def _fused_operands(self, launch) -> dict:
+        """The linear call's prologue and epilogue keyword arguments (kernels/linear.py)."""
+        a, view = launch.attrs, self.views.get
+        out = {}
+        if a.get("prologue") == "swiglu":
+            out["up"] = view(launch.ins[1])  # x (ins[0]) is then the gate
+        elif a.get("prologue") == "rms_norm":
+            out["norm"] = (self.model.weights.table[a["norm_weight"]], a["eps"])
+        if a.get("epilogue") == "add":
+            out["residual"] = view(a["residual_value"])
+        return out
+
+    @staticmethod
+    def _fusion_note(launch) -> dict:
+        a = launch.attrs
+        return {key: a[key] for key in ("prologue", "epilogue") if key in a}
+
+    def _separate_linear(self, index, launch, x, fused, out, weight, bias, use_triton):
+        """A fused linear launch that this forward runs on cuBLAS (or torch): its prologue into
+        `prologue_value`'s buffer first, its product into `epilogue_value`'s then the add."""
+        a, m, B, T = launch.attrs, self.model, self.B, self.T
+        first = last = None
+        if "up" in fused:
+            act = self.views[a["prologue_value"]]
+            first, x = self._silu_mul_call(index, x, fused["up"], act), act
+        elif "norm" in fused:
+            normed, (norm_w, eps), h = self.views[a["prologue_value"]], fused["norm"], x
+            self.configs.append({"launch": index, "kernel": KERNEL_OF["rms_norm"], "rows": B * T})
+            first, x = (lambda: rms_norm(h, norm_w, eps, out=normed)), normed
+        if "residual" in fused:
+            product, residual, total = self.views[a["epilogue_value"]], fused["residual"], out
+            self.configs.append({"launch": index, "kernel": KERNEL_OF["add"], "rows": B * T})
+            last, out = (lambda: add_kernel(residual, product, out=total)), product
+        n, k = weight.shape
+        kernel = CUBLAS_KERNEL if use_triton else CUBLAS_CALL
+        self.configs.append({"launch": index, "kernel": kernel, "call": CUBLAS_CALL, "m": B * T, "n": n, "k": k})
+        if out.is_contiguous():
+            call = lambda: torch.nn.functional.linear(x, weight, bias, out=out)  # noqa: E731
+        else:
+            call = lambda: out.copy_(torch.nn.functional.linear(x, weight, bias))  # noqa: E731
+        steps = [f for f in (first, call, last) if f is not None]
+        return steps[0] if len(steps) == 1 else lambda: [f() for f in steps]
 
     def _silu_mul_call(self, index: int, gate, up, out):
         self.configs.append({"launch": index, "kernel": "activation.silu_mul", "rows": self.B * self.T})
@@ -266,36 +314,23 @@ class StaticForward:
             return lambda: add_kernel(x, y, out=out)
         if kind == "linear":
             weight, bias, use_triton = m.weights.linear[index]
-            x = view(launch.ins[0])
-            up = view(launch.ins[1]) if a.get("prologue") == "swiglu" else None  # x is then the gate
+            x, fused = view(launch.ins[0]), self._fused_operands(launch)
             n, k = weight.shape
             out = self._group_output(launch)
             if not use_triton or uses_cublas(m.program, launch, B * T):
-                first = None
-                if up is not None:  # the prologue as its own launch (_separate_prologue)
-                    act = view(a["prologue_value"])
-                    first, x = self._silu_mul_call(index, x, up, act), act
-                kernel = CUBLAS_KERNEL if use_triton else CUBLAS_CALL
-                self.configs.append({"launch": index, "kernel": kernel, "call": CUBLAS_CALL, "m": B * T, "n": n,
-                                     "k": k})
-                if out.is_contiguous():
-                    call = lambda: torch.nn.functional.linear(x, weight, bias, out=out)  # noqa: E731
-                else:
-                    call = lambda: out.copy_(torch.nn.functional.linear(x, weight, bias))  # noqa: E731
-                return call if first is None else lambda: (first(), call())
+                return self._separate_linear(index, launch, x, fused, out, weight, bias, use_triton)
             cfg = linear_config(B * T, n, k)
             self.configs.append({"launch": index, "kernel": launch.kernel, "m": B * T, "n": n, "k": k,
-                                 "config": cfg.__dict__, **({"prologue": "swiglu"} if up is not None else {})})
-            return lambda: linear_bf16(x, weight, bias, out=out, config=cfg, up=up)
+                                 "config": cfg.__dict__, **self._fusion_note(launch)})
+            return lambda: linear_bf16(x, weight, bias, out=out, config=cfg, **fused)
         if kind == "packed_linear":
             packed, bias = m.weights.packed[index]
-            x, out = view(launch.ins[0]), self._group_output(launch)
-            up = view(launch.ins[1]) if a.get("prologue") == "swiglu" else None  # x is then the gate
+            x, out, fused = view(launch.ins[0]), self._group_output(launch), self._fused_operands(launch)
             n, k = packed.shape
             cfg = linear_config(B * T, n, k, "bf12")
             self.configs.append({"launch": index, "kernel": launch.kernel, "m": B * T, "n": n, "k": k,
-                                 "config": cfg.__dict__, **({"prologue": "swiglu"} if up is not None else {})})
-            return lambda: linear_bf12(x, packed, bias, out=out, config=cfg, up=up)
+                                 "config": cfg.__dict__, **self._fusion_note(launch)})
+            return lambda: linear_bf12(x, packed, bias, out=out, config=cfg, **fused)
         if kind == "rope":
             hd = a["head_dim"]
             table = m.rope_table(a["rope"], hd)

@@ -21,7 +21,17 @@ the IR's own op pattern (nothing outside the IR is read):
   says `prologue = "swiglu"` (`prologue_value`: the swiglu's IR value); the kernel computes
   silu(gate) * up where it would load x (kernels/linear.py, same bits as the two launches). A
   forward whose rows route the linear to cuBLAS (gemm_route.py) binds it as silu_mul into
-  `prologue_value`'s buffer, then the cuBLAS call (forward.py), so the IR's bits hold there too.
+  `prologue_value`'s buffer, then the cuBLAS call (forward.py), so the IR's bits hold there too;
+- rms_norm + linear, linear + add (`norm_linear`, opt-in): an `rms_norm` (no `group`) read only by
+  the members of one linear group, all on Triton kernels, becomes the group's prologue
+  (`prologue = "rms_norm"`, `prologue_value` the norm's value, `norm_weight`, `eps`; the launch
+  reads the norm's input); an `add` one of whose operands is a lone linear's result, read by
+  nothing else, on a Triton kernel, with the other operand defined before that linear, becomes
+  the linear's epilogue (`epilogue = "add"`, `epilogue_value` the linear's own value, never
+  stored; `residual_value` the other operand; the launch writes the add's value). Bits as the
+  separate launches (kernels/linear.py); a forward routing the linear to cuBLAS binds the norm
+  into `prologue_value`'s buffer first, or the call into `epilogue_value`'s buffer and then the
+  add. Such an add and norm are no longer fused with each other (add + rms_norm above).
 The rest is one launch per op. Launch operands name IR values; `values` gives every value's
 width so the executor can size buffers.
 
@@ -158,6 +168,49 @@ def _swiglu_prologues(model: Model, ops, uses, producer) -> dict[int, int]:
     return out
 
 
+def _linear_groups(model: Model, ops, fuse) -> dict[int, list[int]]:
+    """First member's op index -> the op indices of its linear group (the module docstring's rule),
+    formed in op order as the launches are."""
+    groups, grouped = {}, set()
+    for i, op in enumerate(ops):
+        if op.name not in ("linear", "packed_linear") or i in grouped:
+            continue
+        members = [i] + [j for j in range(i + 1, len(ops))
+                         if fuse["linear_groups"] and j not in grouped and _groups_with(model, op, ops[j])]
+        grouped.update(members)
+        groups[i] = members
+    return groups
+
+
+def _norm_prologues(model: Model, ops, uses, groups) -> dict[int, int]:
+    """Group's first op index -> index of the rms_norm it takes as its prologue (norm_linear)."""
+    leader_of = {tuple(members): first for first, members in groups.items()}
+    out = {}
+    for i, op in enumerate(ops):
+        if op.name != "rms_norm" or op.attrs.get("group") or op.result == model.graph.result:
+            continue
+        first = leader_of.get(tuple(uses.get(op.result, ())))
+        if first is not None and all(_triton_linear(model, ops[j]) for j in groups[first]):
+            out[first] = i
+    return out
+
+
+def _residual_epilogues(model: Model, ops, uses, producer, groups) -> dict[int, tuple[int, str]]:
+    """Lone linear's op index -> (index of the add it takes as its epilogue, the add's other operand)."""
+    out = {}
+    for i, op in enumerate(ops):
+        if op.name != "add":
+            continue
+        for mine, other in ((op.values[0], op.values[1]), (op.values[1], op.values[0])):
+            j = producer.get(mine)
+            if (j is None or groups.get(j) != [j] or uses.get(mine) != [i] or mine == model.graph.result
+                    or mine == other or not _triton_linear(model, ops[j]) or producer.get(other, -1) >= j):
+                continue
+            out[j] = (i, other)
+            break
+    return out
+
+
 def plan_program(model: Model) -> Program:
     if model.graph is None:
         raise SpecirError(f"model @{model.name} is not expanded", location=model.loc,
@@ -196,9 +249,13 @@ def plan_program(model: Model) -> Program:
     rope_in_fusion = {j for pair in fused_rope.values() for j in pair}
     prologue = _swiglu_prologues(model, ops, uses, producer) if fuse["swiglu_linear"] else {}
     swiglu_in_fusion = set(prologue.values())
+    groups = _linear_groups(model, ops, fuse)
+    norm_prologue = _norm_prologues(model, ops, uses, groups) if fuse["norm_linear"] else {}
+    epilogue = _residual_epilogues(model, ops, uses, producer, groups) if fuse["norm_linear"] else {}
+    in_linear = set(norm_prologue.values()) | {add for add, _ in epilogue.values()}
 
     for i, op in enumerate(ops):
-        if i in done:
+        if i in done or i in in_linear:
             continue
         name = op.name
         if name == "embed":
@@ -206,7 +263,7 @@ def plan_program(model: Model) -> Program:
         elif name == "add":
             nxt = ops[i + 1] if i + 1 < len(ops) else None
             if (fuse["add_norm"] and nxt is not None and nxt.name == "rms_norm" and not nxt.attrs.get("group")
-                    and nxt.values == (op.result,)):
+                    and nxt.values == (op.result,) and i + 1 not in in_linear):
                 launches.append(Launch("add_rms_norm", (nxt.result, op.result), op.values,
                                        {"weight": nxt.attrs["weight"], "eps": float(nxt.attrs["eps"])},
                                        (op.result, nxt.result)))
@@ -218,8 +275,7 @@ def plan_program(model: Model) -> Program:
                                    {"weight": op.attrs["weight"], "eps": float(op.attrs["eps"]),
                                     "group": int(op.attrs.get("group") or 0)}, (op.result,)))
         elif name in ("linear", "packed_linear"):
-            group = [i] + [j for j in range(i + 1, len(ops))
-                           if fuse["linear_groups"] and j not in done and _groups_with(model, op, ops[j])]
+            group = groups[i]
             done.update(group)
             members = [ops[j] for j in group]
             formats = {m.attrs["format"] for m in members if m.name == "packed_linear"}
@@ -230,12 +286,21 @@ def plan_program(model: Model) -> Program:
                      "widths": tuple(values[m.result] for m in members)}
             if formats:
                 attrs["format"] = formats.pop()
-            ins, implements = op.values, tuple(m.result for m in members)
+            ins, implements, outs = op.values, tuple(m.result for m in members), tuple(m.result for m in members)
             if i in prologue:
                 act = ops[prologue[i]]
                 attrs.update(prologue="swiglu", prologue_value=act.result)
                 ins, implements = act.values, (act.result, *implements)
-            launches.append(Launch(kind, tuple(m.result for m in members), ins, attrs, implements))
+            if i in norm_prologue:
+                norm = ops[norm_prologue[i]]
+                attrs.update(prologue="rms_norm", prologue_value=norm.result, norm_weight=norm.attrs["weight"],
+                             eps=float(norm.attrs["eps"]))
+                ins, implements = norm.values, (norm.result, *implements)
+            if i in epilogue:
+                add, residual = ops[epilogue[i][0]], epilogue[i][1]
+                attrs.update(epilogue="add", epilogue_value=op.result, residual_value=residual)
+                ins, implements, outs = (*ins, residual), (*implements, add.result), (add.result,)
+            launches.append(Launch(kind, outs, ins, attrs, implements))
         elif name == "rope":
             if i in rope_in_fusion:
                 continue  # emitted with its attention

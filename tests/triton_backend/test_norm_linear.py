@@ -1,0 +1,94 @@
+"""The norm_linear fusion (passes/fusion.py; program.py, forward.py): an rms_norm read only by one
+linear group runs in that group's prologue and a residual add of a lone linear's result in that
+linear's epilogue, so a decoder layer loses both add + norm launches (and the final norm goes into
+the LM head); its option prints in the IR; fused and unfused forwards give the same logits bits
+with bf16 and BF12 weights, at one row (GEMV) and several (GEMM), with fp32 activations, and where
+the rows route the linears to cuBLAS the norm and the add run on their own (under the interpreter
+without a GPU)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specir.ir.nodes import Attrs
+from tests.triton_backend.pipelines import pipeline
+from tests.triton_backend.test_gemm_route import _forward
+from tests.triton_backend.test_swiglu_prologue import SEPARATE, _compiled, mlp_pair, packed_pipeline  # noqa: F401
+
+UNFUSED = {"add_norm": True, "linear_groups": True, "rope_kv_write": True, "swiglu_linear": False,
+           "norm_linear": False}
+NORM_LINEAR = {**UNFUSED, "norm_linear": True}
+BOTH = {**NORM_LINEAR, "swiglu_linear": True}
+FUSED = ["embed", "linear", "rope_kv_write", "attention", "linear", "linear", "swiglu", "linear", "linear"]
+
+
+def test_the_option_prints_and_a_layer_loses_its_add_norm_launches(tiny_pair):
+    from specir.backends.triton.program import plan_program
+    from specir.ir.printer import print_pipeline
+    from specir.pass_infra import PassManager, build_passes
+    p = pipeline("chain", *tiny_pair, dtype="bf16")
+    on = PassManager(build_passes("fusion{norm_linear=true,models=target}")).run(p)
+    assert "norm_linear = true" in print_pipeline(on)
+    fused = plan_program(on.model("target"))
+    assert [launch.kind for launch in fused.launches] == FUSED
+    assert len(SEPARATE) - len(FUSED) == 3  # the input norm, the layer's two add + norm launches
+    by_out = {launch.outs[0]: launch for launch in fused.launches}
+    qkv = next(launch for launch in fused.launches if launch.attrs.get("prologue") == "rms_norm")
+    embedded = fused.launches[0].outs
+    assert qkv.attrs["norm_weight"].endswith("input_layernorm.weight") and qkv.ins == embedded
+    o_proj = [launch for launch in fused.launches if launch.attrs.get("epilogue") == "add"][0]
+    assert (o_proj.attrs["residual_value"],) == embedded and o_proj.ins[-1:] == embedded
+    assert o_proj.ops[-1] == o_proj.outs[0] and o_proj.attrs["epilogue_value"] in o_proj.ops
+    head = fused.launches[-1]
+    assert head.attrs.get("prologue") == "rms_norm" and head.outs == (fused.result,)
+    assert by_out[head.ins[0]].attrs.get("epilogue") == "add"  # the down projection wrote the residual
+    both = plan_program(on.model("target").with_attrs(fuse=Attrs(BOTH)))
+    assert len(both.launches) == len(FUSED) - 1  # and the swiglu in the down projection's prologue
+
+
+def test_a_norm_with_another_reader_stays_separate(tiny_pair):
+    from dataclasses import replace
+    from specir.backends.triton.program import plan_program
+    from specir.ir.nodes import Op
+    model = pipeline("chain", *tiny_pair, dtype="bf16").model("target").with_attrs(fuse=Attrs(NORM_LINEAR))
+    ops = list(model.graph.ops)
+    norm = next(op for op in ops if op.name == "rms_norm")
+    ops.append(Op("add", (norm.result, norm.result), result="%extra", type=norm.type))
+    program = plan_program(replace(model, graph=replace(model.graph, ops=tuple(ops))))
+    kinds = [launch.kind for launch in program.launches]
+    assert kinds[:2] == ["embed", "rms_norm"]
+    assert [launch.attrs.get("prologue") for launch in program.launches].count("rms_norm") == 2  # gate/up, head
+
+
+@pytest.mark.parametrize("T", [1, 3])
+@pytest.mark.parametrize("dtype", ["bf16", "f32"])
+@pytest.mark.parametrize("fuse", [NORM_LINEAR, BOTH], ids=["norm_linear", "with_swiglu"])
+def test_fused_and_unfused_logits_are_the_same_bits(mlp_pair, dtype, T, fuse):
+    model = pipeline("chain", *mlp_pair, dtype=dtype).model("target")
+    fused = _forward(_compiled(model, cublas_min_rows=0, fuse=Attrs(fuse)), T)
+    kernels = {c["kernel"] for c in fused.configs}
+    assert not kernels & {"norm.rms_norm", "norm.add_rms_norm", "add.add"}
+    assert [c.get("epilogue") for c in fused.configs].count("add") == 2
+    separate = _forward(_compiled(model, cublas_min_rows=0, fuse=Attrs(UNFUSED)), T)
+    assert torch.equal(fused.run(), separate.run())
+
+
+def test_cublas_routed_linears_run_the_norm_and_the_add_on_their_own(mlp_pair):
+    model = pipeline("chain", *mlp_pair, dtype="bf16").model("target")
+    fused = _forward(_compiled(model, cublas_min_rows=8, fuse=Attrs(NORM_LINEAR)), 9)  # 9 rows: cuBLAS
+    kernels = [c["kernel"] for c in fused.configs]
+    assert kernels.count("norm.rms_norm") == 3 and kernels.count("add.add") == 2
+    assert torch.equal(fused.run(), _forward(_compiled(model, cublas_min_rows=8, fuse=Attrs(UNFUSED)), 9).run())
+    narrow = _forward(_compiled(model, cublas_min_rows=8, fuse=Attrs(NORM_LINEAR)), 1)  # the decode step: fused
+    assert not {c["kernel"] for c in narrow.configs} & {"norm.rms_norm", "add.add"}
+
+
+@pytest.mark.parametrize("T", [1, 3])
+def test_packed_fused_and_unfused_logits_are_the_same_bits(mlp_pair, packed_pipeline, T):  # noqa: F811
+    model = packed_pipeline.model("target")
+    fused = _forward(_compiled(model, fuse=Attrs(BOTH)), T)
+    assert {c["kernel"] for c in fused.configs if c.get("prologue") == "rms_norm"} == {"linear.linear_bf12"}
+    logits = fused.run()
+    assert torch.equal(logits, _forward(_compiled(model, fuse=Attrs(UNFUSED)), T).run())
+    plain = pipeline("chain", *mlp_pair, dtype="bf16").model("target")
+    assert torch.equal(logits, _forward(_compiled(plain, cublas_min_rows=0, fuse=Attrs(UNFUSED)), T).run())
