@@ -145,14 +145,15 @@ def _fusable_raw(cfg: LinearConfig, packed: BF12Matrix, k: int) -> bool:
             and k % 2 == 0 and packed.raw.data_ptr() % 4 == 0)
 
 
-def _up_rows(x: torch.Tensor, up: torch.Tensor | None, k: int) -> torch.Tensor | None:
-    """up as [M, K] rows beside x (the SwiGLU prologue's second operand), or None."""
-    if up is None:
+def _rows_beside(t: torch.Tensor | None, like: torch.Tensor, k: int, what: str) -> torch.Tensor | None:
+    """`t` as [M, k] rows, checked to have `like`'s shape, dtype and device (`what` names both in
+    the error: the SwiGLU prologue's up beside the gate, the residual beside the output), or None."""
+    if t is None:
         return None
-    if up.shape != x.shape or up.dtype != x.dtype or up.device != x.device:
-        raise ValueError(f"up must match the gate: {tuple(x.shape)} {x.dtype} on {x.device}, "
-                         f"got {tuple(up.shape)} {up.dtype} on {up.device}")
-    return _as_rows(up, k)
+    if t.shape != like.shape or t.dtype != like.dtype or t.device != like.device:
+        raise ValueError(f"{what}: {tuple(like.shape)} {like.dtype} on {like.device}, "
+                         f"got {tuple(t.shape)} {t.dtype} on {t.device}")
+    return _as_rows(t, k)
 
 
 def _norm_arg(x: torch.Tensor, up, norm, k: int):
@@ -165,16 +166,6 @@ def _norm_arg(x: torch.Tensor, up, norm, k: int):
     if weight.shape != (k,) or weight.device != x.device:
         raise ValueError(f"the norm weight must have shape ({k},) on {x.device}, got {tuple(weight.shape)}")
     return weight.contiguous(), float(eps)
-
-
-def _residual_rows(y: torch.Tensor, residual, n: int):
-    """The residual epilogue's operand as [M, n] rows (y's shape and dtype), or None."""
-    if residual is None:
-        return None
-    if residual.shape != y.shape or residual.dtype != y.dtype or residual.device != y.device:
-        raise ValueError(f"the residual must match the output: {tuple(y.shape)} {y.dtype}, "
-                         f"got {tuple(residual.shape)} {residual.dtype}")
-    return _as_rows(residual, n)
 
 
 def _check_bias(bias, n, device):
@@ -194,9 +185,9 @@ def linear_bf16(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = No
         raise ValueError(f"w must be a 2-D bf16 matrix, got {tuple(w.shape)} {w.dtype}")
     n, k = w.shape
     w = w if w.stride(1) == 1 else w.contiguous()
-    x2, up2, norm = _as_rows(x, k), _up_rows(x, up, k), _norm_arg(x, up, norm, k)
+    x2, up2, norm = _as_rows(x, k), _rows_beside(up, x, k, "up must match the gate"), _norm_arg(x, up, norm, k)
     y = _output(x, n, out)
-    bias, res2 = _check_bias(bias, n, x.device), _residual_rows(y, residual, n)
+    bias, res2 = _check_bias(bias, n, x.device), _rows_beside(residual, y, n, "the residual must match the output")
     if y.numel() == 0:
         return y
     cfg = config or choose(x2.shape[0], n, k, "bf16")
@@ -213,9 +204,9 @@ def linear_bf12(x: torch.Tensor, packed: BF12Matrix, bias: torch.Tensor | None =
     n, k = packed.shape
     if packed.device != x.device:
         raise ValueError(f"packed weights are on {packed.device}, x on {x.device}")
-    x2, up2, norm = _as_rows(x, k), _up_rows(x, up, k), _norm_arg(x, up, norm, k)
+    x2, up2, norm = _as_rows(x, k), _rows_beside(up, x, k, "up must match the gate"), _norm_arg(x, up, norm, k)
     y = _output(x, n, out)
-    bias, res2 = _check_bias(bias, n, x.device), _residual_rows(y, residual, n)
+    bias, res2 = _check_bias(bias, n, x.device), _rows_beside(residual, y, n, "the residual must match the output")
     if y.numel() == 0:
         return y
     cfg = config or choose(x2.shape[0], n, k, "bf12")
