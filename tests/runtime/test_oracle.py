@@ -1,6 +1,8 @@
 """The reference backend against transformers: logits within stated tolerances (fp32: 1e-4 of the
-logit range; bf16: 3% of it) over prefill and incremental decode, and greedy autoregressive tokens
-identical to transformers' generate (fp32)."""
+logit range; bf16: 3% of it, or twice transformers' own bf16 error against its fp32 forward where
+that is larger: two bf16 computations each that far from the exact logits can differ by both) over
+prefill and incremental decode, and greedy autoregressive tokens identical to transformers'
+generate (fp32)."""
 from __future__ import annotations
 
 import pytest
@@ -26,7 +28,7 @@ def ar_pipeline(folder, dtype):
 
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_logits_match_transformers(family, dtype, family_checkpoints):
+def test_logits_match_transformers(family, dtype, family_checkpoints, seed):
     folder = family_checkpoints[family]
     model = ar_pipeline(folder, dtype).model("target")
     runner = ModelRunner(model, load_weights(model), slots=2, max_seq=64)
@@ -46,7 +48,12 @@ def test_logits_match_transformers(family, dtype, family_checkpoints):
     ours = torch.cat([first, *rest], dim=1).float()
     scale = ref.abs().max()
     err = (ours - ref).abs().max() / scale
-    assert err < TOLERANCE[dtype], f"{family} {dtype}: max error {err:.2e} of the logit range"
+    bound = TOLERANCE[dtype]
+    if dtype == "bf16":
+        with torch.no_grad():
+            exact = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()(ids).logits.float()
+        bound = max(bound, 2 * float((ref - exact).abs().max() / exact.abs().max()))
+    assert err < bound, f"{family} {dtype}: max error {err:.2e} of the logit range (bound {bound:.2e})"
 
 
 @pytest.mark.parametrize("family", FAMILIES)
