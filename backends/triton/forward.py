@@ -174,6 +174,7 @@ class StaticForward:
 
         self.calls = []
         self._pool, self._scratches = pool, []
+        self._early_norms: dict[str, int] = {}  # norm value -> its prologue's launch, computed with an add before
         try:
             self._plan(program, params, pool, logits, allocate, last_use, holders, value_buffer)
         except BaseException:
@@ -197,11 +198,20 @@ class StaticForward:
             dead = set(launch.ins)
             if kind in ("linear", "packed_linear"):
                 allocate(launch.outs, launch.attrs["widths"])
-                for key in self._separate_parts(i, launch):  # values materialised for this launch only
+                parts = self._separate_parts(i, launch)
+                for key in parts:  # values materialised for this launch only
                     value = launch.attrs[key]
-                    allocate([value], [program.values[value]])
-                    last_use[value] = i
                     dead.add(value)
+                    if value not in self._early_norms:  # (else allocated by the launch that computes it)
+                        allocate([value], [program.values[value]])
+                        last_use[value] = i
+                then = launch.attrs.get("then_norm")
+                consumer = self._norm_consumer(program, then) if "epilogue_value" in parts and then else None
+                if (consumer is not None and (wanted is None or consumer in wanted)
+                        and self._separate_parts(consumer, program.launches[consumer])):
+                    allocate([then], [program.values[then]])  # computed here with the add, read there
+                    last_use[then] = consumer
+                    self._early_norms[then] = consumer
             elif launch.outs:
                 for name in launch.outs:
                     allocate([name], [program.values[name]])
@@ -235,6 +245,12 @@ class StaticForward:
             return []
         return [key for key in ("prologue_value", "epilogue_value") if key in launch.attrs]
 
+    @staticmethod
+    def _norm_consumer(program, value: str) -> int | None:
+        """The launch whose RMSNorm prologue computes `value`."""
+        return next((i for i, launch in enumerate(program.launches) if launch.attrs.get("prologue_value") == value),
+                    None)
+
     def _fused_operands(self, launch) -> dict:
         """The linear call's prologue and epilogue keyword arguments (kernels/linear.py)."""
         a, view = launch.attrs, self.views.get
@@ -262,12 +278,22 @@ class StaticForward:
             first, x = self._silu_mul_call(index, x, fused["up"], act), act
         elif "norm" in fused:
             normed, (norm_w, eps), h = self.views[a["prologue_value"]], fused["norm"], x
-            self.configs.append({"launch": index, "kernel": KERNEL_OF["rms_norm"], "rows": B * T})
-            first, x = (lambda: rms_norm(h, norm_w, eps, out=normed)), normed
+            if a["prologue_value"] not in self._early_norms:  # (else an earlier launch's add_rms_norm wrote it)
+                self.configs.append({"launch": index, "kernel": KERNEL_OF["rms_norm"], "rows": B * T})
+                first = lambda: rms_norm(h, norm_w, eps, out=normed)  # noqa: E731
+            x = normed
         if "residual" in fused:
             product, residual, total = self.views[a["epilogue_value"]], fused["residual"], out
-            self.configs.append({"launch": index, "kernel": KERNEL_OF["add"], "rows": B * T})
-            last, out = (lambda: add_kernel(residual, product, out=total)), product
+            then = a.get("then_norm")
+            if then in self._early_norms:
+                consumer = self.model.program.launches[self._early_norms[then]].attrs
+                norm_w, eps, normed = m.weights.table[consumer["norm_weight"]], consumer["eps"], self.views[then]
+                self.configs.append({"launch": index, "kernel": KERNEL_OF["add_rms_norm"], "rows": B * T})
+                last = lambda: add_rms_norm(product, residual, norm_w, eps, out=normed, residual_out=total)  # noqa: E731
+            else:
+                self.configs.append({"launch": index, "kernel": KERNEL_OF["add"], "rows": B * T})
+                last = lambda: add_kernel(residual, product, out=total)  # noqa: E731
+            out = product
         n, k = weight.shape
         kernel = CUBLAS_KERNEL if use_triton else CUBLAS_CALL
         self.configs.append({"launch": index, "kernel": kernel, "call": CUBLAS_CALL, "m": B * T, "n": n, "k": k})

@@ -31,7 +31,8 @@ the IR's own op pattern (nothing outside the IR is read):
   stored; `residual_value` the other operand; the launch writes the add's value). Bits as the
   separate launches (kernels/linear.py); a forward routing the linear to cuBLAS binds the norm
   into `prologue_value`'s buffer first, or the call into `epilogue_value`'s buffer and then the
-  add. Such an add and norm are no longer fused with each other (add + rms_norm above).
+  add. An epilogue whose add feeds a prologue's norm names it (`then_norm`): where both linears
+  route to cuBLAS the add and that norm run as one add_rms_norm launch, as without the fusion.
 The rest is one launch per op. Launch operands name IR values; `values` gives every value's
 width so the executor can size buffers.
 
@@ -299,6 +300,9 @@ def plan_program(model: Model) -> Program:
             if i in epilogue:
                 add, residual = ops[epilogue[i][0]], epilogue[i][1]
                 attrs.update(epilogue="add", epilogue_value=op.result, residual_value=residual)
+                after = [ops[r].result for r in norm_prologue.values() if ops[r].values[0] == add.result]
+                if after:  # a cuBLAS-routed forward runs this add with that norm (forward.py)
+                    attrs["then_norm"] = after[0]
                 ins, implements, outs = (*ins, residual), (*implements, add.result), (add.result,)
             launches.append(Launch(kind, outs, ins, attrs, implements))
         elif name == "rope":

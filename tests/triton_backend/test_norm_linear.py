@@ -3,8 +3,8 @@ linear group runs in that group's prologue and a residual add of a lone linear's
 linear's epilogue, so a decoder layer loses both add + norm launches (and the final norm goes into
 the LM head); its option prints in the IR; fused and unfused forwards give the same logits bits
 with bf16 and BF12 weights, at one row (GEMV) and several (GEMM), with fp32 activations, and where
-the rows route the linears to cuBLAS the norm and the add run on their own (under the interpreter
-without a GPU)."""
+the rows route the linears to cuBLAS the norms and adds run as the unfused program's launches
+(add_rms_norm where an epilogue's add feeds a prologue's norm), under the interpreter without a GPU."""
 from __future__ import annotations
 
 import pytest
@@ -73,12 +73,15 @@ def test_fused_and_unfused_logits_are_the_same_bits(mlp_pair, dtype, T, fuse):
     assert torch.equal(fused.run(), separate.run())
 
 
-def test_cublas_routed_linears_run_the_norm_and_the_add_on_their_own(mlp_pair):
+def test_cublas_routed_linears_run_the_norm_and_the_add_as_without_the_fusion(mlp_pair):
     model = pipeline("chain", *mlp_pair, dtype="bf16").model("target")
     fused = _forward(_compiled(model, cublas_min_rows=8, fuse=Attrs(NORM_LINEAR)), 9)  # 9 rows: cuBLAS
     kernels = [c["kernel"] for c in fused.configs]
-    assert kernels.count("norm.rms_norm") == 3 and kernels.count("add.add") == 2
-    assert torch.equal(fused.run(), _forward(_compiled(model, cublas_min_rows=8, fuse=Attrs(UNFUSED)), 9).run())
+    separate = _forward(_compiled(model, cublas_min_rows=8, fuse=Attrs(UNFUSED)), 9)
+    # the same launches as without the fusion: each add with the norm after it in one add_rms_norm launch
+    assert sorted(kernels) == sorted(c["kernel"] for c in separate.configs)
+    assert kernels.count("norm.rms_norm") == 1 and kernels.count("norm.add_rms_norm") == 2
+    assert torch.equal(fused.run(), separate.run())
     narrow = _forward(_compiled(model, cublas_min_rows=8, fuse=Attrs(NORM_LINEAR)), 1)  # the decode step: fused
     assert not {c["kernel"] for c in narrow.configs} & {"norm.rms_norm", "add.add"}
 
@@ -92,3 +95,23 @@ def test_packed_fused_and_unfused_logits_are_the_same_bits(mlp_pair, packed_pipe
     assert torch.equal(logits, _forward(_compiled(model, fuse=Attrs(UNFUSED)), T).run())
     plain = pipeline("chain", *mlp_pair, dtype="bf16").model("target")
     assert torch.equal(logits, _forward(_compiled(plain, cublas_min_rows=0, fuse=Attrs(UNFUSED)), T).run())
+
+
+@pytest.mark.parametrize("T", [1, 9])
+def test_a_prefill_writes_the_same_cache(mlp_pair, T):
+    """A cache-only forward (no logits: the final norm's consumer, the LM head, does not run) with the
+    fusion writes the KV cache bit for bit as without it, at a Triton and a cuBLAS row count."""
+    from specir.backends.triton.forward import ForwardInputs
+    model = pipeline("chain", *mlp_pair, dtype="bf16").model("target")
+    caches = []
+    for fuse in (NORM_LINEAR, UNFUSED):
+        compiled = _compiled(model, cublas_min_rows=8, fuse=Attrs(fuse))
+        cache = compiled.new_cache(1, 64)
+        inputs = ForwardInputs.allocate(1, T, compiled.device)
+        inputs.ids.copy_(torch.arange(T)[None] * 7 % 250 + 3)
+        inputs.pos.copy_(torch.arange(T)[None])
+        inputs.lens.fill_(0)
+        forward = compiled.forward(cache, inputs, logits=False)
+        assert forward.run() is None
+        caches.append(cache.layer(0))
+    assert all(torch.equal(a, b) for a, b in zip(caches[0], caches[1]))
