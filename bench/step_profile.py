@@ -10,7 +10,8 @@ the batch once more with only its decode steps under torch.profiler (CPU and CUD
 inside CUDA-graph replays are recorded by CUPTI). Reports per step: the decode wall time, the summed
 GPU kernel time (their gap is host time the GPU waits for: syncs, Python, launches outside a
 graph), and the kernels grouped by name with their share. `--ar`: AR decoding of the first build's
-target too. Then one more decode with CUDA events around each step segment (StepProgram.observer):
+target too (stock, as `specir bench`'s baseline); `--ar-as-built`: of that target as the build
+compiled it (its fusions). Then one more decode with CUDA events around each step segment (StepProgram.observer):
 each segment's ops and its mean GPU-stream milliseconds per step, so draft, verify, accept and commit
 are priced apart (a segment's time includes the GPU waiting on its host work). Writes OUT/profile.json and a
 Chrome trace per row; prints a short table last.
@@ -151,7 +152,7 @@ def profile_engine(name: str, engine, prompts, batch_size: int, max_new: int, ou
 
 
 def profile_build(build: str, batch_sizes: list[int], workload: str, limit: int, max_new: int, out: str,
-                  with_ar: bool) -> list[dict]:
+                  with_ar: bool, ar_as_built: bool = False) -> list[dict]:
     from specir.cli.common_run import read_prompts
     from specir.runtime.baseline import ar_pipeline, target_name
     from specir.runtime.session import open_session
@@ -168,6 +169,9 @@ def profile_build(build: str, batch_sizes: list[int], workload: str, limit: int,
     if with_ar:
         ar = StepEngine(ar_pipeline(session.pipeline), engine.backend, base=session.base)
         rows += [profile_engine("ar", ar, prompts, bs, max_new, out) for bs in batch_sizes]
+    if ar_as_built:  # the target as the build compiled it (its fusions), where `specir bench`'s AR is stock
+        ar = StepEngine(ar_pipeline(session.pipeline, stock=False), engine.backend, base=session.base)
+        rows += [profile_engine("ar-as-built", ar, prompts, bs, max_new, out) for bs in batch_sizes]
     return rows
 
 
@@ -180,6 +184,8 @@ def main() -> int:
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--out", required=True)
     ap.add_argument("--ar", action="store_true", help="also profile AR decoding of the first build's target")
+    ap.add_argument("--ar-as-built", action="store_true",
+                    help="also profile AR decoding of the first build's target with the build's passes (its fusions)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     rows = []
@@ -187,7 +193,8 @@ def main() -> int:
     for i, build in enumerate(a.builds):
         t0 = time.time()
         try:
-            got = profile_build(build, sizes, a.workload, a.limit, a.max_new_tokens, a.out, with_ar=i == 0 and a.ar)
+            got = profile_build(build, sizes, a.workload, a.limit, a.max_new_tokens, a.out, with_ar=i == 0 and a.ar,
+                                ar_as_built=i == 0 and a.ar_as_built)
         except Exception as e:  # one build's failure leaves the others' rows
             import traceback
             traceback.print_exc()

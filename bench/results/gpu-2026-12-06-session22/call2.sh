@@ -1,4 +1,4 @@
-# session 22 call 2 (issue 17): call 1's 8B figures ran a norm kernel whose reshape/split tree spilled (AR 154.7 ->
+# session 22 call 2 (issue 17; ran at c632d31 on an H100, results in call2/ and README.md): call 1's 8B figures ran a norm kernel whose reshape/split tree spilled (AR 154.7 ->
 # 83.8 tok/s); fixed in 3f37c5b. On the GPU: the new kernel tests (the norm's fixed-order sum, the linear kernels'
 # RMSNorm prologue and residual epilogue bit for bit against the separate launches, the norm_linear fusion's forwards),
 # then the 8B zoo pair's tree-fr (default fusions) against tree-fr-nl (fusion{norm_linear=true,swiglu_linear=true}),
