@@ -280,7 +280,7 @@ class StaticForward:
             normed, (norm_w, eps), h = self.views[a["prologue_value"]], fused["norm"], x
             if a["prologue_value"] not in self._early_norms:  # (else an earlier launch's add_rms_norm wrote it)
                 self.configs.append({"launch": index, "kernel": KERNEL_OF["rms_norm"], "rows": B * T})
-                first = lambda: rms_norm(h, norm_w, eps, out=normed)  # noqa: E731
+                first = lambda: rms_norm(h, norm_w, eps, out=normed, fixed_order=True)  # noqa: E731
             x = normed
         if "residual" in fused:
             product, residual, total = self.views[a["epilogue_value"]], fused["residual"], out
@@ -289,7 +289,8 @@ class StaticForward:
                 consumer = self.model.program.launches[self._early_norms[then]].attrs
                 norm_w, eps, normed = m.weights.table[consumer["norm_weight"]], consumer["eps"], self.views[then]
                 self.configs.append({"launch": index, "kernel": KERNEL_OF["add_rms_norm"], "rows": B * T})
-                last = lambda: add_rms_norm(product, residual, norm_w, eps, out=normed, residual_out=total)  # noqa: E731
+                last = lambda: add_rms_norm(product, residual, norm_w, eps, out=normed, residual_out=total,  # noqa: E731
+                                            fixed_order=True)
             else:
                 self.configs.append({"launch": index, "kernel": KERNEL_OF["add"], "rows": B * T})
                 last = lambda: add_kernel(residual, product, out=total)  # noqa: E731
@@ -327,13 +328,15 @@ class StaticForward:
                 x = x.unflatten(-1, (width // group, group))
                 out = out.view(B, T, width // group, group)
             self.configs.append({"launch": index, "kernel": launch.kernel, "rows": B * T, "group": group})
-            return lambda: rms_norm(x, w, eps, out=out)
+            fixed = bool(a.get("fixed_order"))
+            return lambda: rms_norm(x, w, eps, out=out, fixed_order=fixed)
         if kind == "add_rms_norm":
             a_in, b_in = view(launch.ins[0]), view(launch.ins[1])
             norm_out, res_out = view(launch.outs[0]), view(launch.outs[1])
             w, eps = m.weights.table[a["weight"]], a["eps"]
             self.configs.append({"launch": index, "kernel": launch.kernel, "rows": B * T})
-            return lambda: add_rms_norm(b_in, a_in, w, eps, out=norm_out, residual_out=res_out)
+            fixed = bool(a.get("fixed_order"))
+            return lambda: add_rms_norm(b_in, a_in, w, eps, out=norm_out, residual_out=res_out, fixed_order=fixed)
         if kind == "add":
             x, y, out = view(launch.ins[0]), view(launch.ins[1]), view(launch.outs[0])
             self.configs.append({"launch": index, "kernel": launch.kernel, "rows": B * T})

@@ -33,6 +33,9 @@ the IR's own op pattern (nothing outside the IR is read):
   into `prologue_value`'s buffer first, or the call into `epilogue_value`'s buffer and then the
   add. An epilogue whose add feeds a prologue's norm names it (`then_norm`): where both linears
   route to cuBLAS the add and that norm run as one add_rms_norm launch, as without the fusion.
+  With this fusion every rms_norm launch of the region sums its squares in the prologue's order
+  (`fixed_order`, kernels/_rms.py), so a norm gives the same bits folded or not; without it the
+  norm kernel keeps its faster order (one read of the row).
 The rest is one launch per op. Launch operands name IR values; `values` gives every value's
 width so the executor can size buffers.
 
@@ -266,15 +269,16 @@ def plan_program(model: Model) -> Program:
             if (fuse["add_norm"] and nxt is not None and nxt.name == "rms_norm" and not nxt.attrs.get("group")
                     and nxt.values == (op.result,) and i + 1 not in in_linear):
                 launches.append(Launch("add_rms_norm", (nxt.result, op.result), op.values,
-                                       {"weight": nxt.attrs["weight"], "eps": float(nxt.attrs["eps"])},
-                                       (op.result, nxt.result)))
+                                       {"weight": nxt.attrs["weight"], "eps": float(nxt.attrs["eps"]),
+                                        "fixed_order": fuse["norm_linear"]}, (op.result, nxt.result)))
                 done.add(i + 1)
             else:
                 launches.append(Launch("add", (op.result,), op.values, {}, (op.result,)))
         elif name == "rms_norm":
             launches.append(Launch("rms_norm", (op.result,), op.values,
                                    {"weight": op.attrs["weight"], "eps": float(op.attrs["eps"]),
-                                    "group": int(op.attrs.get("group") or 0)}, (op.result,)))
+                                    "group": int(op.attrs.get("group") or 0), "fixed_order": fuse["norm_linear"]},
+                                   (op.result,)))
         elif name in ("linear", "packed_linear"):
             group = groups[i]
             done.update(group)

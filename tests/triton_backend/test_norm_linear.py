@@ -22,6 +22,17 @@ BOTH = {**NORM_LINEAR, "swiglu_linear": True}
 FUSED = ["embed", "linear", "rope_kv_write", "attention", "linear", "linear", "swiglu", "linear", "linear"]
 
 
+def _unfused(model, **attrs):
+    """The model without the fusion, its norms in the fusion's order (`fixed_order`, as a model with
+    the fusion runs every norm it does not fold): the bits the fused forwards must equal."""
+    compiled = _compiled(model, fuse=Attrs(UNFUSED), **attrs)
+    norms = [launch for launch in compiled.program.launches if launch.kind in ("rms_norm", "add_rms_norm")]
+    assert norms and not any(launch.attrs["fixed_order"] for launch in norms)
+    for launch in norms:
+        launch.attrs["fixed_order"] = True
+    return compiled
+
+
 def test_the_option_prints_and_a_layer_loses_its_add_norm_launches(tiny_pair):
     from specir.backends.triton.program import plan_program
     from specir.ir.printer import print_pipeline
@@ -42,6 +53,8 @@ def test_the_option_prints_and_a_layer_loses_its_add_norm_launches(tiny_pair):
     head = fused.launches[-1]
     assert head.attrs.get("prologue") == "rms_norm" and head.outs == (fused.result,)
     assert by_out[head.ins[0]].attrs.get("epilogue") == "add"  # the down projection wrote the residual
+    norms = lambda program: [x.attrs["fixed_order"] for x in program.launches if "norm" in x.kind]  # noqa: E731
+    assert norms(plan_program(p.model("target"))) == [False, False, False]  # without it: the fast order
     both = plan_program(on.model("target").with_attrs(fuse=Attrs(BOTH)))
     assert len(both.launches) == len(FUSED) - 1  # and the swiglu in the down projection's prologue
 
@@ -69,7 +82,7 @@ def test_fused_and_unfused_logits_are_the_same_bits(mlp_pair, dtype, T, fuse):
     kernels = {c["kernel"] for c in fused.configs}
     assert not kernels & {"norm.rms_norm", "norm.add_rms_norm", "add.add"}
     assert [c.get("epilogue") for c in fused.configs].count("add") == 2
-    separate = _forward(_compiled(model, cublas_min_rows=0, fuse=Attrs(UNFUSED)), T)
+    separate = _forward(_unfused(model, cublas_min_rows=0), T)
     assert torch.equal(fused.run(), separate.run())
 
 
@@ -77,7 +90,7 @@ def test_cublas_routed_linears_run_the_norm_and_the_add_as_without_the_fusion(ml
     model = pipeline("chain", *mlp_pair, dtype="bf16").model("target")
     fused = _forward(_compiled(model, cublas_min_rows=8, fuse=Attrs(NORM_LINEAR)), 9)  # 9 rows: cuBLAS
     kernels = [c["kernel"] for c in fused.configs]
-    separate = _forward(_compiled(model, cublas_min_rows=8, fuse=Attrs(UNFUSED)), 9)
+    separate = _forward(_unfused(model, cublas_min_rows=8), 9)
     # the same launches as without the fusion: each add with the norm after it in one add_rms_norm launch
     assert sorted(kernels) == sorted(c["kernel"] for c in separate.configs)
     assert kernels.count("norm.rms_norm") == 1 and kernels.count("norm.add_rms_norm") == 2
@@ -92,9 +105,9 @@ def test_packed_fused_and_unfused_logits_are_the_same_bits(mlp_pair, packed_pipe
     fused = _forward(_compiled(model, fuse=Attrs(BOTH)), T)
     assert {c["kernel"] for c in fused.configs if c.get("prologue") == "rms_norm"} == {"linear.linear_bf12"}
     logits = fused.run()
-    assert torch.equal(logits, _forward(_compiled(model, fuse=Attrs(UNFUSED)), T).run())
+    assert torch.equal(logits, _forward(_unfused(model), T).run())
     plain = pipeline("chain", *mlp_pair, dtype="bf16").model("target")
-    assert torch.equal(logits, _forward(_compiled(plain, cublas_min_rows=0, fuse=Attrs(UNFUSED)), T).run())
+    assert torch.equal(logits, _forward(_unfused(plain, cublas_min_rows=0), T).run())
 
 
 @pytest.mark.parametrize("T", [1, 9])
@@ -104,8 +117,9 @@ def test_a_prefill_writes_the_same_cache(mlp_pair, T):
     from specir.backends.triton.forward import ForwardInputs
     model = pipeline("chain", *mlp_pair, dtype="bf16").model("target")
     caches = []
-    for fuse in (NORM_LINEAR, UNFUSED):
-        compiled = _compiled(model, cublas_min_rows=8, fuse=Attrs(fuse))
+    for fused in (True, False):
+        compiled = _compiled(model, cublas_min_rows=8, fuse=Attrs(NORM_LINEAR)) if fused else \
+            _unfused(model, cublas_min_rows=8)
         cache = compiled.new_cache(1, 64)
         inputs = ForwardInputs.allocate(1, T, compiled.device)
         inputs.ids.copy_(torch.arange(T)[None] * 7 % 250 + 3)

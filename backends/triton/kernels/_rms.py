@@ -31,21 +31,11 @@ def chunks(n: int) -> int:
 
 
 @triton.jit
-def pairwise_sum_rows(v, BN: tl.constexpr, L: tl.constexpr):
-    """Sum [BN, L] along L (L a power of two) by the fixed tree: adjacent pairs, log2 L levels.
-    The GEMV's final sum (wide BN: each split stays in a thread's registers)."""
-    for level in tl.static_range(16):
-        if (L >> level) > 1:
-            a, b = tl.split(tl.reshape(v, (BN, L >> (level + 1), 2)))
-            v = a + b
-    return tl.reshape(v, (BN,))
-
-
-@triton.jit
 def _lane_tree(v, BM: tl.constexpr, L: tl.constexpr):
-    """pairwise_sum_rows' values, each level a sum over an axis of two (one add, whatever the
-    layout): for the few-row [BM, LANES] lane sums, where split's layouts spill (sm_90: 49k spill
-    instructions in the norm kernel at 8 warps, none this way)."""
+    """Sum [BM, L] along L (L a power of two) by the fixed tree (adjacent pairs, log2 L levels), each
+    level a sum over an axis of two: one add a pair whatever the layout. (The GEMV's tl.split tree
+    gives the same values, but on these few-row tensors its layouts spill: sm_90, 49k local-memory
+    instructions in the norm kernel at 8 warps, none this way.)"""
     for level in tl.static_range(16):
         if (L >> level) > 1:
             v = tl.sum(tl.reshape(v, (BM, L >> (level + 1), 2)), axis=2)

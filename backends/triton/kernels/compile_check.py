@@ -38,9 +38,12 @@ def _cases():
                       HAS_N_ROWS=True)
     return [
         ("rms_norm", "norm", "_rms_norm_kernel", dict(x_ptr=bf, res_ptr=bf, w_ptr=bf, out_ptr=bf, res_out_ptr=bf),
-         ["eps"], dict(HAS_RESIDUAL=False, BLOCK=4096, NCH=16), dict(num_warps=8)),
+         ["eps"], dict(HAS_RESIDUAL=False, BLOCK=4096, NCH=16, FIXED_ORDER=False), dict(num_warps=8)),
         ("add_rms_norm", "norm", "_rms_norm_kernel", dict(x_ptr=bf, res_ptr=bf, w_ptr=bf, out_ptr=bf, res_out_ptr=bf),
-         ["eps"], dict(HAS_RESIDUAL=True, BLOCK=4096, NCH=16), dict(num_warps=8)),
+         ["eps"], dict(HAS_RESIDUAL=True, BLOCK=4096, NCH=16, FIXED_ORDER=False), dict(num_warps=8)),
+        ("add_rms_norm (fixed order)", "norm", "_rms_norm_kernel",
+         dict(x_ptr=bf, res_ptr=bf, w_ptr=bf, out_ptr=bf, res_out_ptr=bf),
+         ["eps"], dict(HAS_RESIDUAL=True, BLOCK=4096, NCH=16, FIXED_ORDER=True), dict(num_warps=8)),
         ("rms_norm_1p (q/k norm, 128)", "hybrid_norm", "_hybrid_norm_kernel",
          dict(x_ptr=bf, gate_ptr=bf, w_ptr=bf, out_ptr=bf), ["eps"],
          dict(GROUP=128, BLOCK=128, GATED=False, GATE_FIRST=False), dict(num_warps=1)),

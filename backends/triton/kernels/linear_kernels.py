@@ -42,7 +42,7 @@ import triton
 import triton.language as tl
 
 from ._numerics import INTERPRET, round_to, swiglu
-from ._rms import pairwise_sum_rows, rms_normed, row_sum_squares, rstd_of
+from ._rms import rms_normed, row_sum_squares, rstd_of
 from .linear_decode import bf12_pair_words, pair_to_bf16, pair_to_f32
 
 FORMAT_BF16 = tl.constexpr(0)
@@ -277,6 +277,16 @@ def _gemv_iteration(acc_lo, acc_hi, x_ptr, up_ptr, rstd, w_ptr, mant_ptr, code_p
 
 
 @triton.jit
+def _tree_sum_rows(v, BN: tl.constexpr, L: tl.constexpr):
+    """Sum [BN, L] along L by a fixed pairwise tree (adjacent pairs, log2 L levels)."""
+    for level in tl.static_range(16):
+        if (L >> level) > 1:
+            a, b = tl.split(tl.reshape(v, (BN, L >> (level + 1), 2)))
+            v = a + b
+    return tl.reshape(v, (BN,))
+
+
+@triton.jit
 def _finish(part, y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, res_ptr, m, n, M, R, stride_ym, stride_rm, tile,
             SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr, RESIDUAL: tl.constexpr):
     """Combine split-K partials `part` [BM, BN] (fp32) deterministically, add bias, store.
@@ -421,7 +431,7 @@ def _gemv_rows(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_p
         acc_lo, acc_hi = _gemv_iteration(acc_lo, acc_hi, x_ptr, up_ptr, rstd, w_ptr, mant_ptr, code_ptr, base_ptr,
                                          esc_ptr, nn, n_full, K, stride_w, n_groups, FORMAT, WORDS, X_PAIRS, G, True,
                                          PRMT, PRO, act_dtype)
-    part = pairwise_sum_rows(tl.reshape(acc_lo + acc_hi, (BN, G * 16)), BN, G * 16)
+    part = _tree_sum_rows(tl.reshape(acc_lo + acc_hi, (BN, G * 16)), BN, G * 16)
     _finish(part[None, :], y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, res_ptr, tl.zeros((1, 1), tl.int32),
             n[None, :], 1, R, 0, 0, tile, SPLIT, HAS_BIAS, HAS_ROWS, RESIDUAL)
 
