@@ -23,7 +23,7 @@ from .gemm_route import CUBLAS_CALL, CUBLAS_KERNEL, cublas_min_rows, uses_cublas
 from .kernels import argmax as argmax_mod
 from .kernels.attention import attention_config
 from .kernels.linear_config import choose
-from .program import Program
+from .program import KERNEL_OF, Program
 
 REPRESENTATIVE_CONTEXT = 2048  # cached tokens the recorded launch configs and PTX assume
 
@@ -45,6 +45,30 @@ def _elementwise(rows, width):
     return {"grid": [rows, triton.cdiv(width, block)], "BLOCK": block, "num_warps": 4}
 
 
+def _separate_parts(program: Program, launch, i: int, rows: int, k: int) -> tuple[list[dict], list[dict]]:
+    """The rows of a cuBLAS-routed fused linear's prologue (before the call) and epilogue (after),
+    as forward.py runs them: silu_mul or rms_norm into `prologue_value` (no norm where an earlier
+    epilogue's add_rms_norm computed it), add or add_rms_norm (with its `then_norm`) after."""
+    a = launch.attrs
+    before, after = [], []
+    if a.get("prologue") == "swiglu":
+        before.append({"launch": i, "kernel": "activation.silu_mul", "implements": [a["prologue_value"]],
+                       **_elementwise(rows, k)})
+    elif a.get("prologue") == "rms_norm":
+        early = any(other.attrs.get("then_norm") == a["prologue_value"] and uses_cublas(program, other, rows)
+                    for other in program.launches)
+        if not early:
+            before.append({"launch": i, "kernel": KERNEL_OF["rms_norm"], "implements": [a["prologue_value"]],
+                           "rows": rows})
+    if a.get("epilogue") == "add":
+        then = a.get("then_norm")
+        consumer = next((x for x in program.launches if then and x.attrs.get("prologue_value") == then), None)
+        together = consumer is not None and uses_cublas(program, consumer, rows)
+        after.append({"launch": i, "kernel": KERNEL_OF["add_rms_norm" if together else "add"],
+                      "implements": [launch.outs[0], *([then] if together else [])], "rows": rows})
+    return before, after
+
+
 def launch_configs(program: Program, target, B: int, T: int, max_seq: int, packed: bool = False) -> list[dict]:
     rows, out = B * T, []
     sm = target.sm_count
@@ -54,22 +78,25 @@ def launch_configs(program: Program, target, B: int, T: int, max_seq: int, packe
         prologue = a.get("prologue")
         if kind == "linear":
             n, k = sum(a["widths"]), program.values[launch.ins[0]]
-            if uses_cublas(program, launch, rows):
-                if prologue:
-                    out.append({"launch": i, "kernel": "activation.silu_mul", "implements": [a["prologue_value"]],
-                                **_elementwise(rows, k)})
-                    row["implements"] = [v for v in launch.ops if v != a["prologue_value"]]
+            if uses_cublas(program, launch, rows):  # the fused parts as their own launches (forward.py)
+                before, after = _separate_parts(program, launch, i, rows, k)
+                out += before
+                moved = {v for r in before + after for v in r["implements"]}
+                if a.get("prologue"):  # its own launch, or an earlier epilogue's add_rms_norm
+                    moved.add(a["prologue_value"])
+                row["implements"] = [v for v in launch.ops if v not in moved]
                 row.update(kernel=CUBLAS_KERNEL, m=rows, n=n, k=k,
                            config={"library": "cuBLAS", "call": CUBLAS_CALL, "min_rows": cublas_min_rows(program)})
+                out.append(row)
+                out += after
+                continue
             else:
                 row.update(m=rows, n=n, k=k, config=asdict(choose(rows, n, k, "bf16")))
-                if prologue:
-                    row["prologue"] = prologue
+                row.update({key: a[key] for key in ("prologue", "epilogue") if key in a})
         elif kind == "packed_linear":
             n, k = sum(a["widths"]), program.values[launch.ins[0]]
             row.update(m=rows, n=n, k=k, config=asdict(choose(rows, n, k, "bf12")))
-            if prologue:
-                row["prologue"] = prologue
+            row.update({key: a[key] for key in ("prologue", "epilogue") if key in a})
         elif kind == "attention":
             tree_mask = launch.ins[1] == program.params.get("mask") and (T > 1 or packed)
             row.update(B=B, T=T, max_seq=max_seq, tree_mask=tree_mask,

@@ -39,6 +39,10 @@ EXTRA_SOURCES = {"add": Path(__file__).with_name("add_kernel.py")}
 LIBRARY_OF = {"linear": ("linear.py", "linear_kernels.py", "linear_decode.py", "linear_config.py")}
 
 
+# kernels a cuBLAS-routed fused linear launches for its prologue or epilogue (launch_configs._separate_parts)
+SEPARATE_PARTS = {"activation.silu_mul": "swiglu", "norm.rms_norm": "rms_norm", "norm.add_rms_norm": "add_rms_norm",
+                  "add.add": "add"}
+
 def forward_shapes(pipeline: Pipeline, model_name: str) -> dict[str, tuple[int, bool]]:
     """The forwards (purpose -> (new tokens T, packed), batch 1) the step runs on a model (op
     interfaces); packed: a packed verify's one-token rows, T of them, grouped as one request."""
@@ -96,10 +100,11 @@ def lower(pipeline: Pipeline, target: Target, folder: Path, *, emit_ptx: bool = 
             routed = [r for r in entry["launches"] if r["kernel"] == CUBLAS_KERNEL]
             if routed:
                 cublas.setdefault(name, []).append(f"{shape} (T={entry['T']}: {len(routed)} linear groups)")
-            if any(r["kernel"] == "activation.silu_mul" for r in entry["launches"]):
-                # a SwiGLU prologue of a cuBLAS-routed linear runs as its own launch at this width
-                entry_of = kernels.setdefault("activation.silu_mul", {"ops": set(), "launches_per_forward": {}})
-                entry_of["ops"].add("swiglu")
+            for kernel, op in SEPARATE_PARTS.items():
+                if any(r["kernel"] == kernel for r in entry["launches"]):
+                    # a fused prologue or epilogue of a cuBLAS-routed linear runs as its own launch at this width
+                    entry_of = kernels.setdefault(kernel, {"ops": set(), "launches_per_forward": {}})
+                    entry_of["ops"].add(op)
     for name, program in programs.items():
         notes.append(f"@{name}: {gemm_route.reason(program)}")
     step_kernels = {"argmax.argmax": "accept.* (the verifier's greedy choice)",

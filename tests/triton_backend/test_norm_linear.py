@@ -129,3 +129,40 @@ def test_a_prefill_writes_the_same_cache(mlp_pair, T):
         assert forward.run() is None
         caches.append(cache.layer(0))
     assert all(torch.equal(a, b) for a, b in zip(caches[0], caches[1]))
+
+
+def test_launch_configs_and_ptx_list_what_a_fused_build_launches(tiny_pair, tmp_path, specir_cli):
+    """build/launch_configs.json lists a cuBLAS-width forward's separate norm and add launches (each IR
+    value implemented once), a GEMV-width one none; `--emit-ptx` compiles the fused build."""
+    import os
+
+    import triton
+    from specir.backends.triton.launch_configs import launch_configs
+    from specir.backends.triton.program import plan_program
+    from specir.ir.printer import print_pipeline
+    from specir.targets import get_target
+    model = pipeline("chain", *tiny_pair, dtype="bf16").model("target").with_attrs(
+        fuse=Attrs(NORM_LINEAR), cublas_min_rows=8)
+    program = plan_program(model)
+    wide = launch_configs(program, get_target("h200"), 1, 9, 64)
+    kernels = [row["kernel"] for row in wide]
+    assert kernels.count("norm.rms_norm") == 1 and kernels.count("norm.add_rms_norm") == 2
+    implemented = [v for row in wide for v in row["implements"]]
+    assert len(implemented) == len(set(implemented))
+    narrow = launch_configs(program, get_target("h200"), 1, 1, 64)
+    assert not {"norm.rms_norm", "norm.add_rms_norm", "add.add"} & {row["kernel"] for row in narrow}
+    assert [row.get("epilogue") for row in narrow].count("add") == 2
+    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+    if not os.path.exists(ptxas):
+        pytest.skip("Triton's bundled ptxas is missing")
+    spec = tmp_path / "ar.spec"
+    spec.write_text(print_pipeline(pipeline("ar", *tiny_pair, dtype="bf16")))
+    code, _, err = specir_cli("compile", spec, "--target", "h100", "-o", tmp_path / "build", "--emit-ptx",
+                              "-p", "fusion{norm_linear=true}")
+    assert code == 0, err
+    import json
+    manifest = json.loads((tmp_path / "build" / "manifest.json").read_text())
+    with_ptx = {k["kernel"].rsplit(".", 1)[-1]: k["ptx"] for k in manifest["kernels"] if k.get("ptx")}
+    assert "linear_bf16" in with_ptx, manifest["notes"]
+    text = (tmp_path / "build" / with_ptx["linear_bf16"][0]).read_text()
+    assert ".target sm_90" in text and ".entry gemv_kernel" in text
