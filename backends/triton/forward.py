@@ -55,7 +55,7 @@ from .kernels.conv1d import conv1d_tree
 from .kernels.delta_factors import attach_delta_factors
 from .kernels.gated_delta import gated_delta_rule_tree
 from .kernels.mamba2_scan import mamba2_scan_tree
-from .program import HYBRID_NORMS, KERNEL_OF, POINTWISE_OPS, RECURRENT_OPS
+from .program import HYBRID_NORMS, KERNEL_OF, POINTWISE_OPS, RECURRENT_OPS, joined_norms
 from .weights import weight_names
 
 
@@ -174,7 +174,7 @@ class StaticForward:
 
         self.calls = []
         self._pool, self._scratches = pool, []
-        self._early_norms: dict[str, int] = {}  # norm value -> its prologue's launch, computed with an add before
+        self._early_norms: dict[str, int] = {}  # set by _plan: norm value -> its prologue's launch (joined_norms)
         try:
             self._plan(program, params, pool, logits, allocate, last_use, holders, value_buffer)
         except BaseException:
@@ -191,6 +191,9 @@ class StaticForward:
     def _plan(self, program, params, pool, logits, allocate, last_use, holders, value_buffer) -> None:
         """Bind every launch of the program, in order, to buffers from `pool` (see __init__)."""
         wanted = None if logits else cache_launches(program)
+        joined = joined_norms(program, lambda j: (wanted is None or j in wanted)
+                              and bool(self._separate_parts(j, program.launches[j])))
+        self._early_norms = {program.launches[j].attrs["prologue_value"]: j for j in joined.values()}
         for i, launch in enumerate(program.launches):
             if wanted is not None and i not in wanted:
                 continue
@@ -205,13 +208,10 @@ class StaticForward:
                     if value not in self._early_norms:  # (else allocated by the launch that computes it)
                         allocate([value], [program.values[value]])
                         last_use[value] = i
-                then = launch.attrs.get("then_norm")
-                consumer = self._norm_consumer(program, then) if "epilogue_value" in parts and then else None
-                if (consumer is not None and (wanted is None or consumer in wanted)
-                        and self._separate_parts(consumer, program.launches[consumer])):
-                    allocate([then], [program.values[then]])  # computed here with the add, read there
-                    last_use[then] = consumer
-                    self._early_norms[then] = consumer
+                if i in joined:  # the norm of launch joined[i], computed here with the add, read there
+                    then = launch.attrs["then_norm"]
+                    allocate([then], [program.values[then]])
+                    last_use[then] = joined[i]
             elif launch.outs:
                 for name in launch.outs:
                     allocate([name], [program.values[name]])
@@ -244,12 +244,6 @@ class StaticForward:
         if use_triton and not uses_cublas(self.model.program, launch, self.B * self.T):
             return []
         return [key for key in ("prologue_value", "epilogue_value") if key in launch.attrs]
-
-    @staticmethod
-    def _norm_consumer(program, value: str) -> int | None:
-        """The launch whose RMSNorm prologue computes `value`."""
-        return next((i for i, launch in enumerate(program.launches) if launch.attrs.get("prologue_value") == value),
-                    None)
 
     def _fused_operands(self, launch) -> dict:
         """The linear call's prologue and epilogue keyword arguments (kernels/linear.py)."""

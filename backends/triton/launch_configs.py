@@ -23,7 +23,7 @@ from .gemm_route import CUBLAS_CALL, CUBLAS_KERNEL, cublas_min_rows, uses_cublas
 from .kernels import argmax as argmax_mod
 from .kernels.attention import attention_config
 from .kernels.linear_config import choose
-from .program import KERNEL_OF, Program
+from .program import KERNEL_OF, Program, joined_norms
 
 REPRESENTATIVE_CONTEXT = 2048  # cached tokens the recorded launch configs and PTX assume
 
@@ -45,33 +45,30 @@ def _elementwise(rows, width):
     return {"grid": [rows, triton.cdiv(width, block)], "BLOCK": block, "num_warps": 4}
 
 
-def _separate_parts(program: Program, launch, i: int, rows: int, k: int) -> tuple[list[dict], list[dict]]:
+def _separate_parts(launch, i: int, rows: int, k: int, joined: dict[int, int]) -> tuple[list[dict], list[dict]]:
     """The rows of a cuBLAS-routed fused linear's prologue (before the call) and epilogue (after),
     as forward.py runs them: silu_mul or rms_norm into `prologue_value` (no norm where an earlier
-    epilogue's add_rms_norm computed it), add or add_rms_norm (with its `then_norm`) after."""
+    epilogue's add_rms_norm computed it: `joined`, program.joined_norms), add or add_rms_norm (with
+    its `then_norm`) after."""
     a = launch.attrs
     before, after = [], []
     if a.get("prologue") == "swiglu":
         before.append({"launch": i, "kernel": "activation.silu_mul", "implements": [a["prologue_value"]],
                        **_elementwise(rows, k)})
-    elif a.get("prologue") == "rms_norm":
-        early = any(other.attrs.get("then_norm") == a["prologue_value"] and uses_cublas(program, other, rows)
-                    for other in program.launches)
-        if not early:
-            before.append({"launch": i, "kernel": KERNEL_OF["rms_norm"], "implements": [a["prologue_value"]],
-                           "rows": rows})
+    elif a.get("prologue") == "rms_norm" and i not in joined.values():
+        before.append({"launch": i, "kernel": KERNEL_OF["rms_norm"], "implements": [a["prologue_value"]],
+                       "rows": rows})
     if a.get("epilogue") == "add":
-        then = a.get("then_norm")
-        consumer = next((x for x in program.launches if then and x.attrs.get("prologue_value") == then), None)
-        together = consumer is not None and uses_cublas(program, consumer, rows)
+        together = i in joined
         after.append({"launch": i, "kernel": KERNEL_OF["add_rms_norm" if together else "add"],
-                      "implements": [launch.outs[0], *([then] if together else [])], "rows": rows})
+                      "implements": [launch.outs[0], *([a["then_norm"]] if together else [])], "rows": rows})
     return before, after
 
 
 def launch_configs(program: Program, target, B: int, T: int, max_seq: int, packed: bool = False) -> list[dict]:
     rows, out = B * T, []
     sm = target.sm_count
+    joined = joined_norms(program, lambda j: uses_cublas(program, program.launches[j], rows))
     for i, launch in enumerate(program.launches):
         kind, a = launch.kind, launch.attrs
         row = {"launch": i, "kernel": launch.kernel, "implements": list(launch.ops)}
@@ -79,7 +76,7 @@ def launch_configs(program: Program, target, B: int, T: int, max_seq: int, packe
         if kind == "linear":
             n, k = sum(a["widths"]), program.values[launch.ins[0]]
             if uses_cublas(program, launch, rows):  # the fused parts as their own launches (forward.py)
-                before, after = _separate_parts(program, launch, i, rows, k)
+                before, after = _separate_parts(launch, i, rows, k, joined)
                 out += before
                 moved = {v for r in before + after for v in r["implements"]}
                 if a.get("prologue"):  # its own launch, or an earlier epilogue's add_rms_norm

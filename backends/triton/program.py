@@ -341,6 +341,20 @@ def plan_program(model: Model) -> Program:
                    dtype=str(model.attrs.get("dtype", "bf16")), cublas_min_rows=None if policy is None else int(policy))
 
 
+def joined_norms(program: Program, separate) -> dict[int, int]:
+    """Epilogue launch -> the launch whose RMSNorm prologue computes its `then_norm`, where a forward
+    runs both apart (`separate(j)`: launch j's fused prologue or epilogue runs as its own launch,
+    its linear on cuBLAS or torch): that add and norm then run as one add_rms_norm launch."""
+    norm_of = {launch.attrs["prologue_value"]: j for j, launch in enumerate(program.launches)
+               if launch.attrs.get("prologue") == "rms_norm"}
+    joined = {}
+    for i, launch in enumerate(program.launches):
+        j = norm_of.get(launch.attrs.get("then_norm"))
+        if j is not None and separate(i) and separate(j):
+            joined[i] = j
+    return joined
+
+
 def describe(program: Program) -> list[dict]:
     """One row per launch: the kernel, the IR values it implements (for manifests and benches)."""
     return [{"kernel": launch.kernel, "kind": launch.kind, "implements": list(launch.ops)}

@@ -101,13 +101,13 @@ class _StandIn:
                 n, k = sum(a["widths"]), types[a["weights"][0]].shape[1]
                 bias = empty((n,), self.dtype) if any(a["biases"]) else None
                 pw.packed[i] = (pack((torch.randn(n, k) * 0.02).to(torch.bfloat16)), bias)
-            if launch.kind in ("linear", "packed_linear") and a.get("norm_weight"):  # an RMSNorm prologue's
-                pw.table[a["norm_weight"]] = empty(types[a["norm_weight"]].shape, self.dtype)
             elif launch.kind == "vocab_scatter":  # the ids' inverse map (every id kept at position 0)
                 pw.table[inverse_key(a["ids"])] = torch.zeros(int(a["vocab"]), dtype=torch.int32, device=self.device)
             else:
                 for name in weight_names(launch).values():
                     pw.table[name] = empty(types[name].shape, self.dtype)
+            if a.get("norm_weight"):  # a linear's RMSNorm prologue
+                pw.table[a["norm_weight"]] = empty(types[a["norm_weight"]].shape, self.dtype)
         self.weights = pw
         self.ropes = {}
         for launch in self.program.launches:

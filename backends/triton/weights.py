@@ -12,8 +12,9 @@ in the checkpoint dtype, or a `BF12Matrix`) and returns `PreparedWeights`:
 - `packed[i]`: per `packed_linear` launch, (BF12Matrix, bias): the group's matrices (each packed
   here when given as a bf16 tensor) concatenated along the output rows (`bf12.concat_rows`, equal
   to packing the concatenated matrix), biases likewise.
-- `table[name]`: norm / embedding weights (an RMSNorm prologue's `norm_weight` too), and every weight a hybrid op names (`weight_names`:
-  norm and conv weights, biases, A_log, D, dt_bias), in the activation dtype (as the reference
+- `table[name]`: norm / embedding weights (a linear's RMSNorm prologue's `norm_weight` too), and
+  every weight a hybrid op names (`weight_names`: norm and conv weights, biases, A_log, D,
+  dt_bias), in the activation dtype (as the reference
   runner casts them); a `vocab_scatter`'s ids weight as its inverse map (`<ids>.inverse`, [vocab]
   int32, kernels/vocab_scatter.inverse_ids).
 Callers drop `raw` afterwards so that concatenated copies do not double the device memory.
@@ -80,8 +81,6 @@ def prepare_weights(program: Program, raw: dict, dtype: torch.dtype) -> Prepared
             packed = concat_rows([_packed(raw[name]) for name in a["weights"]])
             bias = torch.cat([_cast(raw[b], dtype) for b in a["biases"]], 0) if any(a["biases"]) else None
             out.packed[index] = (packed, bias)
-        if kind in ("linear", "packed_linear") and a.get("norm_weight"):  # an RMSNorm prologue's weight
-            out.table[a["norm_weight"]] = _cast(raw[a["norm_weight"]], dtype).contiguous()
         elif kind in ("embed", "rms_norm", "add_rms_norm"):
             out.table[a["weight"]] = _cast(raw[a["weight"]], dtype).contiguous()
         elif kind == "vocab_scatter":  # the kept ids' inverse map, int32 (not cast)
@@ -89,4 +88,6 @@ def prepare_weights(program: Program, raw: dict, dtype: torch.dtype) -> Prepared
         elif kind in RECURRENT_OPS or kind in HYBRID_NORMS or kind in POINTWISE_OPS:
             for name in weight_names(launch).values():
                 out.table[name] = _cast(raw[name], dtype).contiguous()
+        if a.get("norm_weight"):  # a linear's RMSNorm prologue
+            out.table[a["norm_weight"]] = _cast(raw[a["norm_weight"]], dtype).contiguous()
     return out
