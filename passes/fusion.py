@@ -15,7 +15,8 @@ swiglu_linear}` (booleans):
   program sums its row's squares, then normalises x where it would load it), and a residual `add`
   of a lone linear's result runs as that linear's epilogue; a decoder layer's two add + norm
   launches go (cuBLAS forwards keep the separate launches; backends/triton/program.py). Takes
-  precedence over add_norm for the adds and norms it folds.
+  precedence over add_norm for the adds and norms it folds; the region's other norms sum their
+  squares in the prologue's fixed order (about 1.3 us more a launch on an H100).
 Fused and unfused launches compute the same values (tests/triton_backend/test_fusion_policy.py
 compares them bit for bit under the interpreter). Without this pass the Triton lowering writes
 FUSION_DEFAULTS into build/pipeline.spec: all true but swiglu_linear and norm_linear, which are

@@ -5,7 +5,8 @@ A row's sum of squares is accumulated in LANES lanes of element pairs: pair j of
 fma per element (even and odd elements in two accumulators); the 2 * LANES lane sums are then
 added by one binary tree (even + odd of a lane, then adjacent lanes, log2 LANES levels). Zeros past
 the row add exactly +0, and nothing depends on a kernel's block size, chunking or layout
-(num_warps), so the standalone norm (norm.py) and a linear kernel's prologue (linear_kernels.py)
+(num_warps), so the standalone norm (norm.py, `fixed_order=True`) and a linear kernel's prologue
+(linear_kernels.py)
 get the same fp32 sum, hence the same rstd and the same normalised bits. The fma's are explicit so
 that the compiler's fp contraction cannot round one kernel differently from the other.
 

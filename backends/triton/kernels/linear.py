@@ -13,10 +13,10 @@ loaded (linear_kernels.py); the bits are those of `activation.silu_mul` followed
 without `up` (same configuration), and nothing of shape [M, K] is written.
 
 RMSNorm prologue: `linear_bf16(h, w, bias, norm=(norm_weight, eps))` computes
-`rms_norm(h, norm_weight, eps) @ w^T (+ bias)` in one launch, with the bits of norm.rms_norm
-followed by the plain call (both sum squares in _rms.py's order). Residual epilogue:
-`residual=r` (out's shape) returns `r + (x @ w^T + bias)`, with the bits of add_kernel applied to
-the plain call's output and r. Either combines with the other prologue arguments' absence only:
+`rms_norm(h, norm_weight, eps) @ w^T (+ bias)` in one launch, with the bits of
+norm.rms_norm(..., fixed_order=True) followed by the plain call (both sum squares in _rms.py's
+order). Residual epilogue: `residual=r` (out's shape) returns `r + (x @ w^T + bias)`, with the
+bits of add_kernel applied to the plain call's output and r; it combines with either prologue.
 `up` and `norm` exclude each other.
 """
 from __future__ import annotations

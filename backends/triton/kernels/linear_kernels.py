@@ -15,7 +15,8 @@ axis 1); full iterations run unmasked, the ragged last one (K % (128 G) != 0) ma
   (g*128 + 32r + j, j = 0..31) with the matching [BN, 32 G] weight tile, fp32 accumulator.
 
 Prologues (constexpr `PRO`: PRO_SWIGLU or PRO_RMS_NORM). SwiGLU: x is not read but computed,
-x = swiglu(gate, up) from `x_ptr` (gate) and `up_ptr` (up, same shape; row stride `stride_um` in the GEMM), with
+x = swiglu(gate, up) from `x_ptr` (gate) and `up_ptr` (up, same shape; row stride `stride_um` in
+the GEMM), with
 `_numerics.swiglu` (silu in fp32 rounded to the activation dtype, the product in fp32 rounded),
 right where the plain kernel loads x; every x value is then the value `activation.silu_mul` would
 have stored, and the arithmetic after it is unchanged, so the result is the bits of silu_mul then
@@ -26,10 +27,10 @@ replicated over the program's rows, so computing it there costs one SwiGLU per w
 bench/sass_count.py, 4096 x 14336: 12.1 instructions per weight that way, 4.0 this way, 2.8 plain).
 
 RMSNorm prologue (`PRO_RMS_NORM`): x_ptr holds the norm's input h and up_ptr its weight (row
-stride 0); each program first sums its rows' squares in _rms.py's fixed tree (the whole row, read
-in NORM_NCH chunks, _rms.py), then computes x = rms_normed(h, rstd, weight) where the
-plain kernel loads x, exactly the values norm.rms_norm would have stored: the bits of rms_norm then
-the plain kernel, and the [M, K] normalised activation is neither written nor read.
+stride 0); each program first sums its rows' squares in _rms.py's fixed order (the whole row,
+read in NORM_NCH chunks), then computes x = rms_normed(h, rstd, weight) where the plain kernel
+loads x: exactly the values norm.rms_norm(..., fixed_order=True) would have stored, so the bits of
+that norm then the plain kernel, and the [M, K] normalised activation is neither written nor read.
 
 Residual epilogue (`RESIDUAL`): y = res + (x w^T + bias), each rounded as add_kernel would round the
 sum of the stored product and the residual (`_finish`).

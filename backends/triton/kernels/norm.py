@@ -5,7 +5,8 @@ once; the fp32 sum of squares in the layout's reduction order. With `fixed_order
 _rms.py's order instead, which the linear kernels' norm prologue shares (a model with the
 norm_linear fusion runs every norm so, and gets the prologue's bits): a first read of the row
 for the sum (from DRAM), then the usual one (from L1); about 1.3 us more a launch on an H100
-(session 22: 3.4 against 2.1 us at hidden 4096). The normalised row is rounded to the activation dtype before the multiply by `w` (HF order); output dtype = x.dtype.
+(session 22: 3.4 against 2.1 us at hidden 4096). The normalised row is rounded to the activation
+dtype before the multiply by `w` (HF order); output dtype = x.dtype.
 """
 
 from __future__ import annotations
