@@ -50,6 +50,10 @@ BUILDS = {"chain": "", "tree": TREE, "tree-bf12": TREE + ",pack-weights{format=b
           # the norms in the next linear's prologue and the residual adds in the previous one's epilogue (issue 17),
           # with the swiglu in the down projection's prologue: 5 launches a layer where tree-fr has 7 (GEMV forwards)
           "tree-fr-nl": TREE + ",draft-vocab{size=32768,order=frequency},fusion{norm_linear=true,swiglu_linear=true}",
+          # the same with every linear launch overlapping the drain of the launch before it (launch_overlap)
+          "tree-fr-nlo": TREE + ",draft-vocab{size=32768,order=frequency},"
+                                "fusion{norm_linear=true,swiglu_linear=true,launch_overlap=true}",
+          "tree-fr-o": TREE + ",draft-vocab{size=32768,order=frequency},fusion{launch_overlap=true}",
           # issue 14: the packed verify with the per-batch-size draft budget (shrink), priced for the
           # code pair's acceptance (tau 3.6 at k = 4: about 0.85 per token)
           "chain-bf": "batch-fusion{shrink=true,alpha=0.85}",

@@ -1,9 +1,13 @@
 """fusion: which neighbouring model-graph ops the GPU backend fuses into one launch, stated in the IR.
 
 Preconditions: none. Postconditions: each selected model region (all by default, or `models`,
-comma-separated) has the attribute `fuse = {add_norm, linear_groups, norm_linear, rope_kv_write,
-swiglu_linear}` (booleans):
+comma-separated) has the attribute `fuse = {add_norm, launch_overlap, linear_groups, norm_linear,
+rope_kv_write, swiglu_linear}` (booleans):
 - add_norm: a residual `add` followed by the `rms_norm` of its sum runs as one launch;
+- launch_overlap: each Triton linear launch starts while the launch before it drains (programmatic
+  dependent launch, sm_90+; backends/triton/kernels/launch_overlap.py): its programs prefetch their
+  first weights into L2, then wait for the earlier launches before they read anything else. No
+  launch goes; the gaps between them shrink. Other GPUs and the CPU backends ignore it;
 - linear_groups: linears that read the same input with compatible weights (q/k/v, gate/up) run as
   one grouped GEMV/GEMM;
 - rope_kv_write: the rope of q and k and the KV-cache write run as one launch before attention;
@@ -19,25 +23,26 @@ swiglu_linear}` (booleans):
   squares in the prologue's fixed order (about 1.3 us more a launch on an H100).
 Fused and unfused launches compute the same values (tests/triton_backend/test_fusion_policy.py
 compares them bit for bit under the interpreter). Without this pass the Triton lowering writes
-FUSION_DEFAULTS into build/pipeline.spec: all true but swiglu_linear and norm_linear, which are
-opt-in (`fusion{swiglu_linear=true}`, `fusion{norm_linear=true}`) until their kernels are timed on
-a GPU. CPU backends ignore it.
+FUSION_DEFAULTS into build/pipeline.spec: all true but swiglu_linear, norm_linear and
+launch_overlap, which are opt-in (`fusion{swiglu_linear=true}`, ...) until their kernels are timed
+on a GPU. CPU backends ignore it.
 
 Before:
     model @target attributes {dtype = "bf16", source = "t"} { ... }
 After (fusion{add_norm=false}):
-    model @target attributes {dtype = "bf16", fuse = {add_norm = false, linear_groups = true,
-    norm_linear = false, rope_kv_write = true, swiglu_linear = false}, source = "t"} { ... }
+    model @target attributes {dtype = "bf16", fuse = {add_norm = false, launch_overlap = false,
+    linear_groups = true, norm_linear = false, rope_kv_write = true, swiglu_linear = false},
+    source = "t"} { ... }
 """
 from __future__ import annotations
 
 from specir.ir.nodes import Attrs, Pipeline
 from specir.pass_infra import Option, Pass, models_option, selected_models
 
-# each fusion's default, where a region states none (backends/triton/program.py reads it): swiglu_linear
-# and norm_linear are opt-in until their kernels are timed on a GPU (bit-identical under the interpreter)
-FUSION_DEFAULTS = {"add_norm": True, "linear_groups": True, "norm_linear": False, "rope_kv_write": True,
-                   "swiglu_linear": False}
+# each fusion's default, where a region states none (backends/triton/program.py reads it): swiglu_linear,
+# norm_linear and launch_overlap are opt-in until timed on a GPU (bit-identical under the interpreter)
+FUSION_DEFAULTS = {"add_norm": True, "launch_overlap": False, "linear_groups": True, "norm_linear": False,
+                   "rope_kv_write": True, "swiglu_linear": False}
 FUSIONS = tuple(FUSION_DEFAULTS)
 
 
@@ -53,6 +58,8 @@ class Fusion(Pass):
     name = "fusion"
     options = {
         "add_norm": Option(bool, FUSION_DEFAULTS["add_norm"], "fuse a residual add with the following rms_norm"),
+        "launch_overlap": Option(bool, FUSION_DEFAULTS["launch_overlap"],
+                                 "start each linear launch while the launch before it drains (sm_90+, opt-in)"),
         "linear_groups": Option(bool, FUSION_DEFAULTS["linear_groups"],
                                 "run linears of one input (q/k/v, gate/up) as one launch"),
         "norm_linear": Option(bool, FUSION_DEFAULTS["norm_linear"],

@@ -8,12 +8,14 @@ import triton
 import triton.language as tl
 
 from .kernels._numerics import round_to
+from .kernels.launch_overlap import launch_dependents
 
 BLOCK = 1024
 
 
 @triton.jit
 def _add_kernel(a_ptr, b_ptr, out_ptr, stride_a, stride_b, stride_out, width, BLOCK: tl.constexpr):
+    launch_dependents()
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     ok = cols < width

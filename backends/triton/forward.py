@@ -246,7 +246,7 @@ class StaticForward:
         return [key for key in ("prologue_value", "epilogue_value") if key in launch.attrs]
 
     def _fused_operands(self, launch) -> dict:
-        """The linear call's prologue and epilogue keyword arguments (kernels/linear.py)."""
+        """The linear call's prologue, epilogue and overlap keyword arguments (kernels/linear.py)."""
         a, view = launch.attrs, self.views.get
         out = {}
         if a.get("prologue") == "swiglu":
@@ -255,12 +255,14 @@ class StaticForward:
             out["norm"] = (self.model.weights.table[a["norm_weight"]], a["eps"])
         if a.get("epilogue") == "add":
             out["residual"] = view(a["residual_value"])
+        if a.get("overlap"):
+            out["overlap"] = True
         return out
 
     @staticmethod
     def _fusion_note(launch) -> dict:
         a = launch.attrs
-        return {key: a[key] for key in ("prologue", "epilogue") if key in a}
+        return {key: a[key] for key in ("prologue", "epilogue", "overlap") if key in a}
 
     def _separate_linear(self, index, launch, x, fused, out, weight, bias, use_triton):
         """A fused linear launch that this forward runs on cuBLAS (or torch): its prologue into

@@ -36,6 +36,9 @@ the IR's own op pattern (nothing outside the IR is read):
   With this fusion every rms_norm launch of the region sums its squares in the prologue's order
   (`fixed_order`, kernels/_rms.py), so a norm gives the same bits folded or not; without it the
   norm kernel keeps its faster order (one read of the row).
+- launch overlap (`launch_overlap`, opt-in): every linear launch says `overlap = True`; the forward
+  asks for programmatic dependent launch on sm_90+ (kernels/launch_overlap.py): same values, the
+  launch starts while the one before it drains.
 The rest is one launch per op. Launch operands name IR values; `values` gives every value's
 width so the executor can size buffers.
 
@@ -291,6 +294,8 @@ def plan_program(model: Model) -> Program:
                      "widths": tuple(values[m.result] for m in members)}
             if formats:
                 attrs["format"] = formats.pop()
+            if fuse["launch_overlap"]:
+                attrs["overlap"] = True
             ins, implements, outs = op.values, tuple(m.result for m in members), tuple(m.result for m in members)
             if i in prologue:
                 act = ops[prologue[i]]

@@ -13,6 +13,7 @@ import triton
 import triton.language as tl
 
 from ._numerics import swiglu
+from .launch_overlap import launch_dependents
 
 BLOCK = 1024
 
@@ -20,6 +21,7 @@ BLOCK = 1024
 @triton.jit
 def _silu_mul_kernel(gate_ptr, up_ptr, out_ptr, stride_gate, stride_up, stride_out, width,
                      BLOCK: tl.constexpr):
+    launch_dependents()
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     ok = cols < width

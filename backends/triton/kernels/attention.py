@@ -43,6 +43,7 @@ import triton.language as tl
 
 from ._device import sm_count
 from ._numerics import dot_f32acc, round_to
+from .launch_overlap import launch_dependents
 
 LOG2E = 1.4426950408889634
 MAX_SPLITS = 64
@@ -159,6 +160,7 @@ def _attention_kernel(
     HAS_WINDOW: tl.constexpr, GROUPED: tl.constexpr,
     MR: tl.constexpr, SB: tl.constexpr, S_P2: tl.constexpr,
 ):
+    launch_dependents()
     pid_m = tl.program_id(1)
     b = tl.program_id(0) // KH
     kh = tl.program_id(0) % KH

@@ -174,6 +174,20 @@ def _linear_cases(bf, f32):
     cases.append(("plain gemv bf16", "linear_kernels", "gemv_kernel", dict(ptrs, x_ptr="i32", up_ptr="i32", w_ptr="i32"),
                   ["eps"], dict(gemv, FORMAT=0, HAS_ROWS=False, X_LATE=False, FUSE_RAW=False, PRO=0),
                   dict(num_warps=4, num_stages=2)))
+    # launch overlap (launch_overlap.py): the weights prefetched into L2 before the wait
+    cases += [
+        ("norm_linear + residual gemv bf16, overlap", "linear_kernels", "gemv_kernel",
+         dict(ptrs, x_ptr="i32", up_ptr="i32", w_ptr="i32"), ["eps"],
+         dict(gemv, FORMAT=0, HAS_ROWS=False, X_LATE=False, FUSE_RAW=False, PDL=True, **norm),
+         dict(num_warps=4, num_stages=2, launch_pdl=True)),
+        ("swiglu_linear gemv bf12, overlap", "linear_kernels", "gemv_kernel",
+         dict(ptrs, x_ptr="i32", up_ptr="i32", w_ptr=bf), ["eps"],
+         dict(gemv, FORMAT=1, HAS_ROWS=True, X_LATE=True, FUSE_RAW=True, PDL=True),
+         dict(num_warps=4, num_stages=2, launch_pdl=True)),
+        ("plain gemm bf16, overlap", "linear_kernels", "gemm_kernel", dict(ptrs, x_ptr=bf, up_ptr=bf, w_ptr=bf),
+         ["eps"], dict(gemm, FORMAT=0, HAS_ROWS=False, PRO=0, PDL=True), dict(num_warps=4, num_stages=2,
+                                                                              launch_pdl=True)),
+    ]
     return cases
 
 
@@ -234,7 +248,8 @@ def cubin_resources(cubin: bytes) -> dict:
     return {"regs": int(fields.get("REG", -1)), "local_bytes": int(fields.get("LOCAL", -1))}
 
 
-def compile_all(arch: int = 90) -> list[dict]:
+def compile_all(arch: int = 90, only: str = "") -> list[dict]:
+    """Compile every case (those whose label contains `only`, when given) for sm_`arch`."""
     import importlib
 
     import triton
@@ -244,6 +259,8 @@ def compile_all(arch: int = 90) -> list[dict]:
     target = GPUTarget("cuda", arch, 32)
     results = []
     for label, module, kernel, pointers, floats, constexprs, options in _cases():
+        if only not in label:
+            continue
         fn = getattr(importlib.import_module(f"{__package__}.{module}"), kernel)
         signature, attrs = {}, {}
         constexprs = dict(constexprs)
@@ -284,11 +301,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arch", type=int, default=90, help="compute capability, e.g. 90 for H100/H200")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--only", default="", help="compile only the cases whose label contains this")
     args = parser.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET", "0") not in ("0", ""):
         print("error: set TRITON_INTERPRET=0 (the interpreter does not compile)", file=sys.stderr)
         return 2
-    results = compile_all(args.arch)
+    results = compile_all(args.arch, args.only)
     if args.json:
         print(json.dumps(results, indent=1))
     else:

@@ -29,6 +29,7 @@ from specir.bf12 import BF12Matrix
 from ._interpreter_compat import interpreting
 from ._rms import chunks
 from .linear_config import LinearConfig, choose
+from .launch_overlap import overlap_available
 from .linear_kernels import PRO_NONE, PRO_RMS_NORM, PRO_SWIGLU, gemm_kernel, gemv_kernel
 
 _FORMATS = {"bf16": 0, "bf12": 1}
@@ -67,11 +68,12 @@ def _output(x: torch.Tensor, n: int, out: torch.Tensor | None) -> torch.Tensor:
 
 
 def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, w=None, packed_planes=None,
-            rows=None, raw=None, raw_rows=None, up2=None, norm=None, res2=None):
+            rows=None, raw=None, raw_rows=None, up2=None, norm=None, res2=None, overlap=False):
     """Run one kernel over `rows_in` weight rows (bf16 `w` or BF12 planes), writing y2[:, rows].
     With `raw`/`raw_rows` (BF12 GEMV, cfg.fuse_raw) the same launch also computes the raw bf16 rows.
     With `up2` the kernel's input is swiglu(x2, up2) (the SwiGLU prologue); with `norm` (weight,
-    eps) it is rms_norm(x2) (the RMSNorm prologue); with `res2` the output is res2 + the product."""
+    eps) it is rms_norm(x2) (the RMSNorm prologue); with `res2` the output is res2 + the product.
+    With `overlap` (where the device allows it) the launch asks for `launch_pdl` (launch_overlap.py)."""
     m = x2.shape[0]
     swiglu = up2 is not None
     pro = PRO_SWIGLU if swiglu else (PRO_RMS_NORM if norm is not None else PRO_NONE)
@@ -116,6 +118,10 @@ def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, 
                   num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     if cfg.maxnreg and not interpreting():
         common["maxnreg"] = cfg.maxnreg
+    if overlap and overlap_available(x2.device):
+        common.update(PDL=True, launch_pdl=True)
+        if cfg.kind == "gemv":
+            common["PDL_ITERS"] = cfg.overlap_iters
     bias_arg = bias if bias is not None else dummy
     rows_arg = rows if rows is not None else dummy
     res_arg = res2 if res2 is not None else dummy
@@ -177,10 +183,11 @@ def _check_bias(bias, n, device):
 def linear_bf16(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, *,
                 out: torch.Tensor | None = None, config: LinearConfig | None = None,
                 up: torch.Tensor | None = None, norm: tuple | None = None,
-                residual: torch.Tensor | None = None) -> torch.Tensor:
+                residual: torch.Tensor | None = None, overlap: bool = False) -> torch.Tensor:
     """y = x @ w^T (+ bias), w bf16 [N, K] row-major; fp32 accumulation; returns x.dtype.
     With `up` (x's shape and dtype): y = silu_mul(x, up) @ w^T (+ bias), the SwiGLU prologue;
-    with `norm=(weight, eps)`: y = rms_norm(x) @ w^T (+ bias); with `residual`: y = residual + ..."""
+    with `norm=(weight, eps)`: y = rms_norm(x) @ w^T (+ bias); with `residual`: y = residual + ...
+    `overlap`: start while the launch before drains (launch_overlap.py; same bits)."""
     if w.dim() != 2 or w.dtype != torch.bfloat16:
         raise ValueError(f"w must be a 2-D bf16 matrix, got {tuple(w.shape)} {w.dtype}")
     n, k = w.shape
@@ -191,16 +198,16 @@ def linear_bf16(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = No
     if y.numel() == 0:
         return y
     cfg = config or choose(x2.shape[0], n, k, "bf16")
-    _launch("bf16", cfg, x2, y.view(-1, n), bias, k, n, w=w, up2=up2, norm=norm, res2=res2)
+    _launch("bf16", cfg, x2, y.view(-1, n), bias, k, n, w=w, up2=up2, norm=norm, res2=res2, overlap=overlap)
     return y
 
 
 def linear_bf12(x: torch.Tensor, packed: BF12Matrix, bias: torch.Tensor | None = None, *,
                 out: torch.Tensor | None = None, config: LinearConfig | None = None,
                 up: torch.Tensor | None = None, norm: tuple | None = None,
-                residual: torch.Tensor | None = None) -> torch.Tensor:
+                residual: torch.Tensor | None = None, overlap: bool = False) -> torch.Tensor:
     """y = x @ unpack(packed)^T (+ bias), decoding inside the kernel; same bits as `linear_bf16`
-    (with `up`, `norm` and `residual` too)."""
+    (with `up`, `norm`, `residual` and `overlap` too)."""
     n, k = packed.shape
     if packed.device != x.device:
         raise ValueError(f"packed weights are on {packed.device}, x on {x.device}")
@@ -215,13 +222,13 @@ def linear_bf12(x: torch.Tensor, packed: BF12Matrix, bias: torch.Tensor | None =
     if _fusable_raw(cfg, packed, k) and raw_cfg.order_key() == cfg.order_key():
         _launch("bf12", cfg, x2, y2, bias, k, packed.packed_rows,
                 packed_planes=(packed.mant, packed.code, packed.base, packed.esc), rows=packed.rows,
-                raw=packed.raw, raw_rows=packed.raw_rows, up2=up2, norm=norm, res2=res2)
+                raw=packed.raw, raw_rows=packed.raw_rows, up2=up2, norm=norm, res2=res2, overlap=overlap)
         return y
     if packed.packed_rows:
         _launch("bf12", cfg, x2, y2, bias, k, packed.packed_rows,
                 packed_planes=(packed.mant, packed.code, packed.base, packed.esc), rows=packed.rows, up2=up2,
-                norm=norm, res2=res2)
+                norm=norm, res2=res2, overlap=overlap)
     if packed.raw_row_count:
         _launch("bf16", raw_cfg, x2, y2, bias, k, packed.raw_row_count, w=packed.raw, rows=packed.raw_rows,
-                up2=up2, norm=norm, res2=res2)
+                up2=up2, norm=norm, res2=res2, overlap=overlap)
     return y

@@ -33,6 +33,7 @@ class LinearConfig:
     x_late: bool = False   # load x at compute time (L1 hits) instead of carrying it in the prefetch buffers
     fuse_raw: bool = True  # BF12: raw rows in the same launch (extra programs) instead of a second launch
     maxnreg: int | None = None  # register cap per thread (ptxas .maxnreg): more programs per SM
+    overlap_iters: int = 4      # launched overlapped (launch_overlap.py): iterations prefetched into L2 first
 
     def order_key(self) -> tuple:
         """The fields that define the reduction order (must match between formats)."""
@@ -47,7 +48,7 @@ GEMV_ON_MMA = False
 
 # GEMV fields that do not change the order of the arithmetic (may differ between formats)
 GEMV_ORDER_NEUTRAL = frozenset({"block_n", "num_warps", "num_stages", "prmt", "prefetch", "depth", "x_late",
-                                "fuse_raw", "maxnreg"})
+                                "fuse_raw", "maxnreg", "overlap_iters"})
 
 # (format, N, K) -> fields replacing the table's GEMV choice; only order-neutral fields allowed.
 GEMV_FORMAT_OVERRIDES: dict[tuple[str, int, int], dict] = {}

@@ -44,6 +44,7 @@ import triton.language as tl
 
 from ._numerics import INTERPRET, round_to, swiglu
 from ._rms import rms_normed, row_sum_squares, rstd_of
+from .launch_overlap import await_inputs, launch_dependents, prefetch_l2
 from .linear_decode import bf12_pair_words, pair_to_bf16, pair_to_f32
 
 FORMAT_BF16 = tl.constexpr(0)
@@ -322,26 +323,52 @@ def _finish(part, y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, res_ptr, m, n, M, 
 
 
 @triton.jit
+def _prefetch_weights(w_ptr, mant_ptr, code_ptr, nn, it, K, stride_w, n_groups,
+                      FORMAT: tl.constexpr, WORDS: tl.constexpr, G: tl.constexpr):
+    """L2 prefetch of iteration `it`'s weights of rows `nn` [BN, 1, 1]: per 128-weight group, the
+    BF12 mantissa and code lines, or the bf16 row's two 128-byte lines (addresses clamped to K)."""
+    g = it * G + tl.arange(0, G)[None, :, None]
+    if FORMAT == FORMAT_BF12:
+        unit = nn * (n_groups * 16) + tl.minimum(g, n_groups - 1) * 16
+        prefetch_l2(mant_ptr + unit)
+        prefetch_l2(code_ptr + unit)
+    else:
+        k = tl.minimum(g * 128 + 64 * tl.arange(0, 2)[None, None, :], K - 1)
+        if WORDS:  # int32 pair words
+            prefetch_l2(w_ptr + nn * stride_w + k // 2)
+        else:
+            prefetch_l2(w_ptr + nn * stride_w + k)
+
+
+@triton.jit
 def _gemv_rows(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, rows_ptr, ws_ptr,
                cnt_ptr, res_ptr, eps, blk, tile, R, K, stride_w, n_groups, n_iters, n_full, iters_per_split,
                FORMAT: tl.constexpr, WORDS: tl.constexpr, X_PAIRS: tl.constexpr, BN: tl.constexpr,
                G: tl.constexpr, SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr,
                PRMT: tl.constexpr, PREFETCH: tl.constexpr, X_LATE: tl.constexpr, DEPTH: tl.constexpr,
-               PRO: tl.constexpr, NORM_NCH: tl.constexpr, RESIDUAL: tl.constexpr):
-    """One GEMV program: rows blk*BN .. of the R rows of one format, K range of this split."""
+               PRO: tl.constexpr, NORM_NCH: tl.constexpr, RESIDUAL: tl.constexpr, PDL: tl.constexpr,
+               PDL_ITERS: tl.constexpr):
+    """One GEMV program: rows blk*BN .. of the R rows of one format, K range of this split.
+    PDL (launch_overlap.py): the program first prefetches the weights of its first PDL_ITERS
+    iterations into L2, then waits for the earlier launches; nothing else is read before."""
     act_dtype = y_ptr.dtype.element_ty  # the activation dtype: x, up and y share it
+    n = blk * BN + tl.arange(0, BN)
+    nn = tl.minimum(n, R - 1).to(tl.int64)[:, None, None]  # clamped: loads need no row mask
+    first = tl.program_id(1) * iters_per_split
+    last = tl.minimum(first + iters_per_split, n_iters)
+    end_full = tl.minimum(last, n_full)
+    if PDL:
+        for j in tl.static_range(PDL_ITERS):
+            _prefetch_weights(w_ptr, mant_ptr, code_ptr, nn, tl.maximum(tl.minimum(first + j, n_iters - 1), 0), K,
+                              stride_w, n_groups, FORMAT, WORDS, G)
+    await_inputs(PDL)
     rstd = 0.0
     if PRO == PRO_RMS_NORM:  # every program reads the whole row once (L2 hits after the first)
         start = tl.zeros((1, 1), tl.int64)
         sum_sq = row_sum_squares(x_ptr, x_ptr, start, start, K, 1, NORM_NCH, X_PAIRS, False, act_dtype)
         rstd = rstd_of(tl.sum(sum_sq, axis=0), K, eps)
-    n = blk * BN + tl.arange(0, BN)
-    nn = tl.minimum(n, R - 1).to(tl.int64)[:, None, None]  # clamped: loads need no row mask
     acc_lo = tl.zeros((BN, G, 16), dtype=tl.float32)
     acc_hi = tl.zeros((BN, G, 16), dtype=tl.float32)
-    first = tl.program_id(1) * iters_per_split
-    last = tl.minimum(first + iters_per_split, n_iters)
-    end_full = tl.minimum(last, n_full)
     if PREFETCH:
         if DEPTH == 1:
             if end_full > first:
@@ -445,36 +472,39 @@ def gemv_kernel(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_
                 G: tl.constexpr, SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr,
                 PRMT: tl.constexpr, PREFETCH: tl.constexpr, X_LATE: tl.constexpr, DEPTH: tl.constexpr,
                 FUSE_RAW: tl.constexpr, RAW_PREFETCH: tl.constexpr, PRO: tl.constexpr,
-                NORM_NCH: tl.constexpr = 1, RESIDUAL: tl.constexpr = False):
+                NORM_NCH: tl.constexpr = 1, RESIDUAL: tl.constexpr = False, PDL: tl.constexpr = False,
+                PDL_ITERS: tl.constexpr = 2):
     """y[0, rows[n]] = x[0] . w[n] (+ bias) for the R rows of this launch; grid (cdiv(R, BN), SPLIT).
     PREFETCH (needs bf16 pair words for w and x) issues the loads DEPTH iterations ahead of the
     compute; the order of the arithmetic is unchanged. PRO (module docstring): x = swiglu(x_ptr,
     up_ptr), or x = rms_norm(x_ptr) with weight up_ptr and `eps` (the row's sum of squares read in
     NORM_NCH chunks); with X_PAIRS both are int32 pair-word views. RESIDUAL: y =
-    res + x w^T (`_finish`).
+    res + x w^T (`_finish`). PDL: launched with `launch_pdl` (launch_overlap.py); each program
+    prefetches its first PDL_ITERS iterations' weights into L2 before it waits for the launch before.
 
     FUSE_RAW (BF12): programs blocks_main.. of axis 0 compute the R_raw rows kept as raw bf16
     (`raw_ptr` int32 pair words, row stride K // 2, output rows `raw_rows_ptr`) with the bf16 code
     path, in the same launch instead of a second one; a row's result does not depend on which
     program computes it. Their split-K workspace follows the packed rows' (SPLIT * R floats)."""
+    launch_dependents()
     pid_n = tl.program_id(0)
     if FUSE_RAW:
         if pid_n < blocks_main:
             _gemv_rows(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, rows_ptr,
                        ws_ptr, cnt_ptr, res_ptr, eps, pid_n, pid_n, R, K, stride_w, n_groups, n_iters, n_full,
                        iters_per_split, FORMAT, WORDS, X_PAIRS, BN, G, SPLIT, HAS_BIAS, HAS_ROWS, PRMT, PREFETCH,
-                       X_LATE, DEPTH, PRO, NORM_NCH, RESIDUAL)
+                       X_LATE, DEPTH, PRO, NORM_NCH, RESIDUAL, PDL, PDL_ITERS)
         else:
             _gemv_rows(x_ptr, up_ptr, y_ptr, bias_ptr, raw_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, raw_rows_ptr,
                        ws_ptr + SPLIT * R, cnt_ptr, res_ptr, eps, pid_n - blocks_main, pid_n, R_raw, K, K // 2,
                        n_groups, n_iters, n_full, iters_per_split,
                        FORMAT_BF16, True, X_PAIRS, BN, G, SPLIT, HAS_BIAS, True, PRMT, RAW_PREFETCH, X_LATE,
-                       DEPTH, PRO, NORM_NCH, RESIDUAL)
+                       DEPTH, PRO, NORM_NCH, RESIDUAL, PDL, PDL_ITERS)
     else:
         _gemv_rows(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, rows_ptr, ws_ptr,
                    cnt_ptr, res_ptr, eps, pid_n, pid_n, R, K, stride_w, n_groups, n_iters, n_full, iters_per_split,
                    FORMAT, WORDS, X_PAIRS, BN, G, SPLIT, HAS_BIAS, HAS_ROWS, PRMT, PREFETCH, X_LATE, DEPTH,
-                   PRO, NORM_NCH, RESIDUAL)
+                   PRO, NORM_NCH, RESIDUAL, PDL, PDL_ITERS)
 
 
 @triton.jit
@@ -561,11 +591,13 @@ def gemm_kernel(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_
                 FORMAT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, G: tl.constexpr,
                 SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr,
                 DOT_BF16: tl.constexpr, PRMT: tl.constexpr, SWAP: tl.constexpr, PRO: tl.constexpr,
-                NORM_NCH: tl.constexpr = 1, RESIDUAL: tl.constexpr = False):
+                NORM_NCH: tl.constexpr = 1, RESIDUAL: tl.constexpr = False, PDL: tl.constexpr = False):
     """y[m, rows[n]] = x[m] . w[n] (+ bias); grid (cdiv(R, BN), SPLIT, cdiv(M, BM)). PRO (module
     docstring): x = swiglu(x_ptr, up_ptr), up's rows `stride_um` apart, or x = rms_norm(x_ptr) with
     weight up_ptr (stride_um = 0) and `eps`. RESIDUAL: y = res + x w^T (`_finish`), res's rows
-    `stride_rm` apart."""
+    `stride_rm` apart. PDL: launched with `launch_pdl`; waits for the launch before first."""
+    launch_dependents()
+    await_inputs(PDL)
     act_dtype = y_ptr.dtype.element_ty  # the activation dtype: x, up and y share it
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(2)

@@ -17,6 +17,7 @@ import triton.language as tl
 
 from ._numerics import round_to
 from ._rms import chunks, rms_normed, row_sum_squares, rstd_of
+from .launch_overlap import launch_dependents
 
 MAX_HIDDEN = 65536
 
@@ -28,6 +29,7 @@ def _rms_norm_kernel(
     N, eps,
     HAS_RESIDUAL: tl.constexpr, BLOCK: tl.constexpr, NCH: tl.constexpr, FIXED_ORDER: tl.constexpr,
 ):
+    launch_dependents()
     row = tl.program_id(0).to(tl.int64)
     act_dtype = out_ptr.dtype.element_ty
     rstd = 0.0

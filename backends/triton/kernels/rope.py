@@ -19,6 +19,7 @@ import triton
 import triton.language as tl
 
 from ._numerics import precise_cos, precise_sin, round_to
+from .launch_overlap import launch_dependents
 
 
 @triton.jit
@@ -67,6 +68,7 @@ def _rope_kernel(
     WRITE_CACHE: tl.constexpr, HAS_SLOTS: tl.constexpr, HAS_OFFSETS: tl.constexpr, HAS_N_ROWS: tl.constexpr,
 ):
     """Token n: rotate dims [0, 2*HALF) of its q and k heads; dims [2*HALF, D) pass through."""
+    launch_dependents()
     n = tl.program_id(0).to(tl.int64)
     act_dtype = q_out_ptr.dtype.element_ty
     angle = tl.load(pos_ptr + n).to(tl.float32) * tl.load(

@@ -1,0 +1,139 @@
+"""A decode step's linears back to back: launch overlap (kernels/launch_overlap.py) against plain launches.
+
+    python bench/gemv_chain.py --out OUT [--layers 32] [--iters 0,2,4,8] [--bf12-layers 8]
+
+The chain is the Llama-3.1-8B decoder layer's four GEMVs as the `norm_linear` + `swiglu_linear`
+fusions launch them (qkv 6144x4096 with the input norm in its prologue, o 4096x4096 with the residual
+add in its epilogue, gate|up 28672x4096 with the post-attention norm, down 4096x14336 with the SwiGLU
+in its prologue and the residual add), `--layers` layers of distinct weights (bf16: 436 MB a layer,
+so L2 never holds the next matrix), each launch reading what the one before it wrote. Attention and
+rope are left out: the chain times the GEMVs and the gaps between them.
+
+Variants, each a CUDA graph of the whole chain, replayed (median): plain launches; overlapped with
+the first 0, 2, 4, 8 ... K iterations of each program's weights prefetched into L2 before its wait
+(`LinearConfig.overlap_iters`); the same for BF12 weights over `--bf12-layers` layers. Every
+variant's output bits are checked against the plain chain of its format. Bytes: the weights in
+their format; GB/s against the measured copy bandwidth. Writes OUT/gemv_chain.json, prints a table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gemv import copy_bandwidth, graph_timer  # noqa: E402
+
+HIDDEN, INTER, QKV = 4096, 14336, 6144
+EPS = 1e-5
+
+
+def _layers(count: int, packed: bool, seed: int):
+    from specir.bf12 import pack
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    layers = []
+    for _ in range(count):
+        mats = [(torch.randn(n, k, device="cuda", generator=g) * 0.02).to(torch.bfloat16)
+                for n, k in ((QKV, HIDDEN), (HIDDEN, HIDDEN), (2 * INTER, HIDDEN), (HIDDEN, INTER))]
+        if packed:
+            mats = [pack(w) for w in mats]
+        norms = [(torch.rand(HIDDEN, device="cuda", generator=g) + 0.5).to(torch.bfloat16) for _ in range(2)]
+        layers.append((mats, norms))
+    return layers
+
+
+def _nbytes(m) -> int:
+    if isinstance(m, torch.Tensor):
+        return m.numel() * m.element_size()
+    return sum(t.numel() * t.element_size() for t in (m.mant, m.code, m.base, m.esc, m.raw))
+
+
+def _chain_calls(layers, h, overlap: bool, iters: int):
+    """The chain as zero-argument calls writing preallocated buffers; returns (calls, output)."""
+    from specir.backends.triton.kernels.linear import linear_bf12, linear_bf16
+    from specir.backends.triton.kernels.linear_config import choose
+    calls = []
+    qkv = torch.empty(1, QKV, dtype=torch.bfloat16, device="cuda")
+    gu = torch.empty(1, 2 * INTER, dtype=torch.bfloat16, device="cuda")
+    cur = h
+    for mats, (n1, n2) in layers:
+        packed = not isinstance(mats[0], torch.Tensor)
+        linear, fmt = (linear_bf12, "bf12") if packed else (linear_bf16, "bf16")
+
+        def cfg(m, fmt=fmt):
+            n, k = m.shape
+            return replace(choose(1, n, k, fmt), overlap_iters=iters)
+        mid, nxt = (torch.empty(1, HIDDEN, dtype=torch.bfloat16, device="cuda") for _ in range(2))
+        calls += [
+            lambda x=cur, m=mats[0], w=n1, c=cfg(mats[0]), f=linear: f(x, m, norm=(w, EPS), out=qkv, overlap=overlap,
+                                                               config=c),
+            lambda x=cur, m=mats[1], o=mid, c=cfg(mats[1]), f=linear: f(qkv[:, :HIDDEN], m, residual=x, out=o,
+                                                                overlap=overlap, config=c),
+            lambda m=mats[2], w=n2, x=mid, c=cfg(mats[2]), f=linear: f(x, m, norm=(w, EPS), out=gu, overlap=overlap,
+                                                                          config=c),
+            lambda m=mats[3], x=mid, o=nxt, c=cfg(mats[3]), f=linear: f(gu[:, :INTER], m, up=gu[:, INTER:], residual=x,
+                                                                out=o, overlap=overlap, config=c),
+        ]
+        cur = nxt
+    return calls, cur
+
+
+def run_variant(layers, h0, overlap: bool, iters: int, replays: int):
+    calls, out = _chain_calls(layers, h0, overlap, iters)
+    # replays change nothing: every launch reads h0 (never written) or the chain's own outputs; the o
+    # projection reads qkv[:, :4096] (a 4096-wide stand-in for attention's output)
+    seconds = graph_timer(calls, replays)()
+    return seconds, out.clone()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--layers", type=int, default=32)
+    ap.add_argument("--bf12-layers", type=int, default=8)
+    ap.add_argument("--iters", default="0,2,4,8", help="overlap_iters values to time")
+    ap.add_argument("--replays", type=int, default=20)
+    a = ap.parse_args(argv)
+    copy_gbps = copy_bandwidth()
+    iters = [int(v) for v in a.iters.split(",") if v != ""]
+    g = torch.Generator(device="cuda").manual_seed(1)
+    h0 = (torch.randn(1, HIDDEN, device="cuda", generator=g)).to(torch.bfloat16)
+    rows = []
+    for fmt, count in (("bf16", a.layers), ("bf12", a.bf12_layers)):
+        if count <= 0:
+            continue
+        layers = _layers(count, fmt == "bf12", seed=7)
+        nbytes = sum(_nbytes(m) for mats, _ in layers for m in mats)
+        base_s, base_out = run_variant(layers, h0, False, 0, a.replays)
+        variants = [("plain", base_s, True)]
+        for it in iters:
+            s, out = run_variant(layers, h0, True, it, a.replays)
+            variants.append((f"overlap, {it} iterations prefetched", s, torch.equal(out.view(torch.int16),
+                                                                                     base_out.view(torch.int16))))
+        for name, s, same in variants:
+            rows.append({"format": fmt, "layers": count, "variant": name, "ms": s * 1e3,
+                         "ms_per_layer": s * 1e3 / count, "GBps": nbytes / s / 1e9,
+                         "of_copy": nbytes / s / 1e9 / copy_gbps, "bits_equal_plain": same,
+                         "launches": 4 * count, "bytes": nbytes})
+        del layers
+        torch.cuda.empty_cache()
+    out = Path(a.out)
+    path = out if out.suffix == ".json" else out / "gemv_chain.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"device": torch.cuda.get_device_name(), "copy_GBps": copy_gbps, "rows": rows},
+                               indent=1))
+    print(f"device {torch.cuda.get_device_name()}, copy {copy_gbps:.0f} GB/s")
+    print("| format | variant | ms/layer | GB/s | of copy | bits = plain |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['format']} | {r['variant']} | {r['ms_per_layer']:.4f} | {r['GBps']:.0f} | {r['of_copy']:.3f} | "
+              f"{r['bits_equal_plain']} |")
+    return 0 if all(r["bits_equal_plain"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""The launch_overlap option (passes/fusion.py; program.py, forward.py): it prints in the IR, marks
+every linear launch `overlap` without changing which launches run, reaches the linear calls (the
+forward's configs say so) and leaves the logits bits as without it, for bf16 and BF12 weights and
+with the other fusions on. Without a GPU the kernels run plain (tests/triton/test_linear_overlap.py
+checks the overlapped kernels on one)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specir.ir.nodes import Attrs
+from tests.triton_backend.pipelines import pipeline
+from tests.triton_backend.test_gemm_route import _forward
+from tests.triton_backend.test_norm_linear import BOTH, UNFUSED
+from tests.triton_backend.test_swiglu_prologue import _compiled, mlp_pair, packed_pipeline  # noqa: F401
+
+
+def test_the_option_prints_and_marks_every_linear_launch(tiny_pair):
+    from specir.backends.triton.program import plan_program
+    from specir.ir.printer import print_pipeline
+    from specir.pass_infra import PassManager, build_passes
+    p = pipeline("chain", *tiny_pair, dtype="bf16")
+    on = PassManager(build_passes("fusion{launch_overlap=true,models=target}")).run(p)
+    assert "launch_overlap = true" in print_pipeline(on)
+    overlapped, plain = plan_program(on.model("target")), plan_program(p.model("target"))
+    assert [launch.kind for launch in overlapped.launches] == [launch.kind for launch in plain.launches]
+    linears = [launch for launch in overlapped.launches if launch.kind in ("linear", "packed_linear")]
+    assert linears and all(launch.attrs.get("overlap") for launch in linears)
+    assert not any(launch.attrs.get("overlap") for launch in overlapped.launches if launch not in linears)
+    assert not any(launch.attrs.get("overlap") for launch in plain.launches)
+
+
+@pytest.mark.parametrize("T", [1, 3])
+@pytest.mark.parametrize("fuse", [UNFUSED, BOTH], ids=["alone", "with_norm_and_swiglu_linear"])
+def test_overlapped_and_plain_logits_are_the_same_bits(mlp_pair, T, fuse):
+    model = pipeline("chain", *mlp_pair, dtype="bf16").model("target")
+    overlapped = _forward(_compiled(model, cublas_min_rows=0, fuse=Attrs({**fuse, "launch_overlap": True})), T)
+    linears = [c for c in overlapped.configs if c["kernel"].startswith("linear.")]
+    assert linears and all(c.get("overlap") for c in linears)
+    plain = _forward(_compiled(model, cublas_min_rows=0, fuse=Attrs({**fuse, "launch_overlap": False})), T)
+    assert not any(c.get("overlap") for c in plain.configs)
+    assert torch.equal(overlapped.run(), plain.run())
+
+
+def test_packed_overlapped_and_plain_logits_are_the_same_bits(packed_pipeline):  # noqa: F811
+    model = packed_pipeline.model("target")
+    overlapped = _forward(_compiled(model, fuse=Attrs({**BOTH, "launch_overlap": True})), 1)
+    assert {c["kernel"] for c in overlapped.configs if c.get("overlap")} == {"linear.linear_bf12"}
+    assert torch.equal(overlapped.run(), _forward(_compiled(model, fuse=Attrs(BOTH)), 1).run())
