@@ -176,9 +176,9 @@ def _linear_cases(bf, f32):
                   dict(num_warps=4, num_stages=2)))
     # launch overlap (launch_overlap.py): the weights prefetched into L2 before the wait
     cases += [
-        ("norm_linear + residual gemv bf16, overlap", "linear_kernels", "gemv_kernel",
+        ("norm_linear + residual gemv bf16, overlap + L2 prefetch", "linear_kernels", "gemv_kernel",
          dict(ptrs, x_ptr="i32", up_ptr="i32", w_ptr="i32"), ["eps"],
-         dict(gemv, FORMAT=0, HAS_ROWS=False, X_LATE=False, FUSE_RAW=False, PDL=True, **norm),
+         dict(gemv, FORMAT=0, HAS_ROWS=False, X_LATE=False, FUSE_RAW=False, PDL=True, PDL_ITERS=4, **norm),
          dict(num_warps=4, num_stages=2, launch_pdl=True)),
         ("swiglu_linear gemv bf12, overlap", "linear_kernels", "gemv_kernel",
          dict(ptrs, x_ptr="i32", up_ptr="i32", w_ptr=bf), ["eps"],

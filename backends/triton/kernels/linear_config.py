@@ -33,7 +33,9 @@ class LinearConfig:
     x_late: bool = False   # load x at compute time (L1 hits) instead of carrying it in the prefetch buffers
     fuse_raw: bool = True  # BF12: raw rows in the same launch (extra programs) instead of a second launch
     maxnreg: int | None = None  # register cap per thread (ptxas .maxnreg): more programs per SM
-    overlap_iters: int = 4      # launched overlapped (launch_overlap.py): iterations prefetched into L2 first
+    # launched overlapped (launch_overlap.py): iterations of weights prefetched into L2 before the wait. 0: the
+    # 8B GEMV chain (bench/gemv_chain.py, H100, session 23) ran 5.05 ms overlapped without, 5.42 ms with 4, 5.14 plain
+    overlap_iters: int = 0
 
     def order_key(self) -> tuple:
         """The fields that define the reduction order (must match between formats)."""

@@ -473,7 +473,7 @@ def gemv_kernel(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_
                 PRMT: tl.constexpr, PREFETCH: tl.constexpr, X_LATE: tl.constexpr, DEPTH: tl.constexpr,
                 FUSE_RAW: tl.constexpr, RAW_PREFETCH: tl.constexpr, PRO: tl.constexpr,
                 NORM_NCH: tl.constexpr = 1, RESIDUAL: tl.constexpr = False, PDL: tl.constexpr = False,
-                PDL_ITERS: tl.constexpr = 2):
+                PDL_ITERS: tl.constexpr = 0):
     """y[0, rows[n]] = x[0] . w[n] (+ bias) for the R rows of this launch; grid (cdiv(R, BN), SPLIT).
     PREFETCH (needs bf16 pair words for w and x) issues the loads DEPTH iterations ahead of the
     compute; the order of the arithmetic is unchanged. PRO (module docstring): x = swiglu(x_ptr,
