@@ -1,8 +1,8 @@
 """fusion: which neighbouring model-graph ops the GPU backend fuses into one launch, stated in the IR.
 
 Preconditions: none. Postconditions: each selected model region (all by default, or `models`,
-comma-separated) has the attribute `fuse = {add_norm, launch_overlap, linear_groups, norm_linear,
-rope_kv_write, swiglu_linear}` (booleans):
+comma-separated) has the attribute `fuse = {add_norm, launch_overlap, linear_groups, linear_rope_kv,
+norm_linear, rope_kv_write, swiglu_linear}` (booleans):
 - add_norm: a residual `add` followed by the `rms_norm` of its sum runs as one launch;
 - launch_overlap: each Triton linear launch starts while the launch before it drains (programmatic
   dependent launch, sm_90+; backends/triton/kernels/launch_overlap.py): its programs prefetch their
@@ -11,6 +11,10 @@ rope_kv_write, swiglu_linear}` (booleans):
 - linear_groups: linears that read the same input with compatible weights (q/k/v, gate/up) run as
   one grouped GEMV/GEMM;
 - rope_kv_write: the rope of q and k and the KV-cache write run as one launch before attention;
+- linear_rope_kv: that rope + KV write runs in the epilogue of the q|k|v linear group (needs
+  rope_kv_write): at one token each GEMV program computes one whole head and rotates it before
+  it stores q or writes the cache, and the layer's rope_kv_write launch goes (other row counts,
+  partial rotary and BF12 matrices with raw rows keep it, same bits);
 - swiglu_linear: a `swiglu` whose only consumer is a linear (the MLP's down projection) runs as
   that linear's prologue: the kernel computes silu(gate) * up where it would read its input, so
   the [rows, intermediate] activation is neither written nor read and one launch goes (a forward
@@ -23,16 +27,16 @@ rope_kv_write, swiglu_linear}` (booleans):
   squares in the prologue's fixed order (about 1.3 us more a launch on an H100).
 Fused and unfused launches compute the same values (tests/triton_backend/test_fusion_policy.py
 compares them bit for bit under the interpreter). Without this pass the Triton lowering writes
-FUSION_DEFAULTS into build/pipeline.spec: all true but swiglu_linear, norm_linear and
-launch_overlap, which are opt-in (`fusion{swiglu_linear=true}`, ...) until their kernels are timed
-on a GPU. CPU backends ignore it.
+FUSION_DEFAULTS into build/pipeline.spec: all true but swiglu_linear, norm_linear, linear_rope_kv
+and launch_overlap, which are opt-in (`fusion{swiglu_linear=true}`, ...) until their kernels are
+timed on a GPU. CPU backends ignore it.
 
 Before:
     model @target attributes {dtype = "bf16", source = "t"} { ... }
 After (fusion{add_norm=false}):
     model @target attributes {dtype = "bf16", fuse = {add_norm = false, launch_overlap = false,
-    linear_groups = true, norm_linear = false, rope_kv_write = true, swiglu_linear = false},
-    source = "t"} { ... }
+    linear_groups = true, linear_rope_kv = false, norm_linear = false, rope_kv_write = true,
+    swiglu_linear = false}, source = "t"} { ... }
 """
 from __future__ import annotations
 
@@ -40,9 +44,10 @@ from specir.ir.nodes import Attrs, Pipeline
 from specir.pass_infra import Option, Pass, models_option, selected_models
 
 # each fusion's default, where a region states none (backends/triton/program.py reads it): swiglu_linear,
-# norm_linear and launch_overlap are opt-in until timed on a GPU (bit-identical under the interpreter)
-FUSION_DEFAULTS = {"add_norm": True, "launch_overlap": False, "linear_groups": True, "norm_linear": False,
-                   "rope_kv_write": True, "swiglu_linear": False}
+# norm_linear, linear_rope_kv and launch_overlap are opt-in until timed on a GPU (bit-identical under the
+# interpreter)
+FUSION_DEFAULTS = {"add_norm": True, "launch_overlap": False, "linear_groups": True, "linear_rope_kv": False,
+                   "norm_linear": False, "rope_kv_write": True, "swiglu_linear": False}
 FUSIONS = tuple(FUSION_DEFAULTS)
 
 
@@ -62,6 +67,8 @@ class Fusion(Pass):
                                  "start each linear launch while the launch before it drains (sm_90+, opt-in)"),
         "linear_groups": Option(bool, FUSION_DEFAULTS["linear_groups"],
                                 "run linears of one input (q/k/v, gate/up) as one launch"),
+        "linear_rope_kv": Option(bool, FUSION_DEFAULTS["linear_rope_kv"],
+                                 "run the rope + KV write in the q|k|v linear's epilogue at one token (opt-in)"),
         "norm_linear": Option(bool, FUSION_DEFAULTS["norm_linear"],
                               "fold rms_norm into the next linear's prologue, residual adds into the previous "
                               "linear's epilogue (opt-in)"),

@@ -51,6 +51,7 @@ from .kernels.vocab_scatter import inverse_key, vocab_scatter
 from .kernels.hybrid_norm import rms_norm_1p, rms_norm_gated
 from .kernels.norm import add_rms_norm, rms_norm
 from .kernels.rope import rope, rope_kv_write
+from .kernels.rope_kv_epilogue import RopeKV
 from .kernels.conv1d import conv1d_tree
 from .kernels.delta_factors import attach_delta_factors
 from .kernels.gated_delta import gated_delta_rule_tree
@@ -129,7 +130,7 @@ def cache_launches(program) -> set[int]:
     needed, keep = set(), set()
     for i in range(len(program.launches) - 1, -1, -1):
         launch = program.launches[i]
-        if launch.kind in IMPURE or needed.intersection(launch.outs):
+        if launch.kind in IMPURE or launch.attrs.get("epilogue") == "rope_kv_write" or needed.intersection(launch.outs):
             keep.add(i)
             needed.update(launch.ins)
     return keep
@@ -257,16 +258,54 @@ class StaticForward:
             out["residual"] = view(a["residual_value"])
         if a.get("overlap"):
             out["overlap"] = True
+        if a.get("epilogue") == "rope_kv_write":
+            out["rope_kv"] = self._rope_kv(launch)
         return out
 
+    def _rope_kv(self, launch) -> RopeKV:
+        """The rope + KV write a q|k|v linear does in its epilogue (program.py: linear_rope_kv)."""
+        a, inp = launch.attrs, self.inputs
+        table = self.model.rope_table(a["rope"], a["head_dim"])
+        k_cache, v_cache = self.cache.layer(a["layer"])
+        return RopeKV(a["heads"], a["kv_heads"], inp.pos, table.inv_freq(inp.pos), table.attention_factor,
+                      k_cache, v_cache, inp.lens, inp.slots, inp.offsets, self._real_rows())
+
+    def _rope_kv_after(self, index: int, out: torch.Tensor, r: RopeKV):
+        """rope_kv_write over the q|k|v buffer `out` [B, T, (H + 2 KH) D], q rotated in place: the
+        epilogue as a launch of its own, where the linear cannot run it."""
+        d, h, kh = r.head_dim, r.heads, r.kv_heads
+        q = out[..., : h * d].unflatten(-1, (h, d))
+        k = out[..., h * d: (h + kh) * d].unflatten(-1, (kh, d))
+        v = out[..., (h + kh) * d:].unflatten(-1, (kh, d))
+        self.configs.append({"launch": index, "kernel": KERNEL_OF["rope_kv_write"], "grid": [self.B * self.T]})
+        return lambda: rope_kv_write(q, k, v, r.pos, r.inv_freq, r.k_cache, r.v_cache, r.lens, r.attention_scaling,
+                                     q_out=q, slots=r.slots, offsets=r.offsets, n_rows=r.n_rows)
+
     @staticmethod
-    def _fusion_note(launch) -> dict:
+    def _unfused_rope_kv(fused: dict, rows: int, n: int, raw_rows: int) -> RopeKV | None:
+        """The RopeKV the GEMV cannot run in its epilogue at this call (removed from `fused`: it runs
+        as a launch after the linear), or None."""
+        r = fused.get("rope_kv")
+        if r is None or r.why_not_fused(rows, n, raw_rows) is None:
+            return None
+        return fused.pop("rope_kv")
+
+    @staticmethod
+    def _fusion_note(launch, epilogue_fused: bool = True) -> dict:
         a = launch.attrs
-        return {key: a[key] for key in ("prologue", "epilogue", "overlap") if key in a}
+        note = {key: a[key] for key in ("prologue", "epilogue", "overlap") if key in a}
+        if not epilogue_fused:
+            note.pop("epilogue")
+        return note
+
+    @staticmethod
+    def _then(call, after):
+        return call if after is None else (lambda: (call(), after()))
 
     def _separate_linear(self, index, launch, x, fused, out, weight, bias, use_triton):
         """A fused linear launch that this forward runs on cuBLAS (or torch): its prologue into
-        `prologue_value`'s buffer first, its product into `epilogue_value`'s then the add."""
+        `prologue_value`'s buffer first, its product into `epilogue_value`'s then the add, or into
+        the q|k|v buffer then the rope_kv_write."""
         a, m, B, T = launch.attrs, self.model, self.B, self.T
         first = last = None
         if "up" in fused:
@@ -294,6 +333,8 @@ class StaticForward:
         n, k = weight.shape
         kernel = CUBLAS_KERNEL if use_triton else CUBLAS_CALL
         self.configs.append({"launch": index, "kernel": kernel, "call": CUBLAS_CALL, "m": B * T, "n": n, "k": k})
+        if "rope_kv" in fused:  # (a group: no residual epilogue here)
+            last = self._rope_kv_after(index, out, fused["rope_kv"])
         if out.is_contiguous():
             call = lambda: torch.nn.functional.linear(x, weight, bias, out=out)  # noqa: E731
         else:
@@ -345,17 +386,21 @@ class StaticForward:
             if not use_triton or uses_cublas(m.program, launch, B * T):
                 return self._separate_linear(index, launch, x, fused, out, weight, bias, use_triton)
             cfg = linear_config(B * T, n, k)
+            after = self._unfused_rope_kv(fused, B * T, n, 0)
             self.configs.append({"launch": index, "kernel": launch.kernel, "m": B * T, "n": n, "k": k,
-                                 "config": cfg.__dict__, **self._fusion_note(launch)})
-            return lambda: linear_bf16(x, weight, bias, out=out, config=cfg, **fused)
+                                 "config": cfg.__dict__, **self._fusion_note(launch, after is None)})
+            call = lambda: linear_bf16(x, weight, bias, out=out, config=cfg, **fused)  # noqa: E731
+            return self._then(call, after and self._rope_kv_after(index, out, after))
         if kind == "packed_linear":
             packed, bias = m.weights.packed[index]
             x, out, fused = view(launch.ins[0]), self._group_output(launch), self._fused_operands(launch)
             n, k = packed.shape
             cfg = linear_config(B * T, n, k, "bf12")
+            after = self._unfused_rope_kv(fused, B * T, n, packed.raw_row_count)
             self.configs.append({"launch": index, "kernel": launch.kernel, "m": B * T, "n": n, "k": k,
-                                 "config": cfg.__dict__, **self._fusion_note(launch)})
-            return lambda: linear_bf12(x, packed, bias, out=out, config=cfg, **fused)
+                                 "config": cfg.__dict__, **self._fusion_note(launch, after is None)})
+            call = lambda: linear_bf12(x, packed, bias, out=out, config=cfg, **fused)  # noqa: E731
+            return self._then(call, after and self._rope_kv_after(index, out, after))
         if kind == "rope":
             hd = a["head_dim"]
             table = m.rope_table(a["rope"], hd)

@@ -15,7 +15,7 @@ config, grid ((B + 1) * kv_heads, ...)) and its row says `grouped = true`.
 """
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import triton
 
@@ -62,7 +62,33 @@ def _separate_parts(launch, i: int, rows: int, k: int, joined: dict[int, int]) -
         together = i in joined
         after.append({"launch": i, "kernel": KERNEL_OF["add_rms_norm" if together else "add"],
                       "implements": [launch.outs[0], *([a["then_norm"]] if together else [])], "rows": rows})
+    after += _separate_rope_kv(launch, i, rows)
     return before, after
+
+
+def _separate_rope_kv(launch, i: int, rows: int) -> list[dict]:
+    """The rope_kv_write row of a q|k|v linear whose epilogue runs as a launch of its own (any row
+    count but one: forward.py; a BF12 matrix with raw rows does so at one row too, which this
+    listing, made without the weights, does not know)."""
+    if launch.attrs.get("epilogue") != "rope_kv_write":
+        return []
+    return [{"launch": i, "kernel": KERNEL_OF["rope_kv_write"], "implements": list(launch.ops[-3:]),
+             "grid": [rows], "num_warps": 4}]
+
+
+def _triton_linear(row: dict, launch, rows: int, n: int, k: int, fmt: str) -> list[dict]:
+    """The rows of a linear launch on a Triton kernel: its own (with its prologue and epilogue) and,
+    where its rope + KV-write epilogue runs apart (`_separate_rope_kv`), that launch's."""
+    a = launch.attrs
+    cfg = choose(rows, n, k, fmt)
+    apart = _separate_rope_kv(launch, row["launch"], rows) if rows != 1 else []
+    if a.get("epilogue") == "rope_kv_write" and not apart:   # one program per head (kernels/linear.py)
+        cfg = replace(cfg, block_n=a["head_dim"], num_warps=max(4, a["head_dim"] // 16))
+    row.update(m=rows, n=n, k=k, config=asdict(cfg))
+    row.update({key: a[key] for key in ("prologue", "epilogue") if key in a and not (apart and key == "epilogue")})
+    if apart:
+        row["implements"] = [v for v in row["implements"] if v not in apart[0]["implements"]]
+    return [row, *apart]
 
 
 def launch_configs(program: Program, target, B: int, T: int, max_seq: int, packed: bool = False) -> list[dict]:
@@ -88,12 +114,12 @@ def launch_configs(program: Program, target, B: int, T: int, max_seq: int, packe
                 out += after
                 continue
             else:
-                row.update(m=rows, n=n, k=k, config=asdict(choose(rows, n, k, "bf16")))
-                row.update({key: a[key] for key in ("prologue", "epilogue") if key in a})
+                out += _triton_linear(row, launch, rows, n, k, "bf16")
+                continue
         elif kind == "packed_linear":
             n, k = sum(a["widths"]), program.values[launch.ins[0]]
-            row.update(m=rows, n=n, k=k, config=asdict(choose(rows, n, k, "bf12")))
-            row.update({key: a[key] for key in ("prologue", "epilogue") if key in a})
+            out += _triton_linear(row, launch, rows, n, k, "bf12")
+            continue
         elif kind == "attention":
             tree_mask = launch.ins[1] == program.params.get("mask") and (T > 1 or packed)
             row.update(B=B, T=T, max_seq=max_seq, tree_mask=tree_mask,

@@ -39,9 +39,10 @@ EXTRA_SOURCES = {"add": Path(__file__).with_name("add_kernel.py")}
 LIBRARY_OF = {"linear": ("linear.py", "linear_kernels.py", "linear_decode.py", "linear_config.py")}
 
 
-# kernels a cuBLAS-routed fused linear launches for its prologue or epilogue (launch_configs._separate_parts)
+# kernels a fused linear launches for its prologue or epilogue where it cannot run them itself (cuBLAS-routed:
+# launch_configs._separate_parts; the rope + KV write at more than one row: launch_configs._separate_rope_kv)
 SEPARATE_PARTS = {"activation.silu_mul": "swiglu", "norm.rms_norm": "rms_norm", "norm.add_rms_norm": "add_rms_norm",
-                  "add.add": "add"}
+                  "add.add": "add", "rope.rope_kv_write": "rope_kv_write"}
 
 def forward_shapes(pipeline: Pipeline, model_name: str) -> dict[str, tuple[int, bool]]:
     """The forwards (purpose -> (new tokens T, packed), batch 1) the step runs on a model (op
@@ -102,7 +103,7 @@ def lower(pipeline: Pipeline, target: Target, folder: Path, *, emit_ptx: bool = 
                 cublas.setdefault(name, []).append(f"{shape} (T={entry['T']}: {len(routed)} linear groups)")
             for kernel, op in SEPARATE_PARTS.items():
                 if any(r["kernel"] == kernel for r in entry["launches"]):
-                    # a fused prologue or epilogue of a cuBLAS-routed linear runs as its own launch at this width
+                    # a fused prologue or epilogue runs as its own launch at this width
                     entry_of = kernels.setdefault(kernel, {"ops": set(), "launches_per_forward": {}})
                     entry_of["ops"].add(op)
     for name, program in programs.items():

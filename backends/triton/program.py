@@ -36,6 +36,13 @@ the IR's own op pattern (nothing outside the IR is read):
   With this fusion every rms_norm launch of the region sums its squares in the prologue's order
   (`fixed_order`, kernels/_rms.py), so a norm gives the same bits folded or not; without it the
   norm kernel keeps its faster order (one read of the row).
+- linear + rope + kv_write (`linear_rope_kv`, opt-in): a linear group whose results are exactly
+  the (q, k, v) of a fused rope + KV write (above), read by nothing else, all on Triton kernels,
+  does that rope_kv_write in its epilogue (`epilogue = "rope_kv_write"` with the rope's and the
+  attention's attributes; ins add the positions; outs: the rotated q, whose buffer is the group's
+  q|k|v buffer, q in its first columns). A one-token forward runs it in the GEMV's epilogue
+  (kernels/rope_kv_epilogue.py); any other binds the linear and then the rope_kv_write launch,
+  rotating q in place (forward.py). Same bits either way; one launch a layer goes;
 - launch overlap (`launch_overlap`, opt-in): every linear launch says `overlap = True`; the forward
   asks for programmatic dependent launch on sm_90+ (kernels/launch_overlap.py): same values, the
   launch starts while the one before it drains.
@@ -218,6 +225,21 @@ def _residual_epilogues(model: Model, ops, uses, producer, groups) -> dict[int, 
     return out
 
 
+def _rope_epilogues(model: Model, ops, uses, groups, fused_rope) -> dict[int, int]:
+    """Group's first op index -> index of the attention whose rope_kv_write runs in the group's
+    epilogue (linear_rope_kv): the group's results are exactly (q, k, v) of that fused rope + KV
+    write, in that order, nothing else reads them and every member runs on a Triton kernel."""
+    leader_of = {tuple(ops[j].result for j in members): first for first, members in groups.items()}
+    out = {}
+    for i, (qi, ki) in fused_rope.items():
+        q_lin, k_lin, v = ops[qi].values[0], ops[ki].values[0], ops[i].values[2]
+        first = leader_of.get((q_lin, k_lin, v))
+        if (first is not None and uses.get(q_lin) == [qi] and uses.get(k_lin) == [ki] and uses.get(v) == [i]
+                and all(_triton_linear(model, ops[j]) for j in groups[first])):
+            out[first] = i
+    return out
+
+
 def plan_program(model: Model) -> Program:
     if model.graph is None:
         raise SpecirError(f"model @{model.name} is not expanded", location=model.loc,
@@ -260,6 +282,8 @@ def plan_program(model: Model) -> Program:
     norm_prologue = _norm_prologues(model, ops, uses, groups) if fuse["norm_linear"] else {}
     epilogue = _residual_epilogues(model, ops, uses, producer, groups) if fuse["norm_linear"] else {}
     in_linear = set(norm_prologue.values()) | {add for add, _ in epilogue.values()}
+    rope_epilogue = _rope_epilogues(model, ops, uses, groups, fused_rope) if fuse["linear_rope_kv"] else {}
+    rope_in_linear = set(rope_epilogue.values())  # attention ops whose rope_kv_write a linear launch does
 
     for i, op in enumerate(ops):
         if i in done or i in in_linear:
@@ -313,6 +337,15 @@ def plan_program(model: Model) -> Program:
                 if after:  # a cuBLAS-routed forward runs this add with that norm (forward.py)
                     attrs["then_norm"] = after[0]
                 ins, implements, outs = (*ins, residual), (*implements, add.result), (add.result,)
+            if i in rope_epilogue:
+                att = ops[rope_epilogue[i]]
+                qop, kop = (ops[j] for j in fused_rope[rope_epilogue[i]])
+                layer = att.attrs["layer"]
+                attrs.update(epilogue="rope_kv_write", rope=qop.attrs["rope"], layer=layer, heads=att.attrs["heads"],
+                             kv_heads=att.attrs["kv_heads"], head_dim=att.attrs["head_dim"])
+                # outs: the rotated q, in the q|k|v buffer's q columns (the group's first `widths` entry)
+                ins, outs = (*ins, qop.values[1]), (qop.result,)
+                implements = (*implements, qop.result, kop.result, f"kv_write[{layer}]")
             launches.append(Launch(kind, outs, ins, attrs, implements))
         elif name == "rope":
             if i in rope_in_fusion:
@@ -324,7 +357,9 @@ def plan_program(model: Model) -> Program:
             q, k, v, mask = op.values
             common = {"layer": a["layer"], "heads": a["heads"], "kv_heads": a["kv_heads"],
                       "head_dim": a["head_dim"]}
-            if i in fused_rope:
+            if i in rope_in_linear:
+                pass  # the rope and KV write ran in the q|k|v linear's epilogue
+            elif i in fused_rope:
                 qi, ki = fused_rope[i]
                 qop, kop = ops[qi], ops[ki]
                 launches.append(Launch("rope_kv_write", (q,), (qop.values[0], kop.values[0], v, qop.values[1]),

@@ -21,6 +21,8 @@ bits of add_kernel applied to the plain call's output and r; it combines with ei
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 import triton
 
@@ -31,6 +33,7 @@ from ._rms import chunks
 from .linear_config import LinearConfig, choose
 from .launch_overlap import overlap_available
 from .linear_kernels import PRO_NONE, PRO_RMS_NORM, PRO_SWIGLU, gemm_kernel, gemv_kernel
+from .rope_kv_epilogue import RopeKV
 
 _FORMATS = {"bf16": 0, "bf12": 1}
 _counters: dict[torch.device, torch.Tensor] = {}
@@ -68,12 +71,16 @@ def _output(x: torch.Tensor, n: int, out: torch.Tensor | None) -> torch.Tensor:
 
 
 def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, w=None, packed_planes=None,
-            rows=None, raw=None, raw_rows=None, up2=None, norm=None, res2=None, overlap=False):
+            rows=None, raw=None, raw_rows=None, up2=None, norm=None, res2=None, overlap=False, rope_kv=None):
     """Run one kernel over `rows_in` weight rows (bf16 `w` or BF12 planes), writing y2[:, rows].
     With `raw`/`raw_rows` (BF12 GEMV, cfg.fuse_raw) the same launch also computes the raw bf16 rows.
     With `up2` the kernel's input is swiglu(x2, up2) (the SwiGLU prologue); with `norm` (weight,
     eps) it is rms_norm(x2) (the RMSNorm prologue); with `res2` the output is res2 + the product.
-    With `overlap` (where the device allows it) the launch asks for `launch_pdl` (launch_overlap.py)."""
+    With `overlap` (where the device allows it) the launch asks for `launch_pdl` (launch_overlap.py).
+    With `rope_kv` (a RopeKV the caller checked) the GEMV's epilogue does the rope and KV write: one
+    program per head (block_n = head_dim, order-neutral), y2 receives q's rotated heads only."""
+    if rope_kv is not None:
+        cfg = replace(cfg, block_n=rope_kv.head_dim, num_warps=max(4, rope_kv.head_dim // 16))
     m = x2.shape[0]
     swiglu = up2 is not None
     pro = PRO_SWIGLU if swiglu else (PRO_RMS_NORM if norm is not None else PRO_NONE)
@@ -118,6 +125,9 @@ def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, 
                   num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     if cfg.maxnreg and not interpreting():
         common["maxnreg"] = cfg.maxnreg
+    if rope_kv is not None:
+        common.update(ROPE_KV=True, HAS_SLOTS=rope_kv.slots is not None, HAS_OFFSETS=rope_kv.offsets is not None,
+                      HAS_N_ROWS=rope_kv.n_rows is not None)
     if overlap and overlap_available(x2.device):
         common.update(PDL=True, launch_pdl=True)
         if cfg.kind == "gemv":
@@ -134,6 +144,7 @@ def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, 
             x2.view(torch.int32) if x_pairs else x2, up_arg, y2, bias_arg, w_arg, *planes, rows_arg, ws, cnt,
             raw.view(torch.int32) if r_raw else dummy, raw_rows if r_raw else dummy, res_arg,
             rows_in, k, stride_w, groups_total, n_iters, n_full, per_split, r_raw, blocks_n, eps,
+            *_rope_kv_args(rope_kv, dummy),
             WORDS=words, X_PAIRS=x_pairs, PREFETCH=prefetch and (words or fmt == "bf12"),
             X_LATE=cfg.x_late, DEPTH=cfg.depth, FUSE_RAW=r_raw > 0, RAW_PREFETCH=prefetch, **common)
     else:
@@ -142,6 +153,16 @@ def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, 
             x2, up2 if up2 is not None else dummy, y2, bias_arg, w_arg, *planes, rows_arg, ws, cnt, res_arg,
             m, rows_in, k, x2.stride(0), up_stride, y2.stride(0), res_stride, stride_w, groups_total, n_iters,
             n_full, per_split, eps, BM=cfg.block_m, DOT_BF16=dot_bf16, SWAP=cfg.swap_ab, **common)
+
+
+def _rope_kv_args(r, dummy) -> list:
+    """gemv_kernel's rope + KV-write arguments, from pos_ptr to KH (dummies without `r`)."""
+    if r is None:
+        return [dummy] * 8 + [0, 0, 0, 0, 1.0, 0, 0]
+    return [r.pos.reshape(-1), r.inv_freq, r.k_cache, r.v_cache, r.lens,
+            dummy if r.slots is None else r.slots, dummy if r.offsets is None else r.offsets,
+            dummy if r.n_rows is None else r.n_rows, *r.k_cache.stride()[:3], r.k_cache.shape[2],
+            float(r.attention_scaling), r.heads, r.kv_heads]
 
 
 def _fusable_raw(cfg: LinearConfig, packed: BF12Matrix, k: int) -> bool:
@@ -174,6 +195,15 @@ def _norm_arg(x: torch.Tensor, up, norm, k: int):
     return weight.contiguous(), float(eps)
 
 
+def _check_rope_kv(rope_kv, rows: int, n: int, raw_rows: int, res2) -> None:
+    if rope_kv is None:
+        return
+    why = rope_kv.why_not_fused(rows, n, raw_rows) or ("a residual epilogue too" if res2 is not None else None)
+    if why:
+        raise ValueError(f"the rope + KV write cannot run in this linear's epilogue: {why}; "
+                         "run the linear, then rope.rope_kv_write")
+
+
 def _check_bias(bias, n, device):
     if bias is not None and (bias.shape != (n,) or bias.device != device):
         raise ValueError(f"bias must have shape ({n},) on {device}")
@@ -183,11 +213,15 @@ def _check_bias(bias, n, device):
 def linear_bf16(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, *,
                 out: torch.Tensor | None = None, config: LinearConfig | None = None,
                 up: torch.Tensor | None = None, norm: tuple | None = None,
-                residual: torch.Tensor | None = None, overlap: bool = False) -> torch.Tensor:
+                residual: torch.Tensor | None = None, overlap: bool = False,
+                rope_kv: RopeKV | None = None) -> torch.Tensor:
     """y = x @ w^T (+ bias), w bf16 [N, K] row-major; fp32 accumulation; returns x.dtype.
     With `up` (x's shape and dtype): y = silu_mul(x, up) @ w^T (+ bias), the SwiGLU prologue;
     with `norm=(weight, eps)`: y = rms_norm(x) @ w^T (+ bias); with `residual`: y = residual + ...
-    `overlap`: start while the launch before drains (launch_overlap.py; same bits)."""
+    `overlap`: start while the launch before drains (launch_overlap.py; same bits).
+    `rope_kv` (one token, y = q|k|v): y's q columns get rope(q), the KV cache rope(k) and v, the
+    bits of this call without it then rope.rope_kv_write (rope_kv_epilogue.py); y's k and v
+    columns are not written. ValueError where `rope_kv.why_not_fused` says why not."""
     if w.dim() != 2 or w.dtype != torch.bfloat16:
         raise ValueError(f"w must be a 2-D bf16 matrix, got {tuple(w.shape)} {w.dtype}")
     n, k = w.shape
@@ -197,17 +231,20 @@ def linear_bf16(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = No
     bias, res2 = _check_bias(bias, n, x.device), _rows_beside(residual, y, n, "the residual must match the output")
     if y.numel() == 0:
         return y
+    _check_rope_kv(rope_kv, x2.shape[0], n, 0, res2)
     cfg = config or choose(x2.shape[0], n, k, "bf16")
-    _launch("bf16", cfg, x2, y.view(-1, n), bias, k, n, w=w, up2=up2, norm=norm, res2=res2, overlap=overlap)
+    _launch("bf16", cfg, x2, y.view(-1, n), bias, k, n, w=w, up2=up2, norm=norm, res2=res2, overlap=overlap,
+            rope_kv=rope_kv)
     return y
 
 
 def linear_bf12(x: torch.Tensor, packed: BF12Matrix, bias: torch.Tensor | None = None, *,
                 out: torch.Tensor | None = None, config: LinearConfig | None = None,
                 up: torch.Tensor | None = None, norm: tuple | None = None,
-                residual: torch.Tensor | None = None, overlap: bool = False) -> torch.Tensor:
+                residual: torch.Tensor | None = None, overlap: bool = False,
+                rope_kv: RopeKV | None = None) -> torch.Tensor:
     """y = x @ unpack(packed)^T (+ bias), decoding inside the kernel; same bits as `linear_bf16`
-    (with `up`, `norm`, `residual` and `overlap` too)."""
+    (with `up`, `norm`, `residual`, `overlap` and `rope_kv` too)."""
     n, k = packed.shape
     if packed.device != x.device:
         raise ValueError(f"packed weights are on {packed.device}, x on {x.device}")
@@ -216,6 +253,7 @@ def linear_bf12(x: torch.Tensor, packed: BF12Matrix, bias: torch.Tensor | None =
     bias, res2 = _check_bias(bias, n, x.device), _rows_beside(residual, y, n, "the residual must match the output")
     if y.numel() == 0:
         return y
+    _check_rope_kv(rope_kv, x2.shape[0], n, packed.raw_row_count, res2)
     cfg = config or choose(x2.shape[0], n, k, "bf12")
     y2 = y.view(-1, n)
     raw_cfg = config or choose(x2.shape[0], n, k, "bf16")
@@ -227,7 +265,7 @@ def linear_bf12(x: torch.Tensor, packed: BF12Matrix, bias: torch.Tensor | None =
     if packed.packed_rows:
         _launch("bf12", cfg, x2, y2, bias, k, packed.packed_rows,
                 packed_planes=(packed.mant, packed.code, packed.base, packed.esc), rows=packed.rows, up2=up2,
-                norm=norm, res2=res2, overlap=overlap)
+                norm=norm, res2=res2, overlap=overlap, rope_kv=rope_kv)
     if packed.raw_row_count:
         _launch("bf16", raw_cfg, x2, y2, bias, k, packed.raw_row_count, w=packed.raw, rows=packed.raw_rows,
                 up2=up2, norm=norm, res2=res2, overlap=overlap)

@@ -45,6 +45,7 @@ import triton.language as tl
 from ._numerics import INTERPRET, round_to, swiglu
 from ._rms import rms_normed, row_sum_squares, rstd_of
 from .launch_overlap import await_inputs, launch_dependents, prefetch_l2
+from .rope_kv_epilogue import store_head
 from .linear_decode import bf12_pair_words, pair_to_bf16, pair_to_f32
 
 FORMAT_BF16 = tl.constexpr(0)
@@ -289,16 +290,13 @@ def _tree_sum_rows(v, BN: tl.constexpr, L: tl.constexpr):
 
 
 @triton.jit
-def _finish(part, y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, res_ptr, m, n, M, R, stride_ym, stride_rm, tile,
-            SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr, RESIDUAL: tl.constexpr):
-    """Combine split-K partials `part` [BM, BN] (fp32) deterministically, add bias, store.
-    `m` [BM, 1] and `n` [1, BN] index the tile; `tile` numbers it for the counter. RESIDUAL (the
-    residual-add epilogue): y = res + (x w^T + bias), the product rounded to y's dtype first and the
-    sum rounded again, as add_kernel adds the two stored values; `res` rows `stride_rm` apart."""
-    ok = (m < M) & (n < R)
+def _split_reduce(part, ws_ptr, cnt_ptr, ok, m, n, M, R, tile, SPLIT: tl.constexpr):
+    """(the tile's full sum, whether this program holds it): with SPLIT > 1 every program stores
+    its partial [BM, BN] to the workspace [SPLIT, M, R] and bumps the tile's counter; the last to
+    arrive sums the partials in split order (0, 1, ...) and resets the counter to 0."""
     done = True
     if SPLIT > 1:
-        ws = ws_ptr + (m * R + n)  # workspace [SPLIT, M, R]
+        ws = ws_ptr + (m * R + n)
         tl.store(ws + tl.program_id(1) * M * R, part, mask=ok)
         tl.debug_barrier()
         arrived = tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel")
@@ -308,6 +306,18 @@ def _finish(part, y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, res_ptr, m, n, M, 
             for s in tl.static_range(1, SPLIT):
                 part = part + tl.load(ws + s * M * R, mask=ok, other=0.0, cache_modifier=".cg")
             tl.atomic_xchg(cnt_ptr + tile, 0)
+    return part, done
+
+
+@triton.jit
+def _finish(part, y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, res_ptr, m, n, M, R, stride_ym, stride_rm, tile,
+            SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr, RESIDUAL: tl.constexpr):
+    """Combine split-K partials `part` [BM, BN] (fp32) deterministically, add bias, store.
+    `m` [BM, 1] and `n` [1, BN] index the tile; `tile` numbers it for the counter. RESIDUAL (the
+    residual-add epilogue): y = res + (x w^T + bias), the product rounded to y's dtype first and the
+    sum rounded again, as add_kernel adds the two stored values; `res` rows `stride_rm` apart."""
+    ok = (m < M) & (n < R)
+    part, done = _split_reduce(part, ws_ptr, cnt_ptr, ok, m, n, M, R, tile, SPLIT)
     if done:
         if HAS_ROWS:
             out_n = tl.load(rows_ptr + n, mask=n < R, other=0)
@@ -341,17 +351,17 @@ def _prefetch_weights(w_ptr, mant_ptr, code_ptr, nn, it, K, stride_w, n_groups,
 
 
 @triton.jit
-def _gemv_rows(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, rows_ptr, ws_ptr,
-               cnt_ptr, res_ptr, eps, blk, tile, R, K, stride_w, n_groups, n_iters, n_full, iters_per_split,
+def _gemv_rows(x_ptr, up_ptr, act_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, eps, blk, R, K, stride_w,
+               n_groups, n_iters, n_full, iters_per_split,
                FORMAT: tl.constexpr, WORDS: tl.constexpr, X_PAIRS: tl.constexpr, BN: tl.constexpr,
-               G: tl.constexpr, SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr,
-               PRMT: tl.constexpr, PREFETCH: tl.constexpr, X_LATE: tl.constexpr, DEPTH: tl.constexpr,
-               PRO: tl.constexpr, NORM_NCH: tl.constexpr, RESIDUAL: tl.constexpr, PDL: tl.constexpr,
+               G: tl.constexpr, PRMT: tl.constexpr, PREFETCH: tl.constexpr, X_LATE: tl.constexpr,
+               DEPTH: tl.constexpr, PRO: tl.constexpr, NORM_NCH: tl.constexpr, PDL: tl.constexpr,
                PDL_ITERS: tl.constexpr):
-    """One GEMV program: rows blk*BN .. of the R rows of one format, K range of this split.
+    """One GEMV program's fp32 partial [BN] (`_finish` stores it): rows blk*BN .. of the R rows of one
+    format, the K range of this split; `act_ptr`'s element type is the activation dtype.
     PDL (launch_overlap.py): the program first prefetches the weights of its first PDL_ITERS
     iterations into L2, then waits for the earlier launches; nothing else is read before."""
-    act_dtype = y_ptr.dtype.element_ty  # the activation dtype: x, up and y share it
+    act_dtype = act_ptr.dtype.element_ty  # the activation dtype: x, up and y share it
     n = blk * BN + tl.arange(0, BN)
     nn = tl.minimum(n, R - 1).to(tl.int64)[:, None, None]  # clamped: loads need no row mask
     first = tl.program_id(1) * iters_per_split
@@ -459,21 +469,22 @@ def _gemv_rows(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_p
         acc_lo, acc_hi = _gemv_iteration(acc_lo, acc_hi, x_ptr, up_ptr, rstd, w_ptr, mant_ptr, code_ptr, base_ptr,
                                          esc_ptr, nn, n_full, K, stride_w, n_groups, FORMAT, WORDS, X_PAIRS, G, True,
                                          PRMT, PRO, act_dtype)
-    part = _tree_sum_rows(tl.reshape(acc_lo + acc_hi, (BN, G * 16)), BN, G * 16)
-    _finish(part[None, :], y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, res_ptr, tl.zeros((1, 1), tl.int32),
-            n[None, :], 1, R, 0, 0, tile, SPLIT, HAS_BIAS, HAS_ROWS, RESIDUAL)
+    return _tree_sum_rows(tl.reshape(acc_lo + acc_hi, (BN, G * 16)), BN, G * 16)
 
 
 @triton.jit
 def gemv_kernel(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, rows_ptr,
                 ws_ptr, cnt_ptr, raw_ptr, raw_rows_ptr, res_ptr,
                 R, K, stride_w, n_groups, n_iters, n_full, iters_per_split, R_raw, blocks_main, eps,
+                pos_ptr, inv_freq_ptr, k_cache_ptr, v_cache_ptr, lens_ptr, slots_ptr, offsets_ptr, n_rows_ptr,
+                stride_cb, stride_ch, stride_cs, max_seq, rope_scaling, H, KH,
                 FORMAT: tl.constexpr, WORDS: tl.constexpr, X_PAIRS: tl.constexpr, BN: tl.constexpr,
                 G: tl.constexpr, SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr,
                 PRMT: tl.constexpr, PREFETCH: tl.constexpr, X_LATE: tl.constexpr, DEPTH: tl.constexpr,
                 FUSE_RAW: tl.constexpr, RAW_PREFETCH: tl.constexpr, PRO: tl.constexpr,
                 NORM_NCH: tl.constexpr = 1, RESIDUAL: tl.constexpr = False, PDL: tl.constexpr = False,
-                PDL_ITERS: tl.constexpr = 0):
+                PDL_ITERS: tl.constexpr = 0, ROPE_KV: tl.constexpr = False, HAS_SLOTS: tl.constexpr = False,
+                HAS_OFFSETS: tl.constexpr = False, HAS_N_ROWS: tl.constexpr = False):
     """y[0, rows[n]] = x[0] . w[n] (+ bias) for the R rows of this launch; grid (cdiv(R, BN), SPLIT).
     PREFETCH (needs bf16 pair words for w and x) issues the loads DEPTH iterations ahead of the
     compute; the order of the arithmetic is unchanged. PRO (module docstring): x = swiglu(x_ptr,
@@ -485,26 +496,49 @@ def gemv_kernel(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_
     FUSE_RAW (BF12): programs blocks_main.. of axis 0 compute the R_raw rows kept as raw bf16
     (`raw_ptr` int32 pair words, row stride K // 2, output rows `raw_rows_ptr`) with the bf16 code
     path, in the same launch instead of a second one; a row's result does not depend on which
-    program computes it. Their split-K workspace follows the packed rows' (SPLIT * R floats)."""
+    program computes it. Their split-K workspace follows the packed rows' (SPLIT * R floats).
+
+    ROPE_KV (rope_kv_epilogue.py; BN = head_dim, R = (H + 2 KH) BN, no FUSE_RAW / HAS_ROWS /
+    RESIDUAL): program n's tile is head n of y = [q | k | v]; the program that finishes it stores
+    q heads rotated into y_ptr (q's buffer), k heads rotated and v heads into the KV cache (`pos_ptr`
+    .. `KH`: rope_kv_write's arguments for one token)."""
     launch_dependents()
     pid_n = tl.program_id(0)
+    zero = tl.zeros((1, 1), tl.int32)
     if FUSE_RAW:
         if pid_n < blocks_main:
-            _gemv_rows(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, rows_ptr,
-                       ws_ptr, cnt_ptr, res_ptr, eps, pid_n, pid_n, R, K, stride_w, n_groups, n_iters, n_full,
-                       iters_per_split, FORMAT, WORDS, X_PAIRS, BN, G, SPLIT, HAS_BIAS, HAS_ROWS, PRMT, PREFETCH,
-                       X_LATE, DEPTH, PRO, NORM_NCH, RESIDUAL, PDL, PDL_ITERS)
+            part = _gemv_rows(x_ptr, up_ptr, y_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, eps, pid_n, R, K,
+                              stride_w, n_groups, n_iters, n_full, iters_per_split, FORMAT, WORDS, X_PAIRS, BN, G,
+                              PRMT, PREFETCH, X_LATE, DEPTH, PRO, NORM_NCH, PDL, PDL_ITERS)
+            n = pid_n * BN + tl.arange(0, BN)
+            _finish(part[None, :], y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, res_ptr, zero, n[None, :], 1, R, 0, 0,
+                    pid_n, SPLIT, HAS_BIAS, HAS_ROWS, RESIDUAL)
         else:
-            _gemv_rows(x_ptr, up_ptr, y_ptr, bias_ptr, raw_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, raw_rows_ptr,
-                       ws_ptr + SPLIT * R, cnt_ptr, res_ptr, eps, pid_n - blocks_main, pid_n, R_raw, K, K // 2,
-                       n_groups, n_iters, n_full, iters_per_split,
-                       FORMAT_BF16, True, X_PAIRS, BN, G, SPLIT, HAS_BIAS, True, PRMT, RAW_PREFETCH, X_LATE,
-                       DEPTH, PRO, NORM_NCH, RESIDUAL, PDL, PDL_ITERS)
+            blk = pid_n - blocks_main
+            part = _gemv_rows(x_ptr, up_ptr, y_ptr, raw_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, eps, blk, R_raw, K,
+                              K // 2, n_groups, n_iters, n_full, iters_per_split, FORMAT_BF16, True, X_PAIRS, BN, G,
+                              PRMT, RAW_PREFETCH, X_LATE, DEPTH, PRO, NORM_NCH, PDL, PDL_ITERS)
+            n = blk * BN + tl.arange(0, BN)
+            _finish(part[None, :], y_ptr, bias_ptr, raw_rows_ptr, ws_ptr + SPLIT * R, cnt_ptr, res_ptr, zero,
+                    n[None, :], 1, R_raw, 0, 0, pid_n, SPLIT, HAS_BIAS, True, RESIDUAL)
     else:
-        _gemv_rows(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, rows_ptr, ws_ptr,
-                   cnt_ptr, res_ptr, eps, pid_n, pid_n, R, K, stride_w, n_groups, n_iters, n_full, iters_per_split,
-                   FORMAT, WORDS, X_PAIRS, BN, G, SPLIT, HAS_BIAS, HAS_ROWS, PRMT, PREFETCH, X_LATE, DEPTH,
-                   PRO, NORM_NCH, RESIDUAL, PDL, PDL_ITERS)
+        part = _gemv_rows(x_ptr, up_ptr, y_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, eps, pid_n, R, K,
+                          stride_w, n_groups, n_iters, n_full, iters_per_split, FORMAT, WORDS, X_PAIRS, BN, G,
+                          PRMT, PREFETCH, X_LATE, DEPTH, PRO, NORM_NCH, PDL, PDL_ITERS)
+        n = pid_n * BN + tl.arange(0, BN)
+        if ROPE_KV:
+            part, done = _split_reduce(part[None, :], ws_ptr, cnt_ptr, n[None, :] < R, zero, n[None, :], 1, R,
+                                       pid_n, SPLIT)
+            if done:
+                if HAS_BIAS:
+                    part = part + tl.load(bias_ptr + n[None, :]).to(tl.float32)
+                y = round_to(part, y_ptr.dtype.element_ty)
+                store_head(tl.reshape(y, (BN,)), pid_n, y_ptr, pos_ptr, inv_freq_ptr, k_cache_ptr, v_cache_ptr,
+                           lens_ptr, slots_ptr, offsets_ptr, n_rows_ptr, stride_cb, stride_ch, stride_cs, max_seq,
+                           rope_scaling, H, KH, BN // 2, HAS_SLOTS, HAS_OFFSETS, HAS_N_ROWS)
+        else:
+            _finish(part[None, :], y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, res_ptr, zero, n[None, :], 1, R, 0, 0,
+                    pid_n, SPLIT, HAS_BIAS, HAS_ROWS, RESIDUAL)
 
 
 @triton.jit

@@ -23,6 +23,27 @@ from .launch_overlap import launch_dependents
 
 
 @triton.jit
+def rope_cos_sin(pos, inv_freq_ptr, attention_scaling, HALF: tl.constexpr, BLOCK_HALF: tl.constexpr,
+                 act_dtype: tl.constexpr):
+    """fp32 cos and sin [BLOCK_HALF] of position `pos` (a scalar), each rounded to act_dtype: the
+    module docstring's numerics (entries past HALF are cos 1, sin 0)."""
+    angle = pos.to(tl.float32) * tl.load(inv_freq_ptr + tl.arange(0, BLOCK_HALF),
+                                         mask=tl.arange(0, BLOCK_HALF) < HALF, other=0.0)
+    cos = round_to(precise_cos(angle) * attention_scaling, act_dtype).to(tl.float32)
+    sin = round_to(precise_sin(angle) * attention_scaling, act_dtype).to(tl.float32)
+    return cos, sin
+
+
+@triton.jit
+def rotate_half(x1, x2, c, s, act_dtype: tl.constexpr):
+    """(x1 c - x2 s, x2 c + x1 s) with each product and the sum rounded to act_dtype (x1, x2: the
+    fp32 values of the first and second rotated half)."""
+    lo = round_to(round_to(x1 * c, act_dtype).to(tl.float32) - round_to(x2 * s, act_dtype).to(tl.float32), act_dtype)
+    hi = round_to(round_to(x2 * c, act_dtype).to(tl.float32) + round_to(x1 * s, act_dtype).to(tl.float32), act_dtype)
+    return lo, hi
+
+
+@triton.jit
 def _rotate_heads(src_ptr, stride_src_h, dst_ptr, stride_dst_h, cos, sin, n_heads, store_ok,
                   HALF: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr):
     """dst[h, :] = rope(src[h, :]) for h < n_heads; cos/sin are [BLOCK_HALF] already rounded."""
@@ -33,10 +54,7 @@ def _rotate_heads(src_ptr, stride_src_h, dst_ptr, stride_dst_h, cos, sin, n_head
     src = src_ptr + heads * stride_src_h + cols
     x1 = tl.load(src, mask=ok, other=0.0).to(tl.float32)
     x2 = tl.load(src + HALF, mask=ok, other=0.0).to(tl.float32)
-    c = cos[None, :]
-    s = sin[None, :]
-    lo = round_to(round_to(x1 * c, act_dtype).to(tl.float32) - round_to(x2 * s, act_dtype).to(tl.float32), act_dtype)
-    hi = round_to(round_to(x2 * c, act_dtype).to(tl.float32) + round_to(x1 * s, act_dtype).to(tl.float32), act_dtype)
+    lo, hi = rotate_half(x1, x2, cos[None, :], sin[None, :], act_dtype)
     dst = dst_ptr + heads * stride_dst_h + cols
     tl.store(dst, lo, mask=tl.where(store_ok, ok, False))
     tl.store(dst + HALF, hi, mask=tl.where(store_ok, ok, False))
@@ -71,10 +89,7 @@ def _rope_kernel(
     launch_dependents()
     n = tl.program_id(0).to(tl.int64)
     act_dtype = q_out_ptr.dtype.element_ty
-    angle = tl.load(pos_ptr + n).to(tl.float32) * tl.load(
-        inv_freq_ptr + tl.arange(0, BLOCK_HALF), mask=tl.arange(0, BLOCK_HALF) < HALF, other=0.0)
-    cos = round_to(precise_cos(angle) * attention_scaling, act_dtype).to(tl.float32)
-    sin = round_to(precise_sin(angle) * attention_scaling, act_dtype).to(tl.float32)
+    cos, sin = rope_cos_sin(tl.load(pos_ptr + n), inv_freq_ptr, attention_scaling, HALF, BLOCK_HALF, act_dtype)
     q_src = q_ptr + n * stride_qn
     q_dst = q_out_ptr + n * stride_qon
     _rotate_heads(q_src, stride_qh, q_dst, stride_qoh, cos, sin, H, True, HALF, BLOCK_H, BLOCK_HALF)

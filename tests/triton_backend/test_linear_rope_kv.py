@@ -1,0 +1,97 @@
+"""The linear_rope_kv fusion (passes/fusion.py; program.py, forward.py, launch_configs.py): the q|k|v
+linear group does its attention's rope + KV write in its epilogue, so a layer loses its rope_kv_write
+launch. A one-token forward runs it in the GEMV; other row counts (skinny GEMM, cuBLAS) run the
+linear and then the rope_kv_write launch. Either way the logits and the KV cache are the bits of the
+forward without the fusion, for bf16 and BF12 weights and with the other fusions on; the launch
+listing says the same as the forward's configs."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specir.ir.nodes import Attrs
+from tests.triton_backend.pipelines import pipeline
+from tests.triton_backend.test_norm_linear import BOTH, UNFUSED
+from tests.triton_backend.test_swiglu_prologue import _compiled, mlp_pair, packed_pipeline  # noqa: F401
+
+ROPE = {**UNFUSED, "linear_rope_kv": True}
+ALL = {**BOTH, "linear_rope_kv": True, "launch_overlap": True}
+
+
+def _run(model, T: int, lens: int = 4):
+    """(logits, layer 0's k and v caches, the forward's configs) of one forward of T tokens."""
+    from specir.backends.triton.forward import ForwardInputs
+    cache = model.new_cache(1, 64)
+    k, v = cache.layer(0)
+    k.copy_(torch.randn(k.shape).to(k.dtype))  # cache rows the forward must not touch
+    v.copy_(torch.randn(v.shape).to(v.dtype))
+    inputs = ForwardInputs.allocate(1, T, model.device)
+    inputs.ids.copy_(torch.arange(T)[None] * 7 % 250 + 3)
+    inputs.pos.copy_(torch.arange(T)[None] + lens)
+    inputs.lens.fill_(lens)
+    forward = model.forward(cache, inputs)
+    logits = forward.run().clone()
+    return logits, [t.clone() for t in cache.layer(0)], forward.configs
+
+
+def test_the_option_prints_and_a_layer_loses_its_rope_kv_write_launch(tiny_pair):
+    from specir.backends.triton.program import plan_program
+    from specir.ir.printer import print_pipeline
+    from specir.pass_infra import PassManager, build_passes
+    p = pipeline("chain", *tiny_pair, dtype="bf16")
+    on = PassManager(build_passes("fusion{linear_rope_kv=true,models=target}")).run(p)
+    assert "linear_rope_kv = true" in print_pipeline(on)
+    fused, plain = plan_program(on.model("target")), plan_program(p.model("target"))
+    assert [x.kind for x in plain.launches].count("rope_kv_write") == 1
+    assert [x.kind for x in fused.launches] == [x.kind for x in plain.launches if x.kind != "rope_kv_write"]
+    qkv = next(x for x in fused.launches if x.attrs.get("epilogue") == "rope_kv_write")
+    attention = next(x for x in fused.launches if x.kind == "attention")
+    assert qkv.outs == (attention.ins[0],)                 # the rotated q
+    assert qkv.ins[-1] == p.model("target").graph.params[1][0]   # the positions
+    assert qkv.ops[-1] == "kv_write[0]" and qkv.attrs["head_dim"] == attention.attrs["head_dim"]
+    off = PassManager(build_passes("fusion{linear_rope_kv=true,rope_kv_write=false,models=target}")).run(p)
+    assert not any(x.attrs.get("epilogue") for x in plan_program(off.model("target")).launches)
+
+
+@pytest.mark.parametrize("T", [1, 3])
+@pytest.mark.parametrize("fuse", [ROPE, ALL], ids=["alone", "with_every_fusion"])
+def test_fused_and_unfused_forwards_are_the_same_bits(mlp_pair, T, fuse):
+    model = pipeline("chain", *mlp_pair, dtype="bf16").model("target")
+    torch.manual_seed(5)
+    logits, caches, configs = _run(_compiled(model, cublas_min_rows=0, fuse=Attrs(fuse)), T)
+    kernels = [c["kernel"] for c in configs]
+    assert kernels.count("rope.rope_kv_write") == (0 if T == 1 else 1)   # one token: in the GEMV's epilogue
+    assert [c.get("epilogue") for c in configs].count("rope_kv_write") == (1 if T == 1 else 0)
+    torch.manual_seed(5)
+    want_logits, want_caches, _ = _run(_compiled(model, cublas_min_rows=0,
+                                                 fuse=Attrs({**fuse, "linear_rope_kv": False})), T)
+    assert torch.equal(logits, want_logits)
+    assert all(torch.equal(a, b) for a, b in zip(caches, want_caches))
+
+
+def test_cublas_routed_and_packed_forwards_are_the_same_bits(mlp_pair, packed_pipeline):  # noqa: F811
+    model = pipeline("chain", *mlp_pair, dtype="bf16").model("target")
+    for m, T, attrs in ((model, 9, dict(cublas_min_rows=8)), (packed_pipeline.model("target"), 1, {})):
+        torch.manual_seed(5)
+        got = _run(_compiled(m, fuse=Attrs(ROPE), **attrs), T)
+        torch.manual_seed(5)
+        want = _run(_compiled(m, fuse=Attrs(UNFUSED), **attrs), T)
+        assert torch.equal(got[0], want[0]) and all(torch.equal(a, b) for a, b in zip(got[1], want[1]))
+        assert ("rope.rope_kv_write" in [c["kernel"] for c in got[2]]) == (T == 9)
+
+
+@pytest.mark.parametrize("T", [1, 3, 9])
+def test_the_launch_listing_matches_the_forward(mlp_pair, T):
+    from specir.backends.triton.launch_configs import launch_configs
+    from specir.targets import get_target
+    model = pipeline("chain", *mlp_pair, dtype="bf16").model("target")
+    compiled = _compiled(model, cublas_min_rows=8, fuse=Attrs(ROPE))
+    listed = launch_configs(compiled.program, get_target("h200"), 1, T, 64)
+    _, _, configs = _run(compiled, T)
+    assert [r["kernel"] for r in listed[:-1]] == [c["kernel"] for c in configs]
+    implemented = [v for row in listed for v in row["implements"]]
+    assert len(implemented) == len(set(implemented)) and "kv_write[0]" in implemented
+    gemv = [r for r in listed if r.get("epilogue") == "rope_kv_write"]
+    assert len(gemv) == (1 if T == 1 else 0)
+    if gemv:
+        assert gemv[0]["config"]["block_n"] == compiled.program.launches[gemv[0]["launch"]].attrs["head_dim"]
