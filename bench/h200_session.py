@@ -54,6 +54,11 @@ BUILDS = {"chain": "", "tree": TREE, "tree-bf12": TREE + ",pack-weights{format=b
           "tree-fr-nlo": TREE + ",draft-vocab{size=32768,order=frequency},"
                                 "fusion{norm_linear=true,swiglu_linear=true,launch_overlap=true}",
           "tree-fr-o": TREE + ",draft-vocab{size=32768,order=frequency},fusion{launch_overlap=true}",
+          # every opt-in fusion of issue 17: the norms, adds, swiglu and the rope + KV write in the linears, overlapped
+          "tree-fr-all": TREE + ",draft-vocab{size=32768,order=frequency},fusion{norm_linear=true,swiglu_linear=true,"
+                                "linear_rope_kv=true,launch_overlap=true}",
+          "tree-bf12-all": TREE + ",pack-weights{format=bf12},fusion{norm_linear=true,swiglu_linear=true,"
+                                  "linear_rope_kv=true,launch_overlap=true}",
           # issue 14: the packed verify with the per-batch-size draft budget (shrink), priced for the
           # code pair's acceptance (tau 3.6 at k = 4: about 0.85 per token)
           "chain-bf": "batch-fusion{shrink=true,alpha=0.85}",

@@ -15,14 +15,14 @@ config, grid ((B + 1) * kv_heads, ...)) and its row says `grouped = true`.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import asdict
 
 import triton
 
 from .gemm_route import CUBLAS_CALL, CUBLAS_KERNEL, cublas_min_rows, uses_cublas
 from .kernels import argmax as argmax_mod
 from .kernels.attention import attention_config
-from .kernels.linear_config import choose
+from .kernels.linear_config import choose, head_tiles
 from .program import KERNEL_OF, Program, joined_norms
 
 REPRESENTATIVE_CONTEXT = 2048  # cached tokens the recorded launch configs and PTX assume
@@ -83,7 +83,7 @@ def _triton_linear(row: dict, launch, rows: int, n: int, k: int, fmt: str) -> li
     cfg = choose(rows, n, k, fmt)
     apart = _separate_rope_kv(launch, row["launch"], rows) if rows != 1 else []
     if a.get("epilogue") == "rope_kv_write" and not apart:   # one program per head (kernels/linear.py)
-        cfg = replace(cfg, block_n=a["head_dim"], num_warps=max(4, a["head_dim"] // 16))
+        cfg = head_tiles(cfg, a["head_dim"])
     row.update(m=rows, n=n, k=k, config=asdict(cfg))
     row.update({key: a[key] for key in ("prologue", "epilogue") if key in a and not (apart and key == "epilogue")})
     if apart:

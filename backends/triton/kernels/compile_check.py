@@ -151,8 +151,10 @@ def _linear_cases(bf, f32):
     """The linear kernels as linear.py launches them at M = 1 (GEMV, pair words, prefetch) and M = 5
     (skinny GEMM): with the SwiGLU prologue (the down projection, 4096 x 14336), and with the RMSNorm
     prologue and the residual epilogue (same shapes)."""
+    rope = dict(pos_ptr="i64", inv_freq_ptr=f32, k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", slots_ptr="i32",
+                offsets_ptr="i32", n_rows_ptr="i32")
     ptrs = dict(y_ptr=bf, bias_ptr=bf, mant_ptr="i64", code_ptr="i32", base_ptr="u8", esc_ptr="u8", rows_ptr="i32",
-                ws_ptr=f32, cnt_ptr="i32", raw_ptr="i32", raw_rows_ptr="i32", res_ptr=bf)
+                ws_ptr=f32, cnt_ptr="i32", raw_ptr="i32", raw_rows_ptr="i32", res_ptr=bf, **rope)
     gemv = dict(WORDS=True, X_PAIRS=True, BN=64, G=1, SPLIT=2, HAS_BIAS=False, PRMT=True, PREFETCH=True,
                 DEPTH=1, RAW_PREFETCH=True, PRO=1)
     gemm = dict(BM=16, BN=64, G=1, SPLIT=4, HAS_BIAS=False, DOT_BF16=True, PRMT=True, SWAP=True, PRO=1)
@@ -161,19 +163,32 @@ def _linear_cases(bf, f32):
     for label, extra in (("swiglu_linear", {}), ("norm_linear + residual", norm)):
         cases += [
             (f"{label} gemv bf16", "linear_kernels", "gemv_kernel", dict(ptrs, x_ptr="i32", up_ptr="i32", w_ptr="i32"),
-             ["eps"], dict(gemv, FORMAT=0, HAS_ROWS=False, X_LATE=False, FUSE_RAW=False, **extra),
+             ["eps", "rope_scaling"], dict(gemv, FORMAT=0, HAS_ROWS=False, X_LATE=False, FUSE_RAW=False, **extra),
              dict(num_warps=4, num_stages=2)),
             (f"{label} gemv bf12", "linear_kernels", "gemv_kernel", dict(ptrs, x_ptr="i32", up_ptr="i32", w_ptr=bf),
-             ["eps"], dict(gemv, FORMAT=1, HAS_ROWS=True, X_LATE=True, FUSE_RAW=True, **extra),
+             ["eps", "rope_scaling"], dict(gemv, FORMAT=1, HAS_ROWS=True, X_LATE=True, FUSE_RAW=True, **extra),
              dict(num_warps=4, num_stages=2)),
             (f"{label} gemm bf16", "linear_kernels", "gemm_kernel", dict(ptrs, x_ptr=bf, up_ptr=bf, w_ptr=bf),
-             ["eps"], dict(gemm, FORMAT=0, HAS_ROWS=False, **extra), dict(num_warps=4, num_stages=2)),
+             ["eps", "rope_scaling"], dict(gemm, FORMAT=0, HAS_ROWS=False, **extra), dict(num_warps=4, num_stages=2)),
             (f"{label} gemm bf12", "linear_kernels", "gemm_kernel", dict(ptrs, x_ptr=bf, up_ptr=bf, w_ptr=bf),
-             ["eps"], dict(gemm, FORMAT=1, HAS_ROWS=True, **extra), dict(num_warps=4, num_stages=2)),
+             ["eps", "rope_scaling"], dict(gemm, FORMAT=1, HAS_ROWS=True, **extra), dict(num_warps=4, num_stages=2)),
         ]
     cases.append(("plain gemv bf16", "linear_kernels", "gemv_kernel", dict(ptrs, x_ptr="i32", up_ptr="i32", w_ptr="i32"),
-                  ["eps"], dict(gemv, FORMAT=0, HAS_ROWS=False, X_LATE=False, FUSE_RAW=False, PRO=0),
+                  ["eps", "rope_scaling"], dict(gemv, FORMAT=0, HAS_ROWS=False, X_LATE=False, FUSE_RAW=False, PRO=0),
                   dict(num_warps=4, num_stages=2)))
+    # the rope + KV write in the q|k|v GEMV's epilogue (rope_kv_epilogue.py): one head of 128 per program
+    rope_on = dict(norm, RESIDUAL=False, ROPE_KV=True, HAS_SLOTS=True, HAS_OFFSETS=True, HAS_N_ROWS=True, BN=128,
+                   SPLIT=4)
+    cases += [
+        ("norm_linear + rope_kv gemv bf16", "linear_kernels", "gemv_kernel",
+         dict(ptrs, x_ptr="i32", up_ptr="i32", w_ptr="i32"), ["eps", "rope_scaling"],
+         dict(gemv, FORMAT=0, HAS_ROWS=False, X_LATE=False, FUSE_RAW=False, **rope_on),
+         dict(num_warps=8, num_stages=2, maxnreg=128)),
+        ("rope_kv gemv bf12", "linear_kernels", "gemv_kernel",
+         dict(ptrs, x_ptr="i32", up_ptr="i32", w_ptr=bf), ["eps", "rope_scaling"],
+         dict(gemv, FORMAT=1, HAS_ROWS=False, X_LATE=True, FUSE_RAW=False, **dict(rope_on, PRO=0, NORM_NCH=1)),
+         dict(num_warps=8, num_stages=2, maxnreg=128)),
+    ]
     # launch overlap (launch_overlap.py): the weights prefetched into L2 before the wait
     cases += [
         ("norm_linear + residual gemv bf16, overlap + L2 prefetch", "linear_kernels", "gemv_kernel",
@@ -185,7 +200,7 @@ def _linear_cases(bf, f32):
          dict(gemv, FORMAT=1, HAS_ROWS=True, X_LATE=True, FUSE_RAW=True, PDL=True),
          dict(num_warps=4, num_stages=2, launch_pdl=True)),
         ("plain gemm bf16, overlap", "linear_kernels", "gemm_kernel", dict(ptrs, x_ptr=bf, up_ptr=bf, w_ptr=bf),
-         ["eps"], dict(gemm, FORMAT=0, HAS_ROWS=False, PRO=0, PDL=True), dict(num_warps=4, num_stages=2,
+         ["eps", "rope_scaling"], dict(gemm, FORMAT=0, HAS_ROWS=False, PRO=0, PDL=True), dict(num_warps=4, num_stages=2,
                                                                               launch_pdl=True)),
     ]
     return cases

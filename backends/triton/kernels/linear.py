@@ -21,8 +21,6 @@ bits of add_kernel applied to the plain call's output and r; it combines with ei
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 import torch
 import triton
 
@@ -30,7 +28,7 @@ from specir.bf12 import BF12Matrix
 
 from ._interpreter_compat import interpreting
 from ._rms import chunks
-from .linear_config import LinearConfig, choose
+from .linear_config import LinearConfig, choose, head_tiles
 from .launch_overlap import overlap_available
 from .linear_kernels import PRO_NONE, PRO_RMS_NORM, PRO_SWIGLU, gemm_kernel, gemv_kernel
 from .rope_kv_epilogue import RopeKV
@@ -80,7 +78,7 @@ def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, 
     With `rope_kv` (a RopeKV the caller checked) the GEMV's epilogue does the rope and KV write: one
     program per head (block_n = head_dim, order-neutral), y2 receives q's rotated heads only."""
     if rope_kv is not None:
-        cfg = replace(cfg, block_n=rope_kv.head_dim, num_warps=max(4, rope_kv.head_dim // 16))
+        cfg = head_tiles(cfg, rope_kv.head_dim)
     m = x2.shape[0]
     swiglu = up2 is not None
     pro = PRO_SWIGLU if swiglu else (PRO_RMS_NORM if norm is not None else PRO_NONE)

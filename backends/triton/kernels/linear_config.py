@@ -101,3 +101,10 @@ def choose(m: int, n: int, k: int, fmt: str = "bf16") -> LinearConfig:
     iters = -(-groups_total // groups)
     split = _split_for(-(-n // block_n) * -(-m // block_m), iters)
     return LinearConfig("gemm", block_n, groups, split, block_m, num_warps, num_stages=2, swap_ab=swap)
+
+
+def head_tiles(cfg: LinearConfig, head_dim: int) -> LinearConfig:
+    """A GEMV configuration with one head of `head_dim` rows per program (the rope + KV-write epilogue,
+    rope_kv_epilogue.py): order-neutral fields only, so the bits are cfg's. 128 registers: without
+    the cap the 8-warp head-128 tile takes 170 (compile_check), half the programs per SM."""
+    return replace(cfg, block_n=head_dim, num_warps=max(4, head_dim // 16), maxnreg=128)
