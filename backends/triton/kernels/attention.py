@@ -43,7 +43,6 @@ import triton.language as tl
 
 from ._device import sm_count
 from ._numerics import dot_f32acc, round_to
-from .launch_overlap import launch_dependents
 
 LOG2E = 1.4426950408889634
 MAX_SPLITS = 64
@@ -160,7 +159,8 @@ def _attention_kernel(
     HAS_WINDOW: tl.constexpr, GROUPED: tl.constexpr,
     MR: tl.constexpr, SB: tl.constexpr, S_P2: tl.constexpr,
 ):
-    launch_dependents()
+    # no launch_dependents() here: with it the overlapped o projection's programs sat waiting beside
+    # the attention's and the attention took 0.235 ms a step instead of 0.170 (session 23, H100)
     pid_m = tl.program_id(1)
     b = tl.program_id(0) // KH
     kh = tl.program_id(0) % KH

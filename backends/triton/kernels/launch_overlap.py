@@ -13,7 +13,9 @@ Measured (bench/gemv_chain.py, the 8B layer's four fused GEMVs x 32 layers in a 
 default (`LinearConfig.overlap_iters` = 0).
 
 Every helper is a no-op in Triton's CPU interpreter (no PTX there) and `launch_dependents` is one
-instruction that a launch without a dependent ignores, so kernels call it unconditionally.
+instruction that a launch without a dependent ignores, so kernels call it unconditionally (the
+GEMV/GEMM, norm, rope, silu_mul and add kernels; not attention, where the next launch's waiting
+programs slowed it by a third).
 `overlap_available(device)` says whether a launch may ask for `launch_pdl`.
 """
 from __future__ import annotations
