@@ -51,7 +51,7 @@ from .kernels.vocab_scatter import inverse_key, vocab_scatter
 from .kernels.hybrid_norm import rms_norm_1p, rms_norm_gated
 from .kernels.norm import add_rms_norm, rms_norm
 from .kernels.rope import rope, rope_kv_write
-from .kernels.rope_kv_epilogue import RopeKV
+from .kernels.rope_kv_epilogue import RopeKV, epilogue_runs_here
 from .kernels.conv1d import conv1d_tree
 from .kernels.delta_factors import attach_delta_factors
 from .kernels.gated_delta import gated_delta_rule_tree
@@ -286,7 +286,7 @@ class StaticForward:
         """The RopeKV the GEMV cannot run in its epilogue at this call (removed from `fused`: it runs
         as a launch after the linear), or None."""
         r = fused.get("rope_kv")
-        if r is None or r.why_not_fused(rows, n, raw_rows) is None:
+        if r is None or (r.why_not_fused(rows, n, raw_rows) is None and epilogue_runs_here(r.k_cache.device)):
             return None
         return fused.pop("rope_kv")
 

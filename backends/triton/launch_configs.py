@@ -23,6 +23,7 @@ from .gemm_route import CUBLAS_CALL, CUBLAS_KERNEL, cublas_min_rows, uses_cublas
 from .kernels import argmax as argmax_mod
 from .kernels.attention import attention_config
 from .kernels.linear_config import choose, head_tiles
+from .kernels.rope_kv_epilogue import VERIFIED_ON_GPU
 from .program import KERNEL_OF, Program, joined_norms
 
 REPRESENTATIVE_CONTEXT = 2048  # cached tokens the recorded launch configs and PTX assume
@@ -68,8 +69,9 @@ def _separate_parts(launch, i: int, rows: int, k: int, joined: dict[int, int]) -
 
 def _separate_rope_kv(launch, i: int, rows: int) -> list[dict]:
     """The rope_kv_write row of a q|k|v linear whose epilogue runs as a launch of its own (any row
-    count but one: forward.py; a BF12 matrix with raw rows does so at one row too, which this
-    listing, made without the weights, does not know)."""
+    count but one, and every row count until rope_kv_epilogue.VERIFIED_ON_GPU: forward.py; a BF12
+    matrix with raw rows does so at one row too, which this listing, made without the weights,
+    does not know)."""
     if launch.attrs.get("epilogue") != "rope_kv_write":
         return []
     return [{"launch": i, "kernel": KERNEL_OF["rope_kv_write"], "implements": list(launch.ops[-3:]),
@@ -81,7 +83,7 @@ def _triton_linear(row: dict, launch, rows: int, n: int, k: int, fmt: str) -> li
     where its rope + KV-write epilogue runs apart (`_separate_rope_kv`), that launch's."""
     a = launch.attrs
     cfg = choose(rows, n, k, fmt)
-    apart = _separate_rope_kv(launch, row["launch"], rows) if rows != 1 else []
+    apart = _separate_rope_kv(launch, row["launch"], rows) if rows != 1 or not VERIFIED_ON_GPU else []
     if a.get("epilogue") == "rope_kv_write" and not apart:   # one program per head (kernels/linear.py)
         cfg = head_tiles(cfg, a["head_dim"])
     row.update(m=rows, n=n, k=k, config=asdict(cfg))

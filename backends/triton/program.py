@@ -41,8 +41,9 @@ the IR's own op pattern (nothing outside the IR is read):
   does that rope_kv_write in its epilogue (`epilogue = "rope_kv_write"` with the rope's and the
   attention's attributes; ins add the positions; outs: the rotated q, whose buffer is the group's
   q|k|v buffer, q in its first columns). A one-token forward runs it in the GEMV's epilogue
-  (kernels/rope_kv_epilogue.py); any other binds the linear and then the rope_kv_write launch,
-  rotating q in place (forward.py). Same bits either way; one launch a layer goes;
+  (kernels/rope_kv_epilogue.py; on a GPU only once rope_kv_epilogue.VERIFIED_ON_GPU); any other
+  binds the linear and then the rope_kv_write launch, rotating q in place (forward.py). Same bits
+  either way; one launch a layer goes;
 - launch overlap (`launch_overlap`, opt-in): every linear launch says `overlap = True`; the forward
   asks for programmatic dependent launch on sm_90+ (kernels/launch_overlap.py): same values, the
   launch starts while the one before it drains.

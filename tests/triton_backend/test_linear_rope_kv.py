@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from specir.backends.triton.kernels.rope_kv_epilogue import VERIFIED_ON_GPU, epilogue_runs_here
 from specir.ir.nodes import Attrs
 from tests.triton_backend.pipelines import pipeline
 from tests.triton_backend.test_norm_linear import BOTH, UNFUSED
@@ -16,6 +17,11 @@ from tests.triton_backend.test_swiglu_prologue import _compiled, mlp_pair, packe
 
 ROPE = {**UNFUSED, "linear_rope_kv": True}
 ALL = {**BOTH, "linear_rope_kv": True, "launch_overlap": True}
+
+
+def _runs_here() -> bool:
+    from tests.triton_backend.conftest import DEVICE
+    return epilogue_runs_here(torch.device(DEVICE))
 
 
 def _run(model, T: int, lens: int = 4):
@@ -58,10 +64,12 @@ def test_the_option_prints_and_a_layer_loses_its_rope_kv_write_launch(tiny_pair)
 def test_fused_and_unfused_forwards_are_the_same_bits(mlp_pair, T, fuse):
     model = pipeline("chain", *mlp_pair, dtype="bf16").model("target")
     torch.manual_seed(5)
-    logits, caches, configs = _run(_compiled(model, cublas_min_rows=0, fuse=Attrs(fuse)), T)
+    compiled = _compiled(model, cublas_min_rows=0, fuse=Attrs(fuse))
+    logits, caches, configs = _run(compiled, T)
     kernels = [c["kernel"] for c in configs]
-    assert kernels.count("rope.rope_kv_write") == (0 if T == 1 else 1)   # one token: in the GEMV's epilogue
-    assert [c.get("epilogue") for c in configs].count("rope_kv_write") == (1 if T == 1 else 0)
+    in_gemv = T == 1 and _runs_here()     # one token: in the GEMV's epilogue
+    assert kernels.count("rope.rope_kv_write") == (0 if in_gemv else 1)
+    assert [c.get("epilogue") for c in configs].count("rope_kv_write") == (1 if in_gemv else 0)
     torch.manual_seed(5)
     want_logits, want_caches, _ = _run(_compiled(model, cublas_min_rows=0,
                                                  fuse=Attrs({**fuse, "linear_rope_kv": False})), T)
@@ -77,7 +85,7 @@ def test_cublas_routed_and_packed_forwards_are_the_same_bits(mlp_pair, packed_pi
         torch.manual_seed(5)
         want = _run(_compiled(m, fuse=Attrs(UNFUSED), **attrs), T)
         assert torch.equal(got[0], want[0]) and all(torch.equal(a, b) for a, b in zip(got[1], want[1]))
-        assert ("rope.rope_kv_write" in [c["kernel"] for c in got[2]]) == (T == 9)
+        assert ("rope.rope_kv_write" in [c["kernel"] for c in got[2]]) == (T == 9 or not _runs_here())
 
 
 @pytest.mark.parametrize("T", [1, 3, 9])
@@ -88,10 +96,13 @@ def test_the_launch_listing_matches_the_forward(mlp_pair, T):
     compiled = _compiled(model, cublas_min_rows=8, fuse=Attrs(ROPE))
     listed = launch_configs(compiled.program, get_target("h200"), 1, T, 64)
     _, _, configs = _run(compiled, T)
-    assert [r["kernel"] for r in listed[:-1]] == [c["kernel"] for c in configs]
+    in_gemv = T == 1 and VERIFIED_ON_GPU   # the listing describes a GPU target
+    if T != 1 or _runs_here() == in_gemv:  # (the interpreter runs the epilogue where a GPU may not yet)
+        assert [r["kernel"] for r in listed[:-1]] == [c["kernel"] for c in configs]
     implemented = [v for row in listed for v in row["implements"]]
     assert len(implemented) == len(set(implemented)) and "kv_write[0]" in implemented
     gemv = [r for r in listed if r.get("epilogue") == "rope_kv_write"]
-    assert len(gemv) == (1 if T == 1 else 0)
+    assert len(gemv) == (1 if in_gemv else 0)
+    assert [r["kernel"] for r in listed].count("rope.rope_kv_write") == (0 if in_gemv else 1)
     if gemv:
         assert gemv[0]["config"]["block_n"] == compiled.program.launches[gemv[0]["launch"]].attrs["head_dim"]

@@ -16,7 +16,21 @@ import torch
 import triton
 import triton.language as tl
 
+from ._interpreter_compat import interpreting
 from .rope import rope_cos_sin, rotate_half
+
+# Compiled forwards run the epilogue only once its kernel tests (tests/triton/test_linear_rope_kv.py) have
+# passed on a GPU. Session 23 ran them on an H200 once: every test run failed (the report was cut off by the
+# call's time limit, so not why). The tile's halves were then taken apart by a permute and split; they are
+# now picked out by sums (store_head), which the interpreter passes but no GPU has run. Until a GPU run
+# passes, `linear(..., rope_kv=...)` itself still runs the fused kernel (for those tests) and forwards on
+# a GPU run the linear and then rope_kv_write: the same bits.
+VERIFIED_ON_GPU = False
+
+
+def epilogue_runs_here(device: torch.device) -> bool:
+    """Whether a forward on `device` runs the rope + KV write in the GEMV (the interpreter always)."""
+    return interpreting() or device.type != "cuda" or VERIFIED_ON_GPU
 
 
 @dataclass
@@ -64,18 +78,23 @@ def store_head(y, head, q_ptr, pos_ptr, inv_freq_ptr, k_cache_ptr, v_cache_ptr, 
                n_rows_ptr, stride_cb, stride_ch, stride_cs, max_seq, attention_scaling,
                H, KH, HALF: tl.constexpr, HAS_SLOTS: tl.constexpr, HAS_OFFSETS: tl.constexpr,
                HAS_N_ROWS: tl.constexpr):
-    """y: [2 HALF] values (act dtype) of head `head` (0 .. H + 2 KH - 1) of the q|k|v projection."""
+    """y: [2 HALF] values (act dtype) of head `head` (0 .. H + 2 KH - 1) of the q|k|v projection.
+    The halves are taken as [2, HALF] rows, each half picked out by a sum with -0.0 (exact for every
+    value, -0 included) rather than a permute and split of the tile."""
     act_dtype = q_ptr.dtype.element_ty
-    x1, x2 = tl.split(tl.permute(tl.reshape(y.to(tl.float32), (2, HALF)), (1, 0)))
-    d = tl.arange(0, HALF)
+    r = tl.arange(0, 2)[:, None]
+    col = r * HALF + tl.arange(0, HALF)[None, :]           # [2, HALF]: the head's columns
+    halves = tl.reshape(y, (2, HALF)).to(tl.float32)
     if head < H + KH:   # q or k: rotated
+        x1 = tl.sum(tl.where(r == 0, halves, -0.0), axis=0)[None, :]
+        x2 = tl.sum(tl.where(r == 1, halves, -0.0), axis=0)[None, :]
         cos, sin = rope_cos_sin(tl.load(pos_ptr), inv_freq_ptr, attention_scaling, HALF, HALF, act_dtype)
-        lo, hi = rotate_half(x1, x2, cos, sin, act_dtype)
+        lo, hi = rotate_half(x1, x2, cos[None, :], sin[None, :], act_dtype)
+        out = tl.where(r == 0, lo, hi)
     else:               # v: as computed
-        lo, hi = x1.to(act_dtype), x2.to(act_dtype)
+        out = halves.to(act_dtype)
     if head < H:
-        tl.store(q_ptr + head * (2 * HALF) + d, lo)
-        tl.store(q_ptr + head * (2 * HALF) + HALF + d, hi)
+        tl.store(q_ptr + head * (2 * HALF) + col, out)
     else:
         row = tl.load(lens_ptr).to(tl.int64)
         if HAS_OFFSETS:
@@ -86,10 +105,9 @@ def store_head(y, head, q_ptr, pos_ptr, inv_freq_ptr, k_cache_ptr, v_cache_ptr, 
         write = row < max_seq
         if HAS_N_ROWS:
             write = write & (tl.load(n_rows_ptr) > 0)
-        ok = tl.where(write, d < HALF, False)
+        ok = tl.where(write, col < 2 * HALF, False)
         if head < H + KH:
             dst = k_cache_ptr + cache_b * stride_cb + (head - H) * stride_ch + row * stride_cs
         else:
             dst = v_cache_ptr + cache_b * stride_cb + (head - H - KH) * stride_ch + row * stride_cs
-        tl.store(dst + d, lo, mask=ok)
-        tl.store(dst + HALF + d, hi, mask=ok)
+        tl.store(dst + col, out, mask=ok)
