@@ -1,0 +1,18 @@
+# The next GPU session's first call (issue 17). Session 23's call 3 ran the rope + KV epilogue's kernel tests on an
+# H200 and all 17 that ran failed, the report cut off by the time limit; the epilogue has since been rewritten (the
+# halves picked out by sums, not a permute and split) and compiled forwards do not use it
+# (rope_kv_epilogue.VERIFIED_ON_GPU = False). gemv_kernel was restructured in 348b3c9 (each program's partial
+# finished in the kernel's body, `_split_reduce` shared): no GPU has run the restructured kernel either, so the
+# linear kernel tests come first. Run after session 15's setup, with carry=[".whl"]:
+#   . bench/results/gpu-h200-2026-12-03-session15/setup.sh; bash bench/results/gpu-2026-12-06-session23/next.sh
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+timeout 200 python3 -m pytest -q -x --tb=short -p no:cacheprovider tests/triton/test_linear.py \
+  tests/triton/test_linear_overlap.py > $OUT/gpu-linear-tests.txt 2>&1; echo "linear tests rc=$? at ${SECONDS}s"
+tail -n 3 $OUT/gpu-linear-tests.txt | cut -c1-300
+timeout 150 python3 -m pytest -q -x --tb=short -p no:cacheprovider tests/triton/test_linear_rope_kv.py \
+  > $OUT/gpu-rope-tests.txt 2>&1; echo "rope epilogue tests rc=$? at ${SECONDS}s"
+grep -m 20 "^E \|passed\|failed" $OUT/gpu-rope-tests.txt | cut -c1-300
+# if the epilogue passes: set VERIFIED_ON_GPU = True, then time tree-fr-all's AR as built (call3.sh's last two steps)
+timeout 200 python3 bench/h200_session.py --out /tmp/s --stages inflate,compile,bench --builds tree-fr \
+  --batch-sizes 1 --limit 4 --max-new-tokens 64 --bench-limit-s 70 --budget-s 195 > $OUT/s-log.txt 2>&1
+echo "8b rc=$? at ${SECONDS}s"; grep -A2 "^build " $OUT/s-log.txt | head -3
