@@ -176,6 +176,7 @@ class StaticForward:
         self.calls = []
         self._pool, self._scratches = pool, []
         self._early_norms: dict[str, int] = {}  # set by _plan: norm value -> its prologue's launch (joined_norms)
+        self._fixed_norms = True  # set by _plan: whether the norms' fixed_order applies in this forward
         try:
             self._plan(program, params, pool, logits, allocate, last_use, holders, value_buffer)
         except BaseException:
@@ -195,6 +196,12 @@ class StaticForward:
         joined = joined_norms(program, lambda j: (wanted is None or j in wanted)
                               and bool(self._separate_parts(j, program.launches[j])))
         self._early_norms = {program.launches[j].attrs["prologue_value"]: j for j in joined.values()}
+        # the norms' `fixed_order` (program.py: norm_linear) holds unless the program folds norms into linears
+        # and this forward folds none (every such linear on cuBLAS at this width): then the faster order, as
+        # without the fusion
+        folding = [not self._separate_parts(j, launch) for j, launch in enumerate(program.launches)
+                   if launch.attrs.get("prologue") == "rms_norm" and (wanted is None or j in wanted)]
+        self._fixed_norms = not folding or any(folding)
         for i, launch in enumerate(program.launches):
             if wanted is not None and i not in wanted:
                 continue
@@ -315,7 +322,8 @@ class StaticForward:
             normed, (norm_w, eps), h = self.views[a["prologue_value"]], fused["norm"], x
             if a["prologue_value"] not in self._early_norms:  # (else an earlier launch's add_rms_norm wrote it)
                 self.configs.append({"launch": index, "kernel": KERNEL_OF["rms_norm"], "rows": B * T})
-                first = lambda: rms_norm(h, norm_w, eps, out=normed, fixed_order=True)  # noqa: E731
+                fixed = self._fixed_norms
+                first = lambda: rms_norm(h, norm_w, eps, out=normed, fixed_order=fixed)  # noqa: E731
             x = normed
         if "residual" in fused:
             product, residual, total = self.views[a["epilogue_value"]], fused["residual"], out
@@ -324,8 +332,9 @@ class StaticForward:
                 consumer = self.model.program.launches[self._early_norms[then]].attrs
                 norm_w, eps, normed = m.weights.table[consumer["norm_weight"]], consumer["eps"], self.views[then]
                 self.configs.append({"launch": index, "kernel": KERNEL_OF["add_rms_norm"], "rows": B * T})
+                fixed = self._fixed_norms
                 last = lambda: add_rms_norm(product, residual, norm_w, eps, out=normed, residual_out=total,  # noqa: E731
-                                            fixed_order=True)
+                                            fixed_order=fixed)
             else:
                 self.configs.append({"launch": index, "kernel": KERNEL_OF["add"], "rows": B * T})
                 last = lambda: add_kernel(residual, product, out=total)  # noqa: E731
@@ -365,14 +374,14 @@ class StaticForward:
                 x = x.unflatten(-1, (width // group, group))
                 out = out.view(B, T, width // group, group)
             self.configs.append({"launch": index, "kernel": launch.kernel, "rows": B * T, "group": group})
-            fixed = bool(a.get("fixed_order"))
+            fixed = bool(a.get("fixed_order")) and self._fixed_norms
             return lambda: rms_norm(x, w, eps, out=out, fixed_order=fixed)
         if kind == "add_rms_norm":
             a_in, b_in = view(launch.ins[0]), view(launch.ins[1])
             norm_out, res_out = view(launch.outs[0]), view(launch.outs[1])
             w, eps = m.weights.table[a["weight"]], a["eps"]
             self.configs.append({"launch": index, "kernel": launch.kernel, "rows": B * T})
-            fixed = bool(a.get("fixed_order"))
+            fixed = bool(a.get("fixed_order")) and self._fixed_norms
             return lambda: add_rms_norm(b_in, a_in, w, eps, out=norm_out, residual_out=res_out, fixed_order=fixed)
         if kind == "add":
             x, y, out = view(launch.ins[0]), view(launch.ins[1]), view(launch.outs[0])

@@ -33,9 +33,10 @@ the IR's own op pattern (nothing outside the IR is read):
   into `prologue_value`'s buffer first, or the call into `epilogue_value`'s buffer and then the
   add. An epilogue whose add feeds a prologue's norm names it (`then_norm`): where both linears
   route to cuBLAS the add and that norm run as one add_rms_norm launch, as without the fusion.
-  With this fusion every rms_norm launch of the region sums its squares in the prologue's order
-  (`fixed_order`, kernels/_rms.py), so a norm gives the same bits folded or not; without it the
-  norm kernel keeps its faster order (one read of the row).
+  With this fusion every rms_norm launch of the region says `fixed_order` (the prologue's order,
+  kernels/_rms.py), so a norm gives the same bits folded or not; a forward that folds no norm (its
+  linears all on cuBLAS at its width) runs them in the norm kernel's faster order (one read of the
+  row), as without the fusion (forward.py); so does a region without it.
 - linear + rope + kv_write (`linear_rope_kv`, opt-in): a linear group whose results are exactly
   the (q, k, v) of a fused rope + KV write (above), read by nothing else, all on Triton kernels,
   does that rope_kv_write in its epilogue (`epilogue = "rope_kv_write"` with the rope's and the
