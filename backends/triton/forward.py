@@ -45,7 +45,7 @@ from .kernels.attention import attention, attention_config, counter_buffer
 from .kernels.embedding import embedding
 from .kernels.kv_cache import kv_write
 from .kernels.linear import linear_bf12, linear_bf16
-from .kernels.linear_config import choose
+from .kernels.linear_config import choose, head_tiles
 from .kernels import pointwise
 from .kernels.vocab_scatter import inverse_key, vocab_scatter
 from .kernels.hybrid_norm import rms_norm_1p, rms_norm_gated
@@ -177,6 +177,7 @@ class StaticForward:
         self._pool, self._scratches = pool, []
         self._early_norms: dict[str, int] = {}  # set by _plan: norm value -> its prologue's launch (joined_norms)
         self._fixed_norms = True  # set by _plan: whether the norms' fixed_order applies in this forward
+        self._per_run: list = []  # set by _plan: what each run recomputes first (dynamic rope frequencies)
         try:
             self._plan(program, params, pool, logits, allocate, last_use, holders, value_buffer)
         except BaseException:
@@ -274,8 +275,13 @@ class StaticForward:
         a, inp = launch.attrs, self.inputs
         table = self.model.rope_table(a["rope"], a["head_dim"])
         k_cache, v_cache = self.cache.layer(a["layer"])
-        return RopeKV(a["heads"], a["kv_heads"], inp.pos, table.inv_freq(inp.pos), table.attention_factor,
-                      k_cache, v_cache, inp.lens, inp.slots, inp.offsets, self._real_rows())
+        r = RopeKV(a["heads"], a["kv_heads"], inp.pos, table.inv_freq(inp.pos), table.attention_factor,
+                   k_cache, v_cache, inp.lens, inp.slots, inp.offsets, self._real_rows())
+        if not table.static:  # dynamic / longrope: frequencies of this run's positions, as the rope launches
+            def refresh():
+                r.inv_freq, r.attention_scaling = table.inv_freq(inp.pos), table.attention_factor
+            self._per_run.append(refresh)
+        return r
 
     def _rope_kv_after(self, index: int, out: torch.Tensor, r: RopeKV):
         """rope_kv_write over the q|k|v buffer `out` [B, T, (H + 2 KH) D], q rotated in place: the
@@ -287,6 +293,12 @@ class StaticForward:
         self.configs.append({"launch": index, "kernel": KERNEL_OF["rope_kv_write"], "grid": [self.B * self.T]})
         return lambda: rope_kv_write(q, k, v, r.pos, r.inv_freq, r.k_cache, r.v_cache, r.lens, r.attention_scaling,
                                      q_out=q, slots=r.slots, offsets=r.offsets, n_rows=r.n_rows)
+
+    @staticmethod
+    def _as_run(cfg, fused: dict):
+        """The configuration the call runs (kernels/linear.py: one head a program with the rope epilogue)."""
+        r = fused.get("rope_kv")
+        return cfg if r is None else head_tiles(cfg, r.head_dim)
 
     @staticmethod
     def _unfused_rope_kv(fused: dict, rows: int, n: int, raw_rows: int) -> RopeKV | None:
@@ -397,7 +409,7 @@ class StaticForward:
             cfg = linear_config(B * T, n, k)
             after = self._unfused_rope_kv(fused, B * T, n, 0)
             self.configs.append({"launch": index, "kernel": launch.kernel, "m": B * T, "n": n, "k": k,
-                                 "config": cfg.__dict__, **self._fusion_note(launch, after is None)})
+                                 "config": self._as_run(cfg, fused).__dict__, **self._fusion_note(launch, after is None)})
             call = lambda: linear_bf16(x, weight, bias, out=out, config=cfg, **fused)  # noqa: E731
             return self._then(call, after and self._rope_kv_after(index, out, after))
         if kind == "packed_linear":
@@ -407,7 +419,7 @@ class StaticForward:
             cfg = linear_config(B * T, n, k, "bf12")
             after = self._unfused_rope_kv(fused, B * T, n, packed.raw_row_count)
             self.configs.append({"launch": index, "kernel": launch.kernel, "m": B * T, "n": n, "k": k,
-                                 "config": cfg.__dict__, **self._fusion_note(launch, after is None)})
+                                 "config": self._as_run(cfg, fused).__dict__, **self._fusion_note(launch, after is None)})
             call = lambda: linear_bf12(x, packed, bias, out=out, config=cfg, **fused)  # noqa: E731
             return self._then(call, after and self._rope_kv_after(index, out, after))
         if kind == "rope":
@@ -614,6 +626,8 @@ class StaticForward:
     def run(self) -> torch.Tensor:
         if self.model.program.states:
             self._begin_recurrent()
+        for refresh in self._per_run:
+            refresh()
         for call in self.calls:
             call()
         return self.logits

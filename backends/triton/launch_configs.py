@@ -69,9 +69,9 @@ def _separate_parts(launch, i: int, rows: int, k: int, joined: dict[int, int]) -
 
 def _separate_rope_kv(launch, i: int, rows: int) -> list[dict]:
     """The rope_kv_write row of a q|k|v linear whose epilogue runs as a launch of its own (any row
-    count but one, and every row count until rope_kv_epilogue.VERIFIED_ON_GPU: forward.py; a BF12
-    matrix with raw rows does so at one row too, which this listing, made without the weights,
-    does not know)."""
+    count but one, a head_dim not a power of two >= 16, and every row count until
+    rope_kv_epilogue.VERIFIED_ON_GPU: forward.py; partial rotary and a BF12 matrix with raw rows do
+    so at one row too, which this listing, made without the weights and rope tables, does not know)."""
     if launch.attrs.get("epilogue") != "rope_kv_write":
         return []
     return [{"launch": i, "kernel": KERNEL_OF["rope_kv_write"], "implements": list(launch.ops[-3:]),
@@ -83,7 +83,9 @@ def _triton_linear(row: dict, launch, rows: int, n: int, k: int, fmt: str) -> li
     where its rope + KV-write epilogue runs apart (`_separate_rope_kv`), that launch's."""
     a = launch.attrs
     cfg = choose(rows, n, k, fmt)
-    apart = _separate_rope_kv(launch, row["launch"], rows) if rows != 1 or not VERIFIED_ON_GPU else []
+    d = a.get("head_dim", 0)
+    in_gemv = rows == 1 and VERIFIED_ON_GPU and d >= 16 and d & (d - 1) == 0
+    apart = [] if in_gemv else _separate_rope_kv(launch, row["launch"], rows)
     if a.get("epilogue") == "rope_kv_write" and not apart:   # one program per head (kernels/linear.py)
         cfg = head_tiles(cfg, a["head_dim"])
     row.update(m=rows, n=n, k=k, config=asdict(cfg))

@@ -36,7 +36,7 @@ def _chain(h, layers, overlap, packed, configs):
     for *mats, (n1, n2) in layers:
         linear = linear_bf12 if packed else linear_bf16
         y = linear(h, mats[0], norm=(n1, EPS), overlap=overlap, config=configs.get("qkv"))
-        h = linear(y[:, : HIDDEN // 2].contiguous(), mats[1], residual=h, overlap=overlap, config=configs.get("o"))
+        h = linear(y[:, : HIDDEN // 2], mats[1], residual=h, overlap=overlap, config=configs.get("o"))
         gu = linear(h, mats[2], norm=(n2, EPS), overlap=overlap)
         h = linear(gu[:, :INTER], mats[3], up=gu[:, INTER:], residual=h, overlap=overlap)
     return h

@@ -88,17 +88,25 @@ def test_cublas_routed_and_packed_forwards_are_the_same_bits(mlp_pair, packed_pi
         assert ("rope.rope_kv_write" in [c["kernel"] for c in got[2]]) == (T == 9 or not _runs_here())
 
 
+@pytest.mark.parametrize("verified", [False, True], ids=["gpu_unverified", "gpu_verified"])
 @pytest.mark.parametrize("T", [1, 3, 9])
-def test_the_launch_listing_matches_the_forward(mlp_pair, T):
-    from specir.backends.triton.launch_configs import launch_configs
+def test_the_launch_listing_matches_the_forward(mlp_pair, monkeypatch, T, verified):
+    """The listing (a GPU target's) says what the forward runs: with the epilogue unverified on GPUs
+    the rope_kv_write apart at every row count; verified, in the GEMV at one row, with the head-tiled
+    config the forward records. The interpreter's forward runs the epilogue at one row."""
+    import specir.backends.triton.launch_configs as listing
     from specir.targets import get_target
+    monkeypatch.setattr(listing, "VERIFIED_ON_GPU", verified)
     model = pipeline("chain", *mlp_pair, dtype="bf16").model("target")
     compiled = _compiled(model, cublas_min_rows=8, fuse=Attrs(ROPE))
-    listed = launch_configs(compiled.program, get_target("h200"), 1, T, 64)
+    listed = listing.launch_configs(compiled.program, get_target("h200"), 1, T, 64)
     _, _, configs = _run(compiled, T)
-    in_gemv = T == 1 and VERIFIED_ON_GPU   # the listing describes a GPU target
-    if T != 1 or _runs_here() == in_gemv:  # (the interpreter runs the epilogue where a GPU may not yet)
+    in_gemv = T == 1 and verified
+    if (T == 1 and _runs_here()) == in_gemv:
         assert [r["kernel"] for r in listed[:-1]] == [c["kernel"] for c in configs]
+        # (the interpreter widens other launches' blocks: forward.linear_config) the head-tiled GEMV as listed
+        tiled = [(r["config"], c["config"]) for r, c in zip(listed, configs) if r.get("epilogue") == "rope_kv_write"]
+        assert all(a == b for a, b in tiled)
     implemented = [v for row in listed for v in row["implements"]]
     assert len(implemented) == len(set(implemented)) and "kv_write[0]" in implemented
     gemv = [r for r in listed if r.get("epilogue") == "rope_kv_write"]
@@ -106,3 +114,33 @@ def test_the_launch_listing_matches_the_forward(mlp_pair, T):
     assert [r["kernel"] for r in listed].count("rope.rope_kv_write") == (0 if in_gemv else 1)
     if gemv:
         assert gemv[0]["config"]["block_n"] == compiled.program.launches[gemv[0]["launch"]].attrs["head_dim"]
+
+
+def test_a_dynamic_rope_rotates_with_each_runs_frequencies(tmp_path):
+    """A `dynamic` rope's frequencies depend on the forward's positions: the fused launch and its
+    fallback recompute them every run, as the rope launches do (two runs at positions inside and past
+    the original context, one forward object)."""
+    from specir.backends.triton.forward import ForwardInputs
+    from tests.helpers.checkpoints import make_checkpoint, write_tokenizer
+    from tests.triton_backend.conftest import VOCAB
+    folder = make_checkpoint("llama", tmp_path / "dyn", seed=3, num_hidden_layers=1, vocab_size=VOCAB,
+                             intermediate_size=96, initializer_range=0.3, max_position_embeddings=16,
+                             rope_parameters={"rope_type": "dynamic", "factor": 4.0, "rope_theta": 10000.0})
+    write_tokenizer(folder, VOCAB)
+    model = pipeline("chain", folder, folder, dtype="bf16").model("target")
+    outputs = []
+    for fuse in (ROPE, UNFUSED):
+        compiled = _compiled(model, cublas_min_rows=0, fuse=Attrs(fuse))
+        assert not all(table.static for table in compiled.ropes.values())
+        cache = compiled.new_cache(1, 64)
+        inputs = ForwardInputs.allocate(1, 1, compiled.device)
+        forward = compiled.forward(cache, inputs)
+        runs = []
+        for pos in (3, 40):
+            inputs.ids.fill_(7)
+            inputs.pos.fill_(pos)
+            inputs.lens.fill_(pos)
+            runs.append((forward.run().clone(), [t.clone() for t in cache.layer(0)]))
+        outputs.append(runs)
+    for (got, got_cache), (want, want_cache) in zip(*outputs):
+        assert torch.equal(got, want) and all(torch.equal(a, b) for a, b in zip(got_cache, want_cache))

@@ -78,6 +78,8 @@ def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, 
     With `rope_kv` (a RopeKV the caller checked) the GEMV's epilogue does the rope and KV write: one
     program per head (block_n = head_dim, order-neutral), y2 receives q's rotated heads only."""
     if rope_kv is not None:
+        if cfg.kind != "gemv":
+            raise ValueError(f"the rope + KV write runs in the GEMV's epilogue; this call's config is a {cfg.kind}")
         cfg = head_tiles(cfg, rope_kv.head_dim)
     m = x2.shape[0]
     swiglu = up2 is not None
