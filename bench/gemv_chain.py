@@ -1,6 +1,7 @@
 """A decode step's linears back to back: launch overlap (kernels/launch_overlap.py) against plain launches.
 
     python bench/gemv_chain.py --out OUT [--layers 32] [--iters 0,4] [--bf12-layers 8] [--bf12-iters 4]
+                               [--bf12-maxnreg 128]
 
 The chain is the Llama-3.1-8B decoder layer's four GEMVs as the `norm_linear` + `swiglu_linear`
 fusions launch them (qkv 6144x4096 with the input norm in its prologue, o 4096x4096 with the residual
@@ -52,7 +53,7 @@ def _nbytes(m) -> int:
     return sum(t.numel() * t.element_size() for t in (m.mant, m.code, m.base, m.esc, m.raw))
 
 
-def _chain_calls(layers, h, overlap: bool, iters: int):
+def _chain_calls(layers, h, overlap: bool, iters: int, maxnreg: int | None = None):
     """The chain as zero-argument calls writing preallocated buffers; returns (calls, output)."""
     from specir.backends.triton.kernels.linear import linear_bf12, linear_bf16
     from specir.backends.triton.kernels.linear_config import choose
@@ -66,7 +67,8 @@ def _chain_calls(layers, h, overlap: bool, iters: int):
 
         def cfg(m, fmt=fmt):
             n, k = m.shape
-            return replace(choose(1, n, k, fmt), overlap_iters=iters)
+            cfg = replace(choose(1, n, k, fmt), overlap_iters=iters)
+            return replace(cfg, maxnreg=maxnreg) if maxnreg else cfg
         mid, nxt = (torch.empty(1, HIDDEN, dtype=torch.bfloat16, device="cuda") for _ in range(2))
         calls += [
             lambda x=cur, m=mats[0], w=n1, c=cfg(mats[0]), f=linear: f(x, m, norm=(w, EPS), out=qkv, overlap=overlap,
@@ -82,8 +84,8 @@ def _chain_calls(layers, h, overlap: bool, iters: int):
     return calls, cur
 
 
-def run_variant(layers, h0, overlap: bool, iters: int, replays: int):
-    calls, out = _chain_calls(layers, h0, overlap, iters)
+def run_variant(layers, h0, overlap: bool, iters: int, replays: int, maxnreg: int | None = None):
+    calls, out = _chain_calls(layers, h0, overlap, iters, maxnreg)
     # replays change nothing: every launch reads h0 (never written) or the chain's own outputs; the o
     # projection reads qkv[:, :4096] (a 4096-wide stand-in for attention's output)
     seconds = graph_timer(calls, replays)()
@@ -98,6 +100,8 @@ def main(argv=None) -> int:
     ap.add_argument("--iters", default="0,4", help="overlap_iters values to time (bf16)")
     ap.add_argument("--bf12-iters", default="4", help="overlap_iters values to time (BF12)")
     ap.add_argument("--replays", type=int, default=20)
+    ap.add_argument("--bf12-maxnreg", type=int, default=0,
+                    help="also time BF12 plain with this register cap (order-neutral; its prologue GEMVs take 168)")
     a = ap.parse_args(argv)
     copy_gbps = copy_bandwidth()
     print(f"copy bandwidth {copy_gbps:.0f} GB/s", flush=True)
@@ -117,6 +121,11 @@ def main(argv=None) -> int:
             variants.append((f"overlap, {it} iterations prefetched", s, torch.equal(out.view(torch.int16),
                                                                                      base_out.view(torch.int16))))
             print(f"{fmt} overlap {it}: {s * 1e3:.3f} ms, bits equal {variants[-1][2]}", flush=True)
+        if fmt == "bf12" and a.bf12_maxnreg:
+            s, out = run_variant(layers, h0, False, 0, a.replays, a.bf12_maxnreg)
+            variants.append((f"plain, maxnreg {a.bf12_maxnreg}", s, torch.equal(out.view(torch.int16),
+                                                                               base_out.view(torch.int16))))
+            print(f"{fmt} maxnreg {a.bf12_maxnreg}: {s * 1e3:.3f} ms, bits equal {variants[-1][2]}", flush=True)
         for name, s, same in variants:
             rows.append({"format": fmt, "layers": count, "variant": name, "ms": s * 1e3,
                          "ms_per_layer": s * 1e3 / count, "GBps": nbytes / s / 1e9,

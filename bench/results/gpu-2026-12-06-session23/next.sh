@@ -16,3 +16,7 @@ grep -m 20 "^E \|passed\|failed" $OUT/gpu-rope-tests.txt | cut -c1-300
 timeout 200 python3 bench/h200_session.py --out /tmp/s --stages inflate,compile,bench --builds tree-fr \
   --batch-sizes 1 --limit 4 --max-new-tokens 64 --bench-limit-s 70 --budget-s 195 > $OUT/s-log.txt 2>&1
 echo "8b rc=$? at ${SECONDS}s"; grep -A2 "^build " $OUT/s-log.txt | head -3
+# BF12's prologue GEMVs take 168 registers (3 programs a SM); capped at 128 they compile without spills (compile_check,
+# session 23): time whether that lifts BF12 off bf16's time per layer (call 2: 0.1612 against 0.1605 ms)
+timeout 150 python3 bench/gemv_chain.py --out $OUT/chain.json --layers 16 --bf12-layers 16 --iters 0 --bf12-iters "" \
+  --bf12-maxnreg 128 > $OUT/chain-log.txt 2>&1; echo "chain rc=$? at ${SECONDS}s"; tail -n 7 $OUT/chain-log.txt
