@@ -6,16 +6,14 @@
 # linear kernel tests come first. Run after session 15's setup, with carry=[".whl"]:
 #   . bench/results/gpu-h200-2026-12-03-session15/setup.sh; bash bench/results/gpu-2026-12-06-session23/next.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-timeout 200 python3 -m pytest -q -x --tb=short -p no:cacheprovider tests/triton/test_linear.py \
+timeout 220 python3 -m pytest -q -x --tb=short -p no:cacheprovider tests/triton/test_linear.py \
   tests/triton/test_linear_overlap.py > $OUT/gpu-linear-tests.txt 2>&1; echo "linear tests rc=$? at ${SECONDS}s"
 tail -n 3 $OUT/gpu-linear-tests.txt | cut -c1-300
 timeout 150 python3 -m pytest -q -x --tb=short -p no:cacheprovider tests/triton/test_linear_rope_kv.py \
   > $OUT/gpu-rope-tests.txt 2>&1; echo "rope epilogue tests rc=$? at ${SECONDS}s"
 grep -m 20 "^E \|passed\|failed" $OUT/gpu-rope-tests.txt | cut -c1-300
-# if the epilogue passes: set VERIFIED_ON_GPU = True, then time tree-fr-all's AR as built (call3.sh's last two steps)
-timeout 200 python3 bench/h200_session.py --out /tmp/s --stages inflate,compile,bench --builds tree-fr \
-  --batch-sizes 1 --limit 4 --max-new-tokens 64 --bench-limit-s 70 --budget-s 195 > $OUT/s-log.txt 2>&1
-echo "8b rc=$? at ${SECONDS}s"; grep -A2 "^build " $OUT/s-log.txt | head -3
+# if the epilogue passes: set VERIFIED_ON_GPU = True, then in a second call time tree-fr-all's AR as built
+# (call3.sh's last two steps) and tree-fr against tree-fr-nl (the norms' order where nothing is folded, 49bcead)
 # BF12's prologue GEMVs take 168 registers (3 programs a SM); capped at 128 they compile without spills (compile_check,
 # session 23): time whether that lifts BF12 off bf16's time per layer (call 2: 0.1612 against 0.1605 ms)
 timeout 150 python3 bench/gemv_chain.py --out $OUT/chain.json --layers 16 --bf12-layers 16 --iters 0 --bf12-iters "" \
