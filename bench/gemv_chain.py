@@ -92,6 +92,10 @@ def run_variant(layers, h0, overlap: bool, iters: int, replays: int, maxnreg: in
     return seconds, out.clone()
 
 
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return torch.equal(a.view(torch.int16), b.view(torch.int16))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -118,13 +122,11 @@ def main(argv=None) -> int:
         variants = [("plain", base_s, True)]
         for it in [int(v) for v in (a.iters if fmt == "bf16" else a.bf12_iters).split(",") if v != ""]:
             s, out = run_variant(layers, h0, True, it, a.replays)
-            variants.append((f"overlap, {it} iterations prefetched", s, torch.equal(out.view(torch.int16),
-                                                                                     base_out.view(torch.int16))))
+            variants.append((f"overlap, {it} iterations prefetched", s, _same_bits(out, base_out)))
             print(f"{fmt} overlap {it}: {s * 1e3:.3f} ms, bits equal {variants[-1][2]}", flush=True)
         if fmt == "bf12" and a.bf12_maxnreg:
             s, out = run_variant(layers, h0, False, 0, a.replays, a.bf12_maxnreg)
-            variants.append((f"plain, maxnreg {a.bf12_maxnreg}", s, torch.equal(out.view(torch.int16),
-                                                                               base_out.view(torch.int16))))
+            variants.append((f"plain, maxnreg {a.bf12_maxnreg}", s, _same_bits(out, base_out)))
             print(f"{fmt} maxnreg {a.bf12_maxnreg}: {s * 1e3:.3f} ms, bits equal {variants[-1][2]}", flush=True)
         for name, s, same in variants:
             rows.append({"format": fmt, "layers": count, "variant": name, "ms": s * 1e3,

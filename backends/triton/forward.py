@@ -317,9 +317,12 @@ class StaticForward:
             note.pop("epilogue")
         return note
 
-    @staticmethod
-    def _then(call, after):
-        return call if after is None else (lambda: (call(), after()))
+    def _with_rope_after(self, index: int, call, out: torch.Tensor, r: RopeKV | None):
+        """`call`, then the rope_kv_write its GEMV could not run in its epilogue (`r`), if any."""
+        if r is None:
+            return call
+        after = self._rope_kv_after(index, out, r)
+        return lambda: (call(), after())
 
     def _separate_linear(self, index, launch, x, fused, out, weight, bias, use_triton):
         """A fused linear launch that this forward runs on cuBLAS (or torch): its prologue into
@@ -411,7 +414,7 @@ class StaticForward:
             self.configs.append({"launch": index, "kernel": launch.kernel, "m": B * T, "n": n, "k": k,
                                  "config": self._as_run(cfg, fused).__dict__, **self._fusion_note(launch, after is None)})
             call = lambda: linear_bf16(x, weight, bias, out=out, config=cfg, **fused)  # noqa: E731
-            return self._then(call, after and self._rope_kv_after(index, out, after))
+            return self._with_rope_after(index, call, out, after)
         if kind == "packed_linear":
             packed, bias = m.weights.packed[index]
             x, out, fused = view(launch.ins[0]), self._group_output(launch), self._fused_operands(launch)
@@ -421,7 +424,7 @@ class StaticForward:
             self.configs.append({"launch": index, "kernel": launch.kernel, "m": B * T, "n": n, "k": k,
                                  "config": self._as_run(cfg, fused).__dict__, **self._fusion_note(launch, after is None)})
             call = lambda: linear_bf12(x, packed, bias, out=out, config=cfg, **fused)  # noqa: E731
-            return self._then(call, after and self._rope_kv_after(index, out, after))
+            return self._with_rope_after(index, call, out, after)
         if kind == "rope":
             hd = a["head_dim"]
             table = m.rope_table(a["rope"], hd)

@@ -23,7 +23,7 @@ from .gemm_route import CUBLAS_CALL, CUBLAS_KERNEL, cublas_min_rows, uses_cublas
 from .kernels import argmax as argmax_mod
 from .kernels.attention import attention_config
 from .kernels.linear_config import choose, head_tiles
-from .kernels.rope_kv_epilogue import VERIFIED_ON_GPU
+from .kernels.rope_kv_epilogue import listed_in_gemv
 from .program import KERNEL_OF, Program, joined_norms
 
 REPRESENTATIVE_CONTEXT = 2048  # cached tokens the recorded launch configs and PTX assume
@@ -69,9 +69,9 @@ def _separate_parts(launch, i: int, rows: int, k: int, joined: dict[int, int]) -
 
 def _separate_rope_kv(launch, i: int, rows: int) -> list[dict]:
     """The rope_kv_write row of a q|k|v linear whose epilogue runs as a launch of its own (any row
-    count but one, a head_dim not a power of two >= 16, and every row count until
-    rope_kv_epilogue.VERIFIED_ON_GPU: forward.py; partial rotary and a BF12 matrix with raw rows do
-    so at one row too, which this listing, made without the weights and rope tables, does not know)."""
+    count where rope_kv_epilogue.listed_in_gemv says no: forward.py; partial rotary and a BF12
+    matrix with raw rows do so at one row too, which this listing, made without the weights and rope
+    tables, does not know)."""
     if launch.attrs.get("epilogue") != "rope_kv_write":
         return []
     return [{"launch": i, "kernel": KERNEL_OF["rope_kv_write"], "implements": list(launch.ops[-3:]),
@@ -83,9 +83,7 @@ def _triton_linear(row: dict, launch, rows: int, n: int, k: int, fmt: str) -> li
     where its rope + KV-write epilogue runs apart (`_separate_rope_kv`), that launch's."""
     a = launch.attrs
     cfg = choose(rows, n, k, fmt)
-    d = a.get("head_dim", 0)
-    in_gemv = rows == 1 and VERIFIED_ON_GPU and d >= 16 and d & (d - 1) == 0
-    apart = [] if in_gemv else _separate_rope_kv(launch, row["launch"], rows)
+    apart = [] if listed_in_gemv(rows, a.get("head_dim", 0)) else _separate_rope_kv(launch, row["launch"], rows)
     if a.get("epilogue") == "rope_kv_write" and not apart:   # one program per head (kernels/linear.py)
         cfg = head_tiles(cfg, a["head_dim"])
     row.update(m=rows, n=n, k=k, config=asdict(cfg))
@@ -102,7 +100,6 @@ def launch_configs(program: Program, target, B: int, T: int, max_seq: int, packe
     for i, launch in enumerate(program.launches):
         kind, a = launch.kind, launch.attrs
         row = {"launch": i, "kernel": launch.kernel, "implements": list(launch.ops)}
-        prologue = a.get("prologue")
         if kind == "linear":
             n, k = sum(a["widths"]), program.values[launch.ins[0]]
             if uses_cublas(program, launch, rows):  # the fused parts as their own launches (forward.py)
@@ -116,10 +113,9 @@ def launch_configs(program: Program, target, B: int, T: int, max_seq: int, packe
                            config={"library": "cuBLAS", "call": CUBLAS_CALL, "min_rows": cublas_min_rows(program)})
                 out.append(row)
                 out += after
-                continue
             else:
                 out += _triton_linear(row, launch, rows, n, k, "bf16")
-                continue
+            continue
         elif kind == "packed_linear":
             n, k = sum(a["widths"]), program.values[launch.ins[0]]
             out += _triton_linear(row, launch, rows, n, k, "bf12")

@@ -14,6 +14,7 @@ from specir.backends.triton.kernels.rope_kv_epilogue import RopeKV
 from specir.bf12 import pack
 from tests.triton.test_linear import as_bits
 from tests.triton.test_linear_norm_residual import EPS, hidden, norm_weight
+from tests.triton.test_triton_rope import _inv_freq
 
 GPU = torch.cuda.is_available()
 SHAPES = [(4, 2, 16, 96), (2, 1, 32, 300)] + ([(32, 8, 128, 4096)] if GPU else [])  # H, KH, D, K
@@ -24,10 +25,6 @@ def weights(n, k, device):
     near 0 can leave a row raw)."""
     sign = torch.randint(0, 2, (n, k)) * 2 - 1
     return ((torch.rand(n, k) * 0.035 + 0.005) * sign).to(torch.bfloat16).to(device)
-
-
-def _inv_freq(d, base=500000.0):
-    return 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
 
 
 def _case(device, H, KH, D, slots_offsets):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specir.backends.triton.kernels.rope_kv_epilogue import VERIFIED_ON_GPU, epilogue_runs_here
+from specir.backends.triton.kernels.rope_kv_epilogue import epilogue_runs_here
 from specir.ir.nodes import Attrs
 from tests.triton_backend.pipelines import pipeline
 from tests.triton_backend.test_norm_linear import BOTH, UNFUSED
@@ -94,12 +94,13 @@ def test_the_launch_listing_matches_the_forward(mlp_pair, monkeypatch, T, verifi
     """The listing (a GPU target's) says what the forward runs: with the epilogue unverified on GPUs
     the rope_kv_write apart at every row count; verified, in the GEMV at one row, with the head-tiled
     config the forward records. The interpreter's forward runs the epilogue at one row."""
-    import specir.backends.triton.launch_configs as listing
+    import specir.backends.triton.kernels.rope_kv_epilogue as epilogue
+    from specir.backends.triton.launch_configs import launch_configs
     from specir.targets import get_target
-    monkeypatch.setattr(listing, "VERIFIED_ON_GPU", verified)
+    monkeypatch.setattr(epilogue, "VERIFIED_ON_GPU", verified)
     model = pipeline("chain", *mlp_pair, dtype="bf16").model("target")
     compiled = _compiled(model, cublas_min_rows=8, fuse=Attrs(ROPE))
-    listed = listing.launch_configs(compiled.program, get_target("h200"), 1, T, 64)
+    listed = launch_configs(compiled.program, get_target("h200"), 1, T, 64)
     _, _, configs = _run(compiled, T)
     in_gemv = T == 1 and verified
     if (T == 1 and _runs_here()) == in_gemv:

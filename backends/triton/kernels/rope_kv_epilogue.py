@@ -33,6 +33,22 @@ def epilogue_runs_here(device: torch.device) -> bool:
     return interpreting() or device.type != "cuda" or VERIFIED_ON_GPU
 
 
+def _one_token(rows: int) -> str | None:
+    return None if rows == 1 else f"{rows} rows (the epilogue serves one token)"
+
+
+def _head_tile(head_dim: int) -> str | None:
+    fits = head_dim >= 16 and head_dim & (head_dim - 1) == 0
+    return None if fits else f"head_dim {head_dim} is not a power of two >= 16"
+
+
+def listed_in_gemv(rows: int, head_dim: int) -> bool:
+    """Whether a GPU target's forward of `rows` rows runs the epilogue in the GEMV, as far as the
+    launch listing (no weights, no rope tables) can tell: `RopeKV.why_not_fused`'s row and head
+    checks, once VERIFIED_ON_GPU (partial rotary and raw BF12 rows it cannot see)."""
+    return VERIFIED_ON_GPU and _one_token(rows) is None and _head_tile(head_dim) is None
+
+
 @dataclass
 class RopeKV:
     """The rope_kv_write of one token that a q|k|v GEMV does in its epilogue (`linear_bf16(...,
@@ -58,12 +74,12 @@ class RopeKV:
     def why_not_fused(self, rows: int, n: int, raw_rows: int = 0) -> str | None:
         """Why a GEMV over `rows` x rows of n outputs cannot run this in its epilogue, or None."""
         d = self.head_dim
-        if rows != 1:
-            return f"{rows} rows (the epilogue serves one token)"
+        if _one_token(rows):
+            return _one_token(rows)
         if 2 * self.inv_freq.numel() != d:
             return "partial rotary"
-        if d < 16 or d & (d - 1):
-            return f"head_dim {d} is not a power of two >= 16"
+        if _head_tile(d):
+            return _head_tile(d)
         if n != (self.heads + 2 * self.kv_heads) * d:
             return f"{n} outputs are not q|k|v of {self.heads} + 2 x {self.kv_heads} heads of {d}"
         if raw_rows:
