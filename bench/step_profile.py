@@ -13,7 +13,8 @@ graph), and the kernels grouped by name with their share. `--ar`: AR decoding of
 target too (stock, as `specir bench`'s baseline); `--ar-as-built`: of that target as the build
 compiled it (its fusions). Then one more decode with CUDA events around each step segment (StepProgram.observer):
 each segment's ops and its mean GPU-stream milliseconds per step, so draft, verify, accept and commit
-are priced apart (a segment's time includes the GPU waiting on its host work). Writes OUT/profile.json and a
+are priced apart (a segment's time includes the GPU waiting on its host work); `--per-op` prices every
+op apart too (the step re-lowered one op per segment, its own captures). Writes OUT/profile.json and a
 Chrome trace per row; prints a short table last.
 """
 from __future__ import annotations
@@ -56,25 +57,9 @@ def _decode_profiled(engine, batch, max_new, sync):
     return prof, wall, steps, decode.requests, engine.backend.setup_s - first_time
 
 
-def _segments(engine, batch, max_new, sync) -> list[dict]:
-    """One more decode of `batch` with CUDA events around every step segment: per segment its ops,
-    host or device, and mean ms per step (event to event on the current stream)."""
-    import contextlib
-
-    import torch
+def _observed_decode(engine, batch, max_new, sync, observer) -> int:
+    """One decode of `batch` with `observer` on the engine's program; the number of steps."""
     from specir.step.engine import request_seed
-    if not torch.cuda.is_available():
-        return []
-    marks: list[tuple[int, object, object]] = []
-
-    @contextlib.contextmanager
-    def observer(index, segment):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        yield
-        b.record()
-        marks.append((index, a, b))
-
     rows = engine.rows_needed(max(len(p) for p in batch), max_new)
     decode = engine.open(len(batch), rows, False)
     decode.add_many([(list(p), max_new, 0.0, request_seed(0, i)) for i, p in enumerate(batch)])
@@ -87,10 +72,44 @@ def _segments(engine, batch, max_new, sync) -> list[dict]:
     finally:
         engine.program.observer = None
     sync()
+    return steps
+
+
+def _segments(engine, batch, max_new, sync, per_op: bool = False) -> list[dict]:
+    """One more decode of `batch` with CUDA events around every step segment: per segment its ops,
+    host or device, and mean ms per step (event to event on the current stream). `per_op`: the step
+    re-lowered with every op a segment of its own (StepProgram(per_op=True)), decoded once unobserved
+    (its ops' first eager runs and captures) and then measured, so draft, verify, accept and commit
+    are priced apart; the engine's own program is put back afterwards."""
+    import contextlib
+
+    import torch
+    from specir.step.program import StepProgram
+    if not torch.cuda.is_available():
+        return []
+    marks: list[tuple[int, object, object]] = []
+
+    @contextlib.contextmanager
+    def observer(index, segment):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        yield
+        b.record()
+        marks.append((index, a, b))
+
+    own = engine.program
+    if per_op:
+        engine.program = StepProgram(own.pipeline, own.backend, per_op=True)
+    try:
+        if per_op:
+            _observed_decode(engine, batch, max_new, sync, None)
+        steps = _observed_decode(engine, batch, max_new, sync, observer)
+        described = engine.program.describe()
+    finally:
+        engine.program = own
     totals: dict[int, float] = {}
     for index, a, b in marks:
         totals[index] = totals.get(index, 0.0) + a.elapsed_time(b)
-    described = engine.program.describe()
     return [{"segment": i, "ops": described[i]["ops"], "host": described[i]["host"],
              "ms_per_step": totals.get(i, 0.0) / max(steps, 1)} for i in range(len(described))]
 
@@ -117,7 +136,7 @@ def launch_count(prof) -> int:
     return sum(1 for ev in prof.events() if ev.device_type == DeviceType.CUDA)
 
 
-def profile_engine(name: str, engine, prompts, batch_size: int, max_new: int, out: str) -> dict:
+def profile_engine(name: str, engine, prompts, batch_size: int, max_new: int, out: str, per_op: bool = False) -> dict:
     """Warm-up as `specir bench` does, two timed generates (the first is what bench times), then
     one decode under the profiler."""
     import torch
@@ -136,6 +155,7 @@ def profile_engine(name: str, engine, prompts, batch_size: int, max_new: int, ou
     prof, wall, steps, requests, setup_added = _decode_profiled(engine, batch, max_new, sync)
     gpu_ms, kernels = kernel_groups(prof, steps)
     segments = _segments(engine, batch, max_new, sync)
+    op_segments = _segments(engine, batch, max_new, sync, per_op=True) if per_op else []
     tag = f"{name}-b{batch_size}"
     try:
         prof.export_chrome_trace(os.path.join(out, f"trace-{tag}.json"))
@@ -148,11 +168,11 @@ def profile_engine(name: str, engine, prompts, batch_size: int, max_new: int, ou
             "step_ms": 1e3 * wall / steps, "gpu_ms_per_step": gpu_ms / steps,
             "host_gap_ms_per_step": 1e3 * wall / steps - gpu_ms / steps,
             "launches_per_step": launch_count(prof) / steps, "kernels": kernels,
-            "segments": segments}
+            "segments": segments, "op_segments": op_segments}
 
 
 def profile_build(build: str, batch_sizes: list[int], workload: str, limit: int, max_new: int, out: str,
-                  with_ar: bool, ar_as_built: bool = False) -> list[dict]:
+                  with_ar: bool, ar_as_built: bool = False, per_op: bool = False) -> list[dict]:
     from specir.cli.common_run import read_prompts
     from specir.runtime.baseline import ar_pipeline, target_name
     from specir.runtime.session import open_session
@@ -165,13 +185,13 @@ def profile_build(build: str, batch_sizes: list[int], workload: str, limit: int,
                               tgt.attrs.get("max_position"), limit=limit)
     engine = session.engine()
     name = os.path.basename(build.rstrip("/"))
-    rows = [profile_engine(name, engine, prompts, bs, max_new, out) for bs in batch_sizes]
+    rows = [profile_engine(name, engine, prompts, bs, max_new, out, per_op) for bs in batch_sizes]
     if with_ar:
         ar = StepEngine(ar_pipeline(session.pipeline), engine.backend, base=session.base)
-        rows += [profile_engine("ar", ar, prompts, bs, max_new, out) for bs in batch_sizes]
+        rows += [profile_engine("ar", ar, prompts, bs, max_new, out, per_op) for bs in batch_sizes]
     if ar_as_built:  # the target as the build compiled it (its fusions), where `specir bench`'s AR is stock
         ar = StepEngine(ar_pipeline(session.pipeline, stock=False), engine.backend, base=session.base)
-        rows += [profile_engine("ar-as-built", ar, prompts, bs, max_new, out) for bs in batch_sizes]
+        rows += [profile_engine("ar-as-built", ar, prompts, bs, max_new, out, per_op) for bs in batch_sizes]
     return rows
 
 
@@ -186,6 +206,8 @@ def main() -> int:
     ap.add_argument("--ar", action="store_true", help="also profile AR decoding of the first build's target")
     ap.add_argument("--ar-as-built", action="store_true",
                     help="also profile AR decoding of the first build's target with the build's passes (its fusions)")
+    ap.add_argument("--per-op", action="store_true",
+                    help="also price every step op apart (the step re-lowered one op per segment: draft, verify, ...)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     rows = []
@@ -194,7 +216,7 @@ def main() -> int:
         t0 = time.time()
         try:
             got = profile_build(build, sizes, a.workload, a.limit, a.max_new_tokens, a.out, with_ar=i == 0 and a.ar,
-                                ar_as_built=i == 0 and a.ar_as_built)
+                                ar_as_built=i == 0 and a.ar_as_built, per_op=a.per_op)
         except Exception as e:  # one build's failure leaves the others' rows
             import traceback
             traceback.print_exc()
@@ -217,6 +239,8 @@ def main() -> int:
         for g in r.get("segments", []):
             print(f"  segment {g['segment']} ({'host' if g['host'] else 'device'}) {g['ms_per_step']:7.3f} ms  "
                   f"{' '.join(g['ops'])}")
+        for g in r.get("op_segments", []):
+            print(f"  op {g['segment']:2d} ({'host' if g['host'] else 'device'}) {g['ms_per_step']:7.3f} ms  {' '.join(g['ops'])}")
         for k in r["kernels"][:10]:
             print(f"  {k['ms_per_step']:7.3f} ms {k['launches_per_step']:6.1f}x {100 * k['share']:5.1f}%  {k['name']}")
     return 0

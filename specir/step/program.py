@@ -21,6 +21,9 @@ launched. Values flow through an environment keyed by the IR's value names.
 manager that `run` enters around each segment's execution (a host segment's copies into its static
 buffers included), for measurements (bench/host_ops.py counts the ATen ops each segment runs); it
 changes nothing the step computes or launches.
+`per_op=True` (profiling only, bench/step_profile.py --per-op): every op is a segment of its own, so an
+observer prices each op apart (draft, verify, accept, commit); each device op is then its own capture,
+which adds a graph boundary per op but changes nothing the step computes.
 """
 from __future__ import annotations
 
@@ -64,8 +67,8 @@ class Segment:
 class StepProgram:
     observer = None  # observer(index, segment) -> context manager around each segment's run (module docstring)
 
-    def __init__(self, pipeline, backend):
-        self.pipeline, self.backend = pipeline, backend
+    def __init__(self, pipeline, backend, per_op: bool = False):
+        self.pipeline, self.backend, self.per_op = pipeline, backend, per_op
         self.info = StepInfo(pipeline)
         step = pipeline.step
         self.ctx_name = step.params[0][0]
@@ -73,7 +76,7 @@ class StepProgram:
         for op in step.ops:
             iface = self.info.interfaces(op)
             fn = iface.lowering_for(backend.name)
-            if iface.needs_host or not self.segments or self.segments[-1].host:
+            if per_op or iface.needs_host or not self.segments or self.segments[-1].host:
                 self.segments.append(Segment([], iface.needs_host, []))
             self.segments[-1].ops.append((op, fn))
         for seg in self.segments:
@@ -116,7 +119,7 @@ class StepProgram:
             stable.update(produced)
             return
         if self.backend.captures and all(v in stable for v in seg.reads):
-            key = (index, tuple((t.data_ptr(), tuple(t.shape), t.dtype)
+            key = (self.per_op, index, tuple((t.data_ptr(), tuple(t.shape), t.dtype)
                                 for v in seg.reads for t in _tensors(env[v])), self._variants(seg, ctx))
             entry = session.captures.get(key)
             if entry is None and key in session.warmed:

@@ -88,6 +88,30 @@ def test_replayed_steps_equal_eager_steps(kind, temperature, pair, tmp_path):
     assert graphs.captured >= 1 and graphs.replays > graphs.captured
 
 
+@pytest.mark.parametrize("kind", ["tree", "ngram"])
+def test_a_program_of_one_op_per_segment_decodes_the_same(kind, pair, tmp_path):
+    """StepProgram(per_op=True) (bench/step_profile.py --per-op) makes every op its own segment and
+    its own capture; swapped into an engine whose whole-step captures exist, it decodes the same
+    tokens, and so does the engine's own program after it is put back."""
+    from specir.backends.reference.step_backend import TableStepBackend
+    from specir.step.program import StepProgram
+    target, drafter = pair
+    spec = write_spec(tmp_path, kind, target, "ngram" if kind == "ngram" else drafter, **PIPELINES[kind])
+    pipeline = load_pipeline(spec)
+    prompts = [[1, 2, 3, 1, 2, 3, 1], [9, 8, 7]]
+    engine = StepEngine(pipeline, EmulatedGraphs(TableStepBackend("cpu")))
+    want = [r.tokens for r in engine.generate(prompts, 10)]
+    own = engine.program
+    per_op = StepProgram(pipeline, engine.backend, per_op=True)
+    assert [d["ops"] for d in per_op.describe()] == [[op.name] for op in pipeline.step.ops]
+    assert len(own.describe()) < len(pipeline.step.ops)
+    engine.program = per_op
+    for _ in range(2):  # eager and captured, then replayed
+        assert [r.tokens for r in engine.generate(prompts, 10)] == want
+    engine.program = own
+    assert [r.tokens for r in engine.generate(prompts, 10)] == want
+
+
 class FirstTimeCosts(EmulatedGraphs):
     """Emulated graphs whose warm-ups and captures each take 100 s of a fake clock, through the
     inner backend's `first_time` (as the Triton backend's do)."""
