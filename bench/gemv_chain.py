@@ -1,7 +1,7 @@
 """A decode step's linears back to back: launch overlap (kernels/launch_overlap.py) against plain launches.
 
     python bench/gemv_chain.py --out OUT [--layers 32] [--iters 0,4] [--bf12-layers 8] [--bf12-iters 4]
-                               [--bf12-maxnreg 128]
+                               [--bf12-maxnreg 128] [--variant bf12:weight_cache=cg,maxnreg=128 ...]
 
 The chain is the Llama-3.1-8B decoder layer's four GEMVs as the `norm_linear` + `swiglu_linear`
 fusions launch them (qkv 6144x4096 with the input norm in its prologue, o 4096x4096 with the residual
@@ -13,6 +13,8 @@ rope are left out: the chain times the GEMVs and the gaps between them.
 Variants, each a CUDA graph of the whole chain, replayed (median): plain launches; overlapped with
 the first `--iters` (0, 4 ...) K iterations of each program's weights prefetched into L2 before its wait
 (`LinearConfig.overlap_iters`); the same for BF12 weights over `--bf12-layers` layers. Every
+`--variant FMT:FIELD=VALUE,...` (repeatable) times the plain chain of format FMT with those
+order-neutral `LinearConfig` fields replaced (e.g. `bf12:weight_cache=cg`). Every
 variant's output bits are checked against the plain chain of its format. Bytes: the weights in
 their format; GB/s against the measured copy bandwidth. Writes OUT/gemv_chain.json, prints a table.
 """
@@ -53,7 +55,7 @@ def _nbytes(m) -> int:
     return sum(t.numel() * t.element_size() for t in (m.mant, m.code, m.base, m.esc, m.raw))
 
 
-def _chain_calls(layers, h, overlap: bool, iters: int, maxnreg: int | None = None):
+def _chain_calls(layers, h, overlap: bool, iters: int, fields: dict | None = None):
     """The chain as zero-argument calls writing preallocated buffers; returns (calls, output)."""
     from specir.backends.triton.kernels.linear import linear_bf12, linear_bf16
     from specir.backends.triton.kernels.linear_config import choose
@@ -67,8 +69,7 @@ def _chain_calls(layers, h, overlap: bool, iters: int, maxnreg: int | None = Non
 
         def cfg(m, fmt=fmt):
             n, k = m.shape
-            cfg = replace(choose(1, n, k, fmt), overlap_iters=iters)
-            return replace(cfg, maxnreg=maxnreg) if maxnreg else cfg
+            return replace(choose(1, n, k, fmt), overlap_iters=iters, **(fields or {}))
         mid, nxt = (torch.empty(1, HIDDEN, dtype=torch.bfloat16, device="cuda") for _ in range(2))
         calls += [
             lambda x=cur, m=mats[0], w=n1, c=cfg(mats[0]), f=linear: f(x, m, norm=(w, EPS), out=qkv, overlap=overlap,
@@ -84,12 +85,29 @@ def _chain_calls(layers, h, overlap: bool, iters: int, maxnreg: int | None = Non
     return calls, cur
 
 
-def run_variant(layers, h0, overlap: bool, iters: int, replays: int, maxnreg: int | None = None):
-    calls, out = _chain_calls(layers, h0, overlap, iters, maxnreg)
+def run_variant(layers, h0, overlap: bool, iters: int, replays: int, fields: dict | None = None):
+    calls, out = _chain_calls(layers, h0, overlap, iters, fields)
     # replays change nothing: every launch reads h0 (never written) or the chain's own outputs; the o
     # projection reads qkv[:, :4096] (a 4096-wide stand-in for attention's output)
     seconds = graph_timer(calls, replays)()
     return seconds, out.clone()
+
+
+def parse_variant(text: str) -> tuple[str, dict]:
+    """'bf12:weight_cache=cg,maxnreg=128' -> ('bf12', {'weight_cache': 'cg', 'maxnreg': 128}): order-neutral
+    GEMV fields only (linear_config.GEMV_ORDER_NEUTRAL), ints where the value is one."""
+    from specir.backends.triton.kernels.linear_config import GEMV_ORDER_NEUTRAL
+    fmt, _, rest = text.partition(":")
+    if fmt not in ("bf16", "bf12") or not rest:
+        raise SystemExit(f"--variant {text!r}: expected FMT:FIELD=VALUE,... with FMT bf16 or bf12")
+    fields = {}
+    for item in rest.split(","):
+        key, _, value = item.partition("=")
+        if key not in GEMV_ORDER_NEUTRAL:
+            raise SystemExit(f"--variant {text!r}: {key!r} is not an order-neutral GEMV field "
+                             f"({', '.join(sorted(GEMV_ORDER_NEUTRAL))})")
+        fields[key] = int(value) if value.lstrip("-").isdigit() else {"true": True, "false": False}.get(value, value)
+    return fmt, fields
 
 
 def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -106,7 +124,12 @@ def main(argv=None) -> int:
     ap.add_argument("--replays", type=int, default=20)
     ap.add_argument("--bf12-maxnreg", type=int, default=0,
                     help="also time BF12 plain with this register cap (order-neutral; its prologue GEMVs take 168)")
+    ap.add_argument("--variant", action="append", default=[], metavar="FMT:FIELD=VALUE,...",
+                    help="also time FMT's plain chain with these order-neutral LinearConfig fields (repeatable)")
     a = ap.parse_args(argv)
+    extra = [parse_variant(v) for v in a.variant]
+    if a.bf12_maxnreg:
+        extra.append(("bf12", {"maxnreg": a.bf12_maxnreg}))
     copy_gbps = copy_bandwidth()
     print(f"copy bandwidth {copy_gbps:.0f} GB/s", flush=True)
     g = torch.Generator(device="cuda").manual_seed(1)
@@ -124,10 +147,13 @@ def main(argv=None) -> int:
             s, out = run_variant(layers, h0, True, it, a.replays)
             variants.append((f"overlap, {it} iterations prefetched", s, _same_bits(out, base_out)))
             print(f"{fmt} overlap {it}: {s * 1e3:.3f} ms, bits equal {variants[-1][2]}", flush=True)
-        if fmt == "bf12" and a.bf12_maxnreg:
-            s, out = run_variant(layers, h0, False, 0, a.replays, a.bf12_maxnreg)
-            variants.append((f"plain, maxnreg {a.bf12_maxnreg}", s, _same_bits(out, base_out)))
-            print(f"{fmt} maxnreg {a.bf12_maxnreg}: {s * 1e3:.3f} ms, bits equal {variants[-1][2]}", flush=True)
+        for vfmt, fields in extra:
+            if vfmt != fmt:
+                continue
+            label = "plain, " + ", ".join(f"{k}={v}" for k, v in fields.items())
+            s, out = run_variant(layers, h0, False, 0, a.replays, fields)
+            variants.append((label, s, _same_bits(out, base_out)))
+            print(f"{fmt} {label}: {s * 1e3:.3f} ms, bits equal {variants[-1][2]}", flush=True)
         for name, s, same in variants:
             rows.append({"format": fmt, "layers": count, "variant": name, "ms": s * 1e3,
                          "ms_per_layer": s * 1e3 / count, "GBps": nbytes / s / 1e9,

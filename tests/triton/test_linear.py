@@ -48,6 +48,8 @@ CASES = [  # m, n, k, config (None: the heuristic table), bias
     (1, 40, 128 * 7, GEMV(32, 2, depth=2), False),      # depth 2: splits of 4 and 3 iterations
     (1, 40, 128 * 9 + 6, GEMV(32, 3, depth=2, x_late=True, maxnreg=128), False),  # 4, 4, 1 + tail
     (1, 40, 128 * 8, GEMV(32, 1, depth=2, fuse_raw=False), False),  # depth 2: two passes, 2 left
+    (1, 64, 512, GEMV(64, 1, x_late=True, weight_cache="cg"), True),  # weights loaded L2-only
+    (1, 40, 128 * 7, GEMV(32, 2, depth=2, weight_cache="evict_first"), False),  # weights L1 evict-first
     (3, 40, 300, None, True),               # skinny GEMM (table: y^T = w x^T), ragged
     (70, 40, 300, None, False),             # M > 64 (table: block_m 128, y^T = w x^T)
     (5, 64, 640, GEMM(16, 64, 1, 2), False),
@@ -115,6 +117,11 @@ def test_errors(device):
         linear_bf16(torch.zeros(1, 128, device=device), w.float())
     with pytest.raises(ValueError):
         linear_bf16(torch.zeros(1, 128, device=device, dtype=torch.bfloat16), w, torch.zeros(3, device=device))
+
+
+def test_an_unknown_weight_cache_policy_is_refused():
+    with pytest.raises(ValueError, match="weight_cache 'lru'"):
+        GEMV(64, 1, weight_cache="lru")
 
 
 def test_config_order_fields_do_not_depend_on_format():

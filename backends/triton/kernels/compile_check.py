@@ -203,6 +203,12 @@ def _linear_cases(bf, f32):
          ["eps", "rope_scaling"], dict(gemm, FORMAT=0, HAS_ROWS=False, PRO=0, PDL=True), dict(num_warps=4, num_stages=2,
                                                                               launch_pdl=True)),
     ]
+    # the weights' cache policy (LinearConfig.weight_cache): L2-only and L1 evict-first loads
+    cases += [
+        (f"swiglu_linear gemv bf12, weights {policy}", "linear_kernels", "gemv_kernel",
+         dict(ptrs, x_ptr="i32", up_ptr="i32", w_ptr=bf), ["eps", "rope_scaling"],
+         dict(gemv, FORMAT=1, HAS_ROWS=True, X_LATE=True, FUSE_RAW=True, WCACHE=code), dict(num_warps=4, num_stages=2))
+        for policy, code in (("cg", 1), ("evict_first", 2))]
     return cases
 
 

@@ -28,7 +28,7 @@ from specir.bf12 import BF12Matrix
 
 from ._interpreter_compat import interpreting
 from ._rms import chunks
-from .linear_config import LinearConfig, choose, head_tiles
+from .linear_config import WEIGHT_CACHE, LinearConfig, choose, head_tiles
 from .launch_overlap import overlap_available
 from .linear_kernels import PRO_NONE, PRO_RMS_NORM, PRO_SWIGLU, gemm_kernel, gemv_kernel
 from .rope_kv_epilogue import RopeKV
@@ -146,7 +146,8 @@ def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, 
             rows_in, k, stride_w, groups_total, n_iters, n_full, per_split, r_raw, blocks_n, eps,
             *_rope_kv_args(rope_kv, dummy),
             WORDS=words, X_PAIRS=x_pairs, PREFETCH=prefetch and (words or fmt == "bf12"),
-            X_LATE=cfg.x_late, DEPTH=cfg.depth, FUSE_RAW=r_raw > 0, RAW_PREFETCH=prefetch, **common)
+            X_LATE=cfg.x_late, DEPTH=cfg.depth, FUSE_RAW=r_raw > 0, RAW_PREFETCH=prefetch,
+            WCACHE=WEIGHT_CACHE[cfg.weight_cache], **common)
     else:
         dot_bf16 = x2.dtype == torch.bfloat16 and not interpreting()
         gemm_kernel[(blocks_n, cfg.split, blocks_m)](

@@ -36,6 +36,13 @@ class LinearConfig:
     # launched overlapped (launch_overlap.py): iterations of weights prefetched into L2 before the wait. 0: the
     # 8B GEMV chain (bench/gemv_chain.py, H100, session 23) ran 5.05 ms overlapped without, 5.42 ms with 4, 5.14 plain
     overlap_iters: int = 0
+    # GEMV: the cache policy of the prefetching loop's weight loads: "" (default), "cg" (L2 only: the streamed weights
+    # leave L1 to x, the BF12 tables and the norm's row), "evict_first" (L1 evict-first); timed by bench/gemv_chain.py
+    weight_cache: str = ""
+
+    def __post_init__(self):
+        if self.weight_cache not in WEIGHT_CACHE:
+            raise ValueError(f"weight_cache {self.weight_cache!r}: one of {sorted(WEIGHT_CACHE)}")
 
     def order_key(self) -> tuple:
         """The fields that define the reduction order (must match between formats)."""
@@ -44,13 +51,16 @@ class LinearConfig:
         return (self.kind, self.groups, self.split, self.block_m, self.block_n, self.num_warps, self.swap_ab)
 
 
+# LinearConfig.weight_cache -> linear_kernels' WCACHE constexpr
+WEIGHT_CACHE = {"": 0, "cg": 1, "evict_first": 2}
+
 # M = 1 on tensor cores (y^T = w x^T, x padded to 16 columns) instead of the fma GEMV; both are
 # exact and format-consistent; which is faster is measured by bench/gemv.py (column "M=1 on MMA").
 GEMV_ON_MMA = False
 
 # GEMV fields that do not change the order of the arithmetic (may differ between formats)
 GEMV_ORDER_NEUTRAL = frozenset({"block_n", "num_warps", "num_stages", "prmt", "prefetch", "depth", "x_late",
-                                "fuse_raw", "maxnreg", "overlap_iters"})
+                                "fuse_raw", "maxnreg", "overlap_iters", "weight_cache"})
 
 # (format, N, K) -> fields replacing the table's GEMV choice; only order-neutral fields allowed.
 GEMV_FORMAT_OVERRIDES: dict[tuple[str, int, int], dict] = {}

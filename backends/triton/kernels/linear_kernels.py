@@ -103,6 +103,22 @@ def _pair_words(w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it, K, stride_
     return h0, h1, h2, h3
 
 
+WCACHE_DEFAULT = tl.constexpr(0)
+WCACHE_L2_ONLY = tl.constexpr(1)      # ld.global.cg: weights bypass L1 (x, tables and the norm row keep it)
+WCACHE_EVICT_FIRST = tl.constexpr(2)  # L1 evict-first for weights
+
+
+@triton.jit
+def _weight_load(ptr, WCACHE: tl.constexpr):
+    """A load of weight bytes (read once per launch) with the cache policy WCACHE; the bytes are the same."""
+    if WCACHE == WCACHE_L2_ONLY:
+        return tl.load(ptr, cache_modifier=".cg")
+    elif WCACHE == WCACHE_EVICT_FIRST:
+        return tl.load(ptr, eviction_policy="evict_first")
+    else:
+        return tl.load(ptr)
+
+
 PRO_NONE = tl.constexpr(0)
 PRO_SWIGLU = tl.constexpr(1)
 PRO_RMS_NORM = tl.constexpr(2)
@@ -156,11 +172,13 @@ def _x_words(xs, rstd, G: tl.constexpr, ACT: tl.constexpr, PRO: tl.constexpr):
 
 @triton.jit
 def _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it, stride_w, n_groups,
-                    FORMAT: tl.constexpr, G: tl.constexpr, X_LATE: tl.constexpr, PRO: tl.constexpr):
+                    FORMAT: tl.constexpr, G: tl.constexpr, X_LATE: tl.constexpr, PRO: tl.constexpr,
+                    WCACHE: tl.constexpr = 0):
     """Raw loads of one full GEMV iteration (BF12 planes or bf16 pair words, and x pair words),
     as a tuple that the prefetching loop carries ahead. With X_LATE the x words (the same for
     every row, L1 hits) are not carried: `xs` is the iteration index and x is loaded at compute
-    time, which frees 16 registers per buffer for weight bytes in flight."""
+    time, which frees 16 registers per buffer for weight bytes in flight. WCACHE: the weights' cache
+    policy (`_weight_load`)."""
     gg = tl.arange(0, G)[None, :, None]
     tt = tl.arange(0, 16)[None, None, :]
     g = it * G + gg
@@ -171,11 +189,12 @@ def _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr,
         xs = _x_loads(x_ptr, up_ptr, it, G, PRO)
     if FORMAT == FORMAT_BF12:
         unit = nn * (n_groups * 16) + g * 16 + tt
-        ws = (tl.load(mant_ptr + unit), tl.load(code_ptr + unit),
+        ws = (_weight_load(mant_ptr + unit, WCACHE), _weight_load(code_ptr + unit, WCACHE),
               tl.load(base_ptr + nn * n_groups + g), tl.load(esc_ptr + nn * n_groups + g))
     else:
         wi = nn * stride_w + kw
-        ws = (tl.load(w_ptr + wi), tl.load(w_ptr + wi + 16), tl.load(w_ptr + wi + 32), tl.load(w_ptr + wi + 48))
+        ws = (_weight_load(w_ptr + wi, WCACHE), _weight_load(w_ptr + wi + 16, WCACHE),
+              _weight_load(w_ptr + wi + 32, WCACHE), _weight_load(w_ptr + wi + 48, WCACHE))
     return ws, xs
 
 
@@ -356,7 +375,7 @@ def _gemv_rows(x_ptr, up_ptr, act_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_
                FORMAT: tl.constexpr, WORDS: tl.constexpr, X_PAIRS: tl.constexpr, BN: tl.constexpr,
                G: tl.constexpr, PRMT: tl.constexpr, PREFETCH: tl.constexpr, X_LATE: tl.constexpr,
                DEPTH: tl.constexpr, PRO: tl.constexpr, NORM_NCH: tl.constexpr, PDL: tl.constexpr,
-               PDL_ITERS: tl.constexpr):
+               PDL_ITERS: tl.constexpr, WCACHE: tl.constexpr = 0):
     """One GEMV program's fp32 partial [BN] (`_finish` stores it): rows blk*BN .. of the R rows of one
     format, the K range of this split; `act_ptr`'s element type is the activation dtype.
     PDL (launch_overlap.py): the program first prefetches the weights of its first PDL_ITERS
@@ -385,19 +404,19 @@ def _gemv_rows(x_ptr, up_ptr, act_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_
                 # two register buffers, unrolled by two: each load lands in the buffer the previous
                 # compute just freed, so the loop carries no register copies
                 wa, xa = _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, first,
-                                         stride_w, n_groups, FORMAT, G, X_LATE, PRO)
+                                         stride_w, n_groups, FORMAT, G, X_LATE, PRO, WCACHE)
                 for it in range(first + 1, end_full - 1, 2):
                     wb, xb = _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it,
-                                             stride_w, n_groups, FORMAT, G, X_LATE, PRO)
+                                             stride_w, n_groups, FORMAT, G, X_LATE, PRO, WCACHE)
                     acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, up_ptr, rstd,
                                                       FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
                     wa, xa = _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it + 1,
-                                             stride_w, n_groups, FORMAT, G, X_LATE, PRO)
+                                             stride_w, n_groups, FORMAT, G, X_LATE, PRO, WCACHE)
                     acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, x_ptr, up_ptr, rstd,
                                                       FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
                 if (end_full - first) % 2 == 0:
                     wb, xb = _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn,
-                                             end_full - 1, stride_w, n_groups, FORMAT, G, X_LATE, PRO)
+                                             end_full - 1, stride_w, n_groups, FORMAT, G, X_LATE, PRO, WCACHE)
                     acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, up_ptr, rstd,
                                                       FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
                     acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, x_ptr, up_ptr, rstd,
@@ -411,26 +430,26 @@ def _gemv_rows(x_ptr, up_ptr, act_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_
             n_it = end_full - first
             if n_it == 1:
                 wa, xa = _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, first,
-                                         stride_w, n_groups, FORMAT, G, X_LATE, PRO)
+                                         stride_w, n_groups, FORMAT, G, X_LATE, PRO, WCACHE)
                 acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, up_ptr, rstd,
                                                   FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
             elif n_it >= 2:
                 wa, xa = _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, first,
-                                         stride_w, n_groups, FORMAT, G, X_LATE, PRO)
+                                         stride_w, n_groups, FORMAT, G, X_LATE, PRO, WCACHE)
                 wb, xb = _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, first + 1,
-                                         stride_w, n_groups, FORMAT, G, X_LATE, PRO)
+                                         stride_w, n_groups, FORMAT, G, X_LATE, PRO, WCACHE)
                 # a, b hold iterations i, i + 1 at the top of each pass
                 for i in range(first, end_full - 4, 3):
                     wc, xc = _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, i + 2,
-                                             stride_w, n_groups, FORMAT, G, X_LATE, PRO)
+                                             stride_w, n_groups, FORMAT, G, X_LATE, PRO, WCACHE)
                     acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, up_ptr, rstd,
                                                       FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
                     wa, xa = _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, i + 3,
-                                             stride_w, n_groups, FORMAT, G, X_LATE, PRO)
+                                             stride_w, n_groups, FORMAT, G, X_LATE, PRO, WCACHE)
                     acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, x_ptr, up_ptr, rstd,
                                                       FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
                     wb, xb = _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, i + 4,
-                                             stride_w, n_groups, FORMAT, G, X_LATE, PRO)
+                                             stride_w, n_groups, FORMAT, G, X_LATE, PRO, WCACHE)
                     acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wc, xc, x_ptr, up_ptr, rstd,
                                                       FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
                 passes = tl.maximum(n_it - 2, 0) // 3   # = ceil((n_it - 4) / 3) passes when n_it > 4
@@ -443,12 +462,12 @@ def _gemv_rows(x_ptr, up_ptr, act_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_
                                                       FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
                 else:
                     wc, xc = _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, nxt + 2,
-                                             stride_w, n_groups, FORMAT, G, X_LATE, PRO)
+                                             stride_w, n_groups, FORMAT, G, X_LATE, PRO, WCACHE)
                     acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wa, xa, x_ptr, up_ptr, rstd,
                                                       FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
                     if rem == 4:
                         wa, xa = _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn,
-                                                 nxt + 3, stride_w, n_groups, FORMAT, G, X_LATE, PRO)
+                                                 nxt + 3, stride_w, n_groups, FORMAT, G, X_LATE, PRO, WCACHE)
                         acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wb, xb, x_ptr, up_ptr, rstd,
                                                           FORMAT, PRMT, G, X_LATE, PRO, act_dtype)
                         acc_lo, acc_hi = _gemv_from_loads(acc_lo, acc_hi, wc, xc, x_ptr, up_ptr, rstd,
@@ -484,7 +503,7 @@ def gemv_kernel(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_
                 FUSE_RAW: tl.constexpr, RAW_PREFETCH: tl.constexpr, PRO: tl.constexpr,
                 NORM_NCH: tl.constexpr = 1, RESIDUAL: tl.constexpr = False, PDL: tl.constexpr = False,
                 PDL_ITERS: tl.constexpr = 0, ROPE_KV: tl.constexpr = False, HAS_SLOTS: tl.constexpr = False,
-                HAS_OFFSETS: tl.constexpr = False, HAS_N_ROWS: tl.constexpr = False):
+                HAS_OFFSETS: tl.constexpr = False, HAS_N_ROWS: tl.constexpr = False, WCACHE: tl.constexpr = 0):
     """y[0, rows[n]] = x[0] . w[n] (+ bias) for the R rows of this launch; grid (cdiv(R, BN), SPLIT).
     PREFETCH (needs bf16 pair words for w and x) issues the loads DEPTH iterations ahead of the
     compute; the order of the arithmetic is unchanged. PRO (module docstring): x = swiglu(x_ptr,
@@ -492,6 +511,7 @@ def gemv_kernel(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_
     NORM_NCH chunks); with X_PAIRS both are int32 pair-word views. RESIDUAL: y =
     res + x w^T (`_finish`). PDL: launched with `launch_pdl` (launch_overlap.py); each program
     prefetches its first PDL_ITERS iterations' weights into L2 before it waits for the launch before.
+    WCACHE: the prefetching loop's weight loads' cache policy (`_weight_load`; the same bits).
 
     FUSE_RAW (BF12): programs blocks_main.. of axis 0 compute the R_raw rows kept as raw bf16
     (`raw_ptr` int32 pair words, row stride K // 2, output rows `raw_rows_ptr`) with the bf16 code
@@ -509,7 +529,7 @@ def gemv_kernel(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_
         if pid_n < blocks_main:
             part = _gemv_rows(x_ptr, up_ptr, y_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, eps, pid_n, R, K,
                               stride_w, n_groups, n_iters, n_full, iters_per_split, FORMAT, WORDS, X_PAIRS, BN, G,
-                              PRMT, PREFETCH, X_LATE, DEPTH, PRO, NORM_NCH, PDL, PDL_ITERS)
+                              PRMT, PREFETCH, X_LATE, DEPTH, PRO, NORM_NCH, PDL, PDL_ITERS, WCACHE)
             n = pid_n * BN + tl.arange(0, BN)
             _finish(part[None, :], y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, res_ptr, zero, n[None, :], 1, R, 0, 0,
                     pid_n, SPLIT, HAS_BIAS, HAS_ROWS, RESIDUAL)
@@ -517,14 +537,14 @@ def gemv_kernel(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_
             blk = pid_n - blocks_main
             part = _gemv_rows(x_ptr, up_ptr, y_ptr, raw_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, eps, blk, R_raw, K,
                               K // 2, n_groups, n_iters, n_full, iters_per_split, FORMAT_BF16, True, X_PAIRS, BN, G,
-                              PRMT, RAW_PREFETCH, X_LATE, DEPTH, PRO, NORM_NCH, PDL, PDL_ITERS)
+                              PRMT, RAW_PREFETCH, X_LATE, DEPTH, PRO, NORM_NCH, PDL, PDL_ITERS, WCACHE)
             n = blk * BN + tl.arange(0, BN)
             _finish(part[None, :], y_ptr, bias_ptr, raw_rows_ptr, ws_ptr + SPLIT * R, cnt_ptr, res_ptr, zero,
                     n[None, :], 1, R_raw, 0, 0, pid_n, SPLIT, HAS_BIAS, True, RESIDUAL)
     else:
         part = _gemv_rows(x_ptr, up_ptr, y_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, eps, pid_n, R, K,
                           stride_w, n_groups, n_iters, n_full, iters_per_split, FORMAT, WORDS, X_PAIRS, BN, G,
-                          PRMT, PREFETCH, X_LATE, DEPTH, PRO, NORM_NCH, PDL, PDL_ITERS)
+                          PRMT, PREFETCH, X_LATE, DEPTH, PRO, NORM_NCH, PDL, PDL_ITERS, WCACHE)
         n = pid_n * BN + tl.arange(0, BN)
         if ROPE_KV:
             part, done = _split_reduce(part[None, :], ws_ptr, cnt_ptr, n[None, :] < R, zero, n[None, :], 1, R,
