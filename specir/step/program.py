@@ -119,8 +119,9 @@ class StepProgram:
             stable.update(produced)
             return
         if self.backend.captures and all(v in stable for v in seg.reads):
-            key = (self.per_op, index, tuple((t.data_ptr(), tuple(t.shape), t.dtype)
+            key = (index, tuple((t.data_ptr(), tuple(t.shape), t.dtype)
                                 for v in seg.reads for t in _tensors(env[v])), self._variants(seg, ctx))
+            key += ("per-op",) * self.per_op  # a per-op program's captures never meet the whole-step program's
             entry = session.captures.get(key)
             if entry is None and key in session.warmed:
                 entry = session.captures[key] = self.backend.capture(

@@ -13,7 +13,7 @@
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 R=/tmp/c; rm -rf $R; mkdir -p $R
 pack() { tar -C $R -czf $OUT/call.tgz --exclude="trace-*" . ; }
-timeout 110 python3 -m pytest -q -x --tb=short -p no:cacheprovider tests/triton/test_linear_rope_kv.py \
+timeout 100 python3 -m pytest -q -x --tb=short -p no:cacheprovider tests/triton/test_linear_rope_kv.py \
   > $R/gpu-rope-tests.txt 2>&1; rc=$?; echo "rope epilogue tests rc=$rc at ${SECONDS}s"; pack
 grep -m 12 "^E \|passed\|failed" $R/gpu-rope-tests.txt | cut -c1-300
 BUILDS=tree-fr
@@ -22,15 +22,15 @@ if [ $rc -eq 0 ]; then
   BUILDS=tree-fr,tree-fr-all
 fi
 grep -n "^VERIFIED_ON_GPU" backends/triton/kernels/rope_kv_epilogue.py
-timeout 200 python3 bench/h200_session.py --out $R/s --stages inflate,compile,bench --builds $BUILDS --batch-sizes 1 \
-  --limit 4 --max-new-tokens 64 --bench-limit-s 60 --budget-s 195 > $R/s-log.txt 2>&1; echo "8b rc=$? at ${SECONDS}s"; pack
+timeout 185 python3 bench/h200_session.py --out $R/s --stages inflate,compile,bench --builds $BUILDS --batch-sizes 1 \
+  --limit 4 --max-new-tokens 64 --bench-limit-s 60 --budget-s 180 > $R/s-log.txt 2>&1; echo "8b rc=$? at ${SECONDS}s"; pack
 grep -A4 "^build " $R/s-log.txt | head -5
-timeout 80 python3 bench/step_profile.py /tmp/zoo8b/build-tree-fr --ar --per-op --batch-size 1 --limit 1 \
+timeout 70 python3 bench/step_profile.py /tmp/zoo8b/build-tree-fr --ar --per-op --batch-size 1 --limit 1 \
   --max-new-tokens 32 --out $R/sp > $R/sp-log.txt 2>&1; echo "sp rc=$? at ${SECONDS}s"; pack
 grep -h "generate 1\|^  op" $R/sp-log.txt | cut -c1-170 | head -16
 timeout 75 python3 bench/gpu_bench.py --out $R/gb --quick --skip peers e2e verify packed_attn --budget-s 70 \
   > $R/gb-log.txt 2>&1; echo "gpu_bench rc=$? at ${SECONDS}s"; pack; tail -n 8 $R/gb-log.txt | cut -c1-200
-left=$((575 - SECONDS))
+left=$((470 - SECONDS))
 if [ $left -gt 40 ]; then
   timeout $left python3 bench/gemv_chain.py --out $R/chain.json --layers 16 --bf12-layers 8 --iters "" --bf12-iters "" \
     --variant bf12:maxnreg=128 --variant bf12:weight_cache=cg --variant bf12:weight_cache=evict_first \
