@@ -50,6 +50,7 @@ CASES = [  # m, n, k, config (None: the heuristic table), bias
     (1, 40, 128 * 8, GEMV(32, 1, depth=2, fuse_raw=False), False),  # depth 2: two passes, 2 left
     (1, 64, 512, GEMV(64, 1, x_late=True, weight_cache="cg"), True),  # weights loaded L2-only
     (1, 40, 128 * 7, GEMV(32, 2, depth=2, weight_cache="evict_first"), False),  # weights L1 evict-first
+    (1, 96, 300, GEMV(32, 2, persistent=1), True),     # persistent: 6 work items on 4 programs (interpreter: 4 SMs)
     (3, 40, 300, None, True),               # skinny GEMM (table: y^T = w x^T), ragged
     (70, 40, 300, None, False),             # M > 64 (table: block_m 128, y^T = w x^T)
     (5, 64, 640, GEMM(16, 64, 1, 2), False),
@@ -117,6 +118,33 @@ def test_errors(device):
         linear_bf16(torch.zeros(1, 128, device=device), w.float())
     with pytest.raises(ValueError):
         linear_bf16(torch.zeros(1, 128, device=device, dtype=torch.bfloat16), w, torch.zeros(3, device=device))
+
+
+@pytest.mark.parametrize("fused", ["plain", "norm+residual", "swiglu"])
+@pytest.mark.parametrize("packed", [False, True], ids=["bf16", "bf12"])
+def test_a_persistent_grid_gives_the_plain_grids_bits(seed, device, kt, fused, packed):
+    """LinearConfig.persistent: P programs doing the plain grid's (row block, K range) items in turn give
+    that grid's bits, with the prologues and the residual epilogue, and BF12's raw rows in the launch."""
+    from dataclasses import replace
+
+    from tests.triton.test_linear_norm_residual import EPS, hidden, norm_weight
+    n, k = 200, 128 * 6 + 44
+    w = weights(n, k, device)
+    matrix = pack(w).to(device) if packed else w
+    assert not packed or matrix.raw_row_count > 0
+    linear = linear_bf12 if packed else linear_bf16
+    x = hidden(1, k, device)
+    extra = {}
+    if fused == "norm+residual":
+        extra = dict(norm=(norm_weight(k, device), EPS), residual=hidden(1, n, device))
+    elif fused == "swiglu":
+        extra = dict(up=hidden(1, k, device))
+    plain = GEMV(32, 2)
+    want = linear(x, matrix, out=kt.poisoned((1, n), x.dtype, device), config=plain, **extra)
+    for per_sm in (1, 3):   # 4 and 12 programs (the interpreter's 4 SMs) for 14 items
+        got = linear(x, matrix, out=kt.poisoned((1, n), x.dtype, device), config=replace(plain, persistent=per_sm),
+                     **extra)
+        assert torch.equal(as_bits(got), as_bits(want)), per_sm
 
 
 def test_an_unknown_weight_cache_policy_is_refused():

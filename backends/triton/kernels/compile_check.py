@@ -209,6 +209,13 @@ def _linear_cases(bf, f32):
          dict(ptrs, x_ptr="i32", up_ptr="i32", w_ptr=bf), ["eps", "rope_scaling"],
          dict(gemv, FORMAT=1, HAS_ROWS=True, X_LATE=True, FUSE_RAW=True, WCACHE=code), dict(num_warps=4, num_stages=2))
         for policy, code in (("cg", 1), ("evict_first", 2))]
+    # a persistent grid (LinearConfig.persistent): the plain grid's work items in a loop
+    cases += [
+        (f"{label} gemv {fmt}, persistent", "linear_kernels", "gemv_kernel",
+         dict(ptrs, x_ptr="i32", up_ptr="i32", w_ptr="i32" if fmt == "bf16" else bf), ["eps", "rope_scaling"],
+         dict(gemv, FORMAT=int(fmt == "bf12"), HAS_ROWS=fmt == "bf12", X_LATE=fmt == "bf12", FUSE_RAW=fmt == "bf12",
+              PERSISTENT=True, **extra), dict(num_warps=4, num_stages=2))
+        for fmt in ("bf16", "bf12") for label, extra in (("swiglu_linear", {}), ("norm_linear + residual", norm))]
     return cases
 
 

@@ -26,6 +26,7 @@ import triton
 
 from specir.bf12 import BF12Matrix
 
+from ._device import sm_count
 from ._interpreter_compat import interpreting
 from ._rms import chunks
 from .linear_config import WEIGHT_CACHE, LinearConfig, choose, head_tiles
@@ -123,8 +124,13 @@ def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, 
                   NORM_NCH=chunks(k) if norm is not None else 1, RESIDUAL=res2 is not None,
                   PRMT=cfg.prmt and not interpreting(),
                   num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    if cfg.maxnreg and not interpreting():
-        common["maxnreg"] = cfg.maxnreg
+    maxnreg = cfg.maxnreg
+    if cfg.kind == "gemv" and cfg.persistent and not maxnreg:
+        # the persistent loop takes 200-230 registers uncapped (compile_check): capped so that `persistent` programs
+        # fit on an SM at once (65536 registers), without spills at 4 x 4 warps (128)
+        maxnreg = min(255, 65536 // (cfg.persistent * cfg.num_warps * 32) // 8 * 8)
+    if maxnreg and not interpreting():
+        common["maxnreg"] = maxnreg
     if rope_kv is not None:
         common.update(ROPE_KV=True, HAS_SLOTS=rope_kv.slots is not None, HAS_OFFSETS=rope_kv.offsets is not None,
                       HAS_N_ROWS=rope_kv.n_rows is not None)
@@ -140,7 +146,11 @@ def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, 
                    and (up2 is None or (up2.dtype == x2.dtype and up2.data_ptr() % 4 == 0)))
         prefetch = cfg.prefetch and x_pairs
         up_arg = (up2.view(torch.int32) if x_pairs else up2) if up2 is not None else dummy
-        gemv_kernel[(blocks_n + blocks_raw, cfg.split)](
+        grid = (blocks_n + blocks_raw, cfg.split)
+        if cfg.persistent:
+            common.update(n_blocks=grid[0], PERSISTENT=True)
+            grid = (min(grid[0] * cfg.split, cfg.persistent * sm_count(x2.device)), 1)
+        gemv_kernel[grid](
             x2.view(torch.int32) if x_pairs else x2, up_arg, y2, bias_arg, w_arg, *planes, rows_arg, ws, cnt,
             raw.view(torch.int32) if r_raw else dummy, raw_rows if r_raw else dummy, res_arg,
             rows_in, k, stride_w, groups_total, n_iters, n_full, per_split, r_raw, blocks_n, eps,

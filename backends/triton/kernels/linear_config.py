@@ -39,6 +39,10 @@ class LinearConfig:
     # GEMV: the cache policy of the prefetching loop's weight loads: "" (default), "cg" (L2 only: the streamed weights
     # leave L1 to x, the BF12 tables and the norm's row), "evict_first" (L1 evict-first); timed by bench/gemv_chain.py
     weight_cache: str = ""
+    # GEMV: a persistent grid of `persistent` programs per SM (0: off), each doing the plain grid's (row block, K range)
+    # work items in turn (linear_kernels.gemv_kernel PERSISTENT): one wave, no tail. Without `maxnreg` the registers
+    # are capped so that that many programs fit on an SM. Not timed yet (bench/gemv_chain.py --variant bf16:persistent=4)
+    persistent: int = 0
 
     def __post_init__(self):
         if self.weight_cache not in WEIGHT_CACHE:
@@ -60,7 +64,8 @@ GEMV_ON_MMA = False
 
 # GEMV fields that do not change the order of the arithmetic (may differ between formats)
 GEMV_ORDER_NEUTRAL = frozenset({"block_n", "num_warps", "num_stages", "prmt", "prefetch", "depth", "x_late",
-                                "fuse_raw", "maxnreg", "overlap_iters", "weight_cache"})
+                                "fuse_raw", "maxnreg", "overlap_iters", "weight_cache",
+                                "persistent"})
 
 # (format, N, K) -> fields replacing the table's GEMV choice; only order-neutral fields allowed.
 GEMV_FORMAT_OVERRIDES: dict[tuple[str, int, int], dict] = {}

@@ -309,14 +309,14 @@ def _tree_sum_rows(v, BN: tl.constexpr, L: tl.constexpr):
 
 
 @triton.jit
-def _split_reduce(part, ws_ptr, cnt_ptr, ok, m, n, M, R, tile, SPLIT: tl.constexpr):
+def _split_reduce(part, ws_ptr, cnt_ptr, ok, m, n, M, R, tile, sid, SPLIT: tl.constexpr):
     """(the tile's full sum, whether this program holds it): with SPLIT > 1 every program stores
-    its partial [BM, BN] to the workspace [SPLIT, M, R] and bumps the tile's counter; the last to
+    its partial [BM, BN] of K range `sid` to the workspace [SPLIT, M, R] and bumps the tile's counter; the last to
     arrive sums the partials in split order (0, 1, ...) and resets the counter to 0."""
     done = True
     if SPLIT > 1:
         ws = ws_ptr + (m * R + n)
-        tl.store(ws + tl.program_id(1) * M * R, part, mask=ok)
+        tl.store(ws + sid * M * R, part, mask=ok)
         tl.debug_barrier()
         arrived = tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel")
         done = arrived == SPLIT - 1
@@ -329,14 +329,14 @@ def _split_reduce(part, ws_ptr, cnt_ptr, ok, m, n, M, R, tile, SPLIT: tl.constex
 
 
 @triton.jit
-def _finish(part, y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, res_ptr, m, n, M, R, stride_ym, stride_rm, tile,
+def _finish(part, y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, res_ptr, m, n, M, R, stride_ym, stride_rm, tile, sid,
             SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr, RESIDUAL: tl.constexpr):
     """Combine split-K partials `part` [BM, BN] (fp32) deterministically, add bias, store.
-    `m` [BM, 1] and `n` [1, BN] index the tile; `tile` numbers it for the counter. RESIDUAL (the
+    `m` [BM, 1] and `n` [1, BN] index the tile; `tile` numbers it for the counter, `sid` is the K range. RESIDUAL (the
     residual-add epilogue): y = res + (x w^T + bias), the product rounded to y's dtype first and the
     sum rounded again, as add_kernel adds the two stored values; `res` rows `stride_rm` apart."""
     ok = (m < M) & (n < R)
-    part, done = _split_reduce(part, ws_ptr, cnt_ptr, ok, m, n, M, R, tile, SPLIT)
+    part, done = _split_reduce(part, ws_ptr, cnt_ptr, ok, m, n, M, R, tile, sid, SPLIT)
     if done:
         if HAS_ROWS:
             out_n = tl.load(rows_ptr + n, mask=n < R, other=0)
@@ -370,20 +370,20 @@ def _prefetch_weights(w_ptr, mant_ptr, code_ptr, nn, it, K, stride_w, n_groups,
 
 
 @triton.jit
-def _gemv_rows(x_ptr, up_ptr, act_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, eps, blk, R, K, stride_w,
+def _gemv_rows(x_ptr, up_ptr, act_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, eps, blk, sid, R, K, stride_w,
                n_groups, n_iters, n_full, iters_per_split,
                FORMAT: tl.constexpr, WORDS: tl.constexpr, X_PAIRS: tl.constexpr, BN: tl.constexpr,
                G: tl.constexpr, PRMT: tl.constexpr, PREFETCH: tl.constexpr, X_LATE: tl.constexpr,
                DEPTH: tl.constexpr, PRO: tl.constexpr, NORM_NCH: tl.constexpr, PDL: tl.constexpr,
                PDL_ITERS: tl.constexpr, WCACHE: tl.constexpr = 0):
-    """One GEMV program's fp32 partial [BN] (`_finish` stores it): rows blk*BN .. of the R rows of one
-    format, the K range of this split; `act_ptr`'s element type is the activation dtype.
+    """One GEMV work item's fp32 partial [BN] (`_finish` stores it): rows blk*BN .. of the R rows of one
+    format, K range `sid`; `act_ptr`'s element type is the activation dtype.
     PDL (launch_overlap.py): the program first prefetches the weights of its first PDL_ITERS
     iterations into L2, then waits for the earlier launches; nothing else is read before."""
     act_dtype = act_ptr.dtype.element_ty  # the activation dtype: x, up and y share it
     n = blk * BN + tl.arange(0, BN)
     nn = tl.minimum(n, R - 1).to(tl.int64)[:, None, None]  # clamped: loads need no row mask
-    first = tl.program_id(1) * iters_per_split
+    first = sid * iters_per_split
     last = tl.minimum(first + iters_per_split, n_iters)
     end_full = tl.minimum(last, n_full)
     if PDL:
@@ -492,6 +492,58 @@ def _gemv_rows(x_ptr, up_ptr, act_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_
 
 
 @triton.jit
+def _gemv_work(pid_n, sid, x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, rows_ptr,
+               ws_ptr, cnt_ptr, raw_ptr, raw_rows_ptr, res_ptr, R, K, stride_w, n_groups, n_iters, n_full,
+               iters_per_split, R_raw, blocks_main, eps, pos_ptr, inv_freq_ptr, k_cache_ptr, v_cache_ptr, lens_ptr,
+               slots_ptr, offsets_ptr, n_rows_ptr, stride_cb, stride_ch, stride_cs, max_seq, rope_scaling, H, KH,
+               FORMAT: tl.constexpr, WORDS: tl.constexpr, X_PAIRS: tl.constexpr, BN: tl.constexpr, G: tl.constexpr,
+               SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr, PRMT: tl.constexpr,
+               PREFETCH: tl.constexpr, X_LATE: tl.constexpr, DEPTH: tl.constexpr, FUSE_RAW: tl.constexpr,
+               RAW_PREFETCH: tl.constexpr, PRO: tl.constexpr, NORM_NCH: tl.constexpr, RESIDUAL: tl.constexpr,
+               PDL: tl.constexpr, PDL_ITERS: tl.constexpr, ROPE_KV: tl.constexpr, HAS_SLOTS: tl.constexpr,
+               HAS_OFFSETS: tl.constexpr, HAS_N_ROWS: tl.constexpr, WCACHE: tl.constexpr):
+    """Work item (row block pid_n, K range sid) of `gemv_kernel`: the whole of what one program of the
+    non-persistent grid does."""
+    zero = tl.zeros((1, 1), tl.int32)
+    if FUSE_RAW:
+        if pid_n < blocks_main:
+            part = _gemv_rows(x_ptr, up_ptr, y_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, eps, pid_n, sid, R, K,
+                              stride_w, n_groups, n_iters, n_full, iters_per_split, FORMAT, WORDS, X_PAIRS, BN, G,
+                              PRMT, PREFETCH, X_LATE, DEPTH, PRO, NORM_NCH, PDL, PDL_ITERS, WCACHE)
+            n = pid_n * BN + tl.arange(0, BN)
+            _finish(part[None, :], y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, res_ptr, zero, n[None, :], 1, R, 0, 0,
+                    pid_n, sid, SPLIT, HAS_BIAS, HAS_ROWS, RESIDUAL)
+        else:
+            blk = pid_n - blocks_main
+            part = _gemv_rows(x_ptr, up_ptr, y_ptr, raw_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, eps, blk, sid, R_raw, K,
+                              K // 2, n_groups, n_iters, n_full, iters_per_split, FORMAT_BF16, True, X_PAIRS, BN, G,
+                              PRMT, RAW_PREFETCH, X_LATE, DEPTH, PRO, NORM_NCH, PDL, PDL_ITERS, WCACHE)
+            n = blk * BN + tl.arange(0, BN)
+            _finish(part[None, :], y_ptr, bias_ptr, raw_rows_ptr, ws_ptr + SPLIT * R, cnt_ptr, res_ptr, zero,
+                    n[None, :], 1, R_raw, 0, 0, pid_n, sid, SPLIT, HAS_BIAS, True, RESIDUAL)
+    else:
+        part = _gemv_rows(x_ptr, up_ptr, y_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, eps, pid_n, sid, R, K,
+                          stride_w, n_groups, n_iters, n_full, iters_per_split, FORMAT, WORDS, X_PAIRS, BN, G,
+                          PRMT, PREFETCH, X_LATE, DEPTH, PRO, NORM_NCH, PDL, PDL_ITERS, WCACHE)
+        n = pid_n * BN + tl.arange(0, BN)
+        if ROPE_KV:
+            part, done = _split_reduce(part[None, :], ws_ptr, cnt_ptr, n[None, :] < R, zero, n[None, :], 1, R,
+                                       pid_n, sid, SPLIT)
+            if done:
+                if HAS_BIAS:
+                    part = part + tl.load(bias_ptr + n[None, :]).to(tl.float32)
+                y = round_to(part, y_ptr.dtype.element_ty)
+                store_head(tl.reshape(y, (BN,)), pid_n, y_ptr, pos_ptr, inv_freq_ptr, k_cache_ptr, v_cache_ptr,
+                           lens_ptr, slots_ptr, offsets_ptr, n_rows_ptr, stride_cb, stride_ch, stride_cs, max_seq,
+                           rope_scaling, H, KH, BN // 2, HAS_SLOTS, HAS_OFFSETS, HAS_N_ROWS)
+        else:
+            _finish(part[None, :], y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, res_ptr, zero, n[None, :], 1, R, 0, 0,
+                    pid_n, sid, SPLIT, HAS_BIAS, HAS_ROWS, RESIDUAL)
+
+
+
+
+@triton.jit
 def gemv_kernel(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, rows_ptr,
                 ws_ptr, cnt_ptr, raw_ptr, raw_rows_ptr, res_ptr,
                 R, K, stride_w, n_groups, n_iters, n_full, iters_per_split, R_raw, blocks_main, eps,
@@ -503,7 +555,8 @@ def gemv_kernel(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_
                 FUSE_RAW: tl.constexpr, RAW_PREFETCH: tl.constexpr, PRO: tl.constexpr,
                 NORM_NCH: tl.constexpr = 1, RESIDUAL: tl.constexpr = False, PDL: tl.constexpr = False,
                 PDL_ITERS: tl.constexpr = 0, ROPE_KV: tl.constexpr = False, HAS_SLOTS: tl.constexpr = False,
-                HAS_OFFSETS: tl.constexpr = False, HAS_N_ROWS: tl.constexpr = False, WCACHE: tl.constexpr = 0):
+                HAS_OFFSETS: tl.constexpr = False, HAS_N_ROWS: tl.constexpr = False, WCACHE: tl.constexpr = 0,
+                n_blocks=1, PERSISTENT: tl.constexpr = False):
     """y[0, rows[n]] = x[0] . w[n] (+ bias) for the R rows of this launch; grid (cdiv(R, BN), SPLIT).
     PREFETCH (needs bf16 pair words for w and x) issues the loads DEPTH iterations ahead of the
     compute; the order of the arithmetic is unchanged. PRO (module docstring): x = swiglu(x_ptr,
@@ -521,44 +574,31 @@ def gemv_kernel(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_
     ROPE_KV (rope_kv_epilogue.py; BN = head_dim, R = (H + 2 KH) BN, no FUSE_RAW / HAS_ROWS /
     RESIDUAL): program n's tile is head n of y = [q | k | v]; the program that finishes it stores
     q heads rotated into y_ptr (q's buffer), k heads rotated and v heads into the KV cache (`pos_ptr`
-    .. `KH`: rope_kv_write's arguments for one token)."""
+    .. `KH`: rope_kv_write's arguments for one token).
+
+    PERSISTENT: the grid is (P, 1) with P <= n_blocks * SPLIT, the non-persistent grid's work items
+    (row block, K range); program p does items p, p + P, ... in turn (item w: row block w // SPLIT,
+    K range w % SPLIT). Each item computes what that grid's program would, so the bits are the same;
+    fewer programs are launched (one wave, no tail) and each starts its next item's loads as soon as it
+    has stored the last one's partial."""
     launch_dependents()
-    pid_n = tl.program_id(0)
-    zero = tl.zeros((1, 1), tl.int32)
-    if FUSE_RAW:
-        if pid_n < blocks_main:
-            part = _gemv_rows(x_ptr, up_ptr, y_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, eps, pid_n, R, K,
-                              stride_w, n_groups, n_iters, n_full, iters_per_split, FORMAT, WORDS, X_PAIRS, BN, G,
-                              PRMT, PREFETCH, X_LATE, DEPTH, PRO, NORM_NCH, PDL, PDL_ITERS, WCACHE)
-            n = pid_n * BN + tl.arange(0, BN)
-            _finish(part[None, :], y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, res_ptr, zero, n[None, :], 1, R, 0, 0,
-                    pid_n, SPLIT, HAS_BIAS, HAS_ROWS, RESIDUAL)
-        else:
-            blk = pid_n - blocks_main
-            part = _gemv_rows(x_ptr, up_ptr, y_ptr, raw_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, eps, blk, R_raw, K,
-                              K // 2, n_groups, n_iters, n_full, iters_per_split, FORMAT_BF16, True, X_PAIRS, BN, G,
-                              PRMT, RAW_PREFETCH, X_LATE, DEPTH, PRO, NORM_NCH, PDL, PDL_ITERS, WCACHE)
-            n = blk * BN + tl.arange(0, BN)
-            _finish(part[None, :], y_ptr, bias_ptr, raw_rows_ptr, ws_ptr + SPLIT * R, cnt_ptr, res_ptr, zero,
-                    n[None, :], 1, R_raw, 0, 0, pid_n, SPLIT, HAS_BIAS, True, RESIDUAL)
+    if PERSISTENT:
+        for w in range(tl.program_id(0), n_blocks * SPLIT, tl.num_programs(0)):
+            _gemv_work(w // SPLIT, w % SPLIT, x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_ptr,
+                       esc_ptr, rows_ptr, ws_ptr, cnt_ptr, raw_ptr, raw_rows_ptr, res_ptr, R, K, stride_w, n_groups,
+                       n_iters, n_full, iters_per_split, R_raw, blocks_main, eps, pos_ptr, inv_freq_ptr, k_cache_ptr,
+                       v_cache_ptr, lens_ptr, slots_ptr, offsets_ptr, n_rows_ptr, stride_cb, stride_ch, stride_cs,
+                       max_seq, rope_scaling, H, KH, FORMAT, WORDS, X_PAIRS, BN, G, SPLIT, HAS_BIAS, HAS_ROWS, PRMT,
+                       PREFETCH, X_LATE, DEPTH, FUSE_RAW, RAW_PREFETCH, PRO, NORM_NCH, RESIDUAL, PDL, PDL_ITERS,
+                       ROPE_KV, HAS_SLOTS, HAS_OFFSETS, HAS_N_ROWS, WCACHE)
     else:
-        part = _gemv_rows(x_ptr, up_ptr, y_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, eps, pid_n, R, K,
-                          stride_w, n_groups, n_iters, n_full, iters_per_split, FORMAT, WORDS, X_PAIRS, BN, G,
-                          PRMT, PREFETCH, X_LATE, DEPTH, PRO, NORM_NCH, PDL, PDL_ITERS, WCACHE)
-        n = pid_n * BN + tl.arange(0, BN)
-        if ROPE_KV:
-            part, done = _split_reduce(part[None, :], ws_ptr, cnt_ptr, n[None, :] < R, zero, n[None, :], 1, R,
-                                       pid_n, SPLIT)
-            if done:
-                if HAS_BIAS:
-                    part = part + tl.load(bias_ptr + n[None, :]).to(tl.float32)
-                y = round_to(part, y_ptr.dtype.element_ty)
-                store_head(tl.reshape(y, (BN,)), pid_n, y_ptr, pos_ptr, inv_freq_ptr, k_cache_ptr, v_cache_ptr,
-                           lens_ptr, slots_ptr, offsets_ptr, n_rows_ptr, stride_cb, stride_ch, stride_cs, max_seq,
-                           rope_scaling, H, KH, BN // 2, HAS_SLOTS, HAS_OFFSETS, HAS_N_ROWS)
-        else:
-            _finish(part[None, :], y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, res_ptr, zero, n[None, :], 1, R, 0, 0,
-                    pid_n, SPLIT, HAS_BIAS, HAS_ROWS, RESIDUAL)
+        _gemv_work(tl.program_id(0), tl.program_id(1), x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr,
+                   base_ptr, esc_ptr, rows_ptr, ws_ptr, cnt_ptr, raw_ptr, raw_rows_ptr, res_ptr, R, K, stride_w,
+                   n_groups, n_iters, n_full, iters_per_split, R_raw, blocks_main, eps, pos_ptr, inv_freq_ptr,
+                   k_cache_ptr, v_cache_ptr, lens_ptr, slots_ptr, offsets_ptr, n_rows_ptr, stride_cb, stride_ch,
+                   stride_cs, max_seq, rope_scaling, H, KH, FORMAT, WORDS, X_PAIRS, BN, G, SPLIT, HAS_BIAS, HAS_ROWS,
+                   PRMT, PREFETCH, X_LATE, DEPTH, FUSE_RAW, RAW_PREFETCH, PRO, NORM_NCH, RESIDUAL, PDL, PDL_ITERS,
+                   ROPE_KV, HAS_SLOTS, HAS_OFFSETS, HAS_N_ROWS, WCACHE)
 
 
 @triton.jit
@@ -684,4 +724,4 @@ def gemm_kernel(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_
         acc = tl.trans(acc)
     tile = pid_m * tl.num_programs(0) + pid_n
     _finish(acc, y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, res_ptr, m, n[None, :], M, R, stride_ym, stride_rm,
-            tile, SPLIT, HAS_BIAS, HAS_ROWS, RESIDUAL)
+            tile, tl.program_id(1), SPLIT, HAS_BIAS, HAS_ROWS, RESIDUAL)
