@@ -8,7 +8,7 @@
 #    fusion of issue 17, the epilogue included when verified);
 # 3. the step profile of tree-fr with every op priced apart (--per-op: the draft against the verify against an AR step);
 # 4. the GPU benchmark's AR step against its roofline, its launch breakdown and its draft section;
-# 5. the GEMV chain, bf16 against BF12, with BF12's register cap and the weights' new cache policies (weight_cache).
+# 5. the GEMV chain, bf16 against BF12: the persistent GEMV (new), BF12's register cap, the weights' L2-only loads (new).
 # Results go to /tmp/c, packed into $OUT/call.tgz after each stage (the call may be cut short).
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 R=/tmp/c; rm -rf $R; mkdir -p $R
@@ -33,7 +33,7 @@ timeout 75 python3 bench/gpu_bench.py --out $R/gb --quick --skip peers e2e verif
 left=$((470 - SECONDS))
 if [ $left -gt 40 ]; then
   timeout $left python3 bench/gemv_chain.py --out $R/chain.json --layers 16 --bf12-layers 8 --iters "" --bf12-iters "" \
-    --variant bf12:maxnreg=128 --variant bf12:weight_cache=cg --variant bf12:weight_cache=evict_first \
-    --variant bf16:weight_cache=cg > $R/chain-log.txt 2>&1; echo "chain rc=$? at ${SECONDS}s"; pack
+    --variant bf16:persistent=4 --variant bf12:persistent=4 --variant bf12:maxnreg=128 \
+    --variant bf12:weight_cache=cg --variant bf16:weight_cache=cg > $R/chain-log.txt 2>&1; echo "chain rc=$? at ${SECONDS}s"; pack
   tail -n 8 $R/chain-log.txt
 fi
