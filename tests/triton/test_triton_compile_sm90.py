@@ -33,3 +33,5 @@ def test_every_kernel_compiles_for_sm90():
     assert not failed, failed
     spilled = {r["kernel"]: r["local_bytes"] for r in results if r.get("local_bytes", 0) > 0}
     assert not spilled, f"register spills (bytes of local memory): {spilled}"
+    contracted = {r["kernel"]: r["half_fma"] for r in results if r.get("half_fma", 0) > 0}
+    assert not contracted, f"bf16/f16 fmas (a rounding the reference does, contracted away): {contracted}"

@@ -29,6 +29,23 @@ def round_to(x, dtype: tl.constexpr):
 
 
 @triton.jit
+def round_product(x, dtype: tl.constexpr):
+    """`round_to` of an fp32 product that must stay rounded when a sum follows (HF rounds each product,
+    then the sum). With plain conversions LLVM reads round(a * b) +- round(c * d) of bf16 operands as a
+    bf16 multiply and contracts it with the sum into one `fma.rn.bf16`: one rounding where HF has two
+    (sm_90 PTX of the rope kernel, 2026-12-06). On a GPU the conversion is inline PTX, which the
+    compiler cannot fuse with anything."""
+    if INTERPRET or dtype == tl.float32:
+        return round_to(x, dtype)
+    elif dtype == tl.bfloat16:
+        return tl.inline_asm_elementwise("cvt.rn.bf16.f32 $0, $1;", "=h,r", [x], dtype=tl.bfloat16, is_pure=True,
+                                         pack=1)
+    else:
+        return tl.inline_asm_elementwise("cvt.rn.f16.f32 $0, $1;", "=h,r", [x], dtype=tl.float16, is_pure=True,
+                                         pack=1)
+
+
+@triton.jit
 def swiglu(gate, up, dtype: tl.constexpr):
     """HF's SwiGLU of fp32 `gate`, `up` (values of the activation dtype `dtype`): silu(gate) in
     fp32 rounded to `dtype`, times `up` in fp32, rounded to `dtype` (a `dtype` tensor). The one

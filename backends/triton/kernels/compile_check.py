@@ -5,7 +5,8 @@
 The CPU interpreter that the unit tests use does not run Triton's compiler, so a kernel can pass
 every test and still fail to compile (or spill registers) on the device. This builds the real
 cubin for each kernel at the Llama-3.1-8B shapes with Triton's bundled ptxas and reports
-registers, spills (local memory) and shared memory per kernel. Exit status 1 if one fails.
+registers, spills (local memory), shared memory and half-precision fmas (`half_precision_fmas`) per kernel.
+Exit status 1 if one fails.
 """
 
 from __future__ import annotations
@@ -276,6 +277,14 @@ def cubin_resources(cubin: bytes) -> dict:
     return {"regs": int(fields.get("REG", -1)), "local_bytes": int(fields.get("LOCAL", -1))}
 
 
+def half_precision_fmas(ptx: str) -> int:
+    """bf16/f16 fma instructions in `ptx`. The kernels compute in fp32 and round to the activation dtype
+    where the reference rounds; a half-precision fma is the compiler contracting a rounded product with
+    the sum after it (one rounding where the reference has two: the rope kernel's rotation did this)."""
+    import re
+    return len(re.findall(r"\bfma\.rn(?:\.ftz)?(?:\.sat)?\.(?:bf16|f16)(?:x2)?\b", ptx))
+
+
 def compile_all(arch: int = 90, only: str = "") -> list[dict]:
     """Compile every case (those whose label contains `only`, when given) for sm_`arch`."""
     import importlib
@@ -317,7 +326,8 @@ def compile_all(arch: int = 90, only: str = "") -> list[dict]:
         row = {"kernel": label}
         try:
             compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target, options=options)
-            row.update(ok=True, shared_bytes=compiled.metadata.shared, **cubin_resources(compiled.asm["cubin"]))
+            row.update(ok=True, shared_bytes=compiled.metadata.shared, half_fma=half_precision_fmas(compiled.asm["ptx"]),
+                       **cubin_resources(compiled.asm["cubin"]))
         except Exception as exc:  # report every failure, not just the first
             row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:2000])
         row["seconds"] = round(time.time() - start, 1)

@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._numerics import precise_cos, precise_sin, round_to
+from ._numerics import precise_cos, precise_sin, round_product, round_to
 from .launch_overlap import launch_dependents
 
 
@@ -37,9 +37,12 @@ def rope_cos_sin(pos, inv_freq_ptr, attention_scaling, HALF: tl.constexpr, BLOCK
 @triton.jit
 def rotate_half(x1, x2, c, s, act_dtype: tl.constexpr):
     """(x1 c - x2 s, x2 c + x1 s) with each product and the sum rounded to act_dtype (x1, x2: the
-    fp32 values of the first and second rotated half)."""
-    lo = round_to(round_to(x1 * c, act_dtype).to(tl.float32) - round_to(x2 * s, act_dtype).to(tl.float32), act_dtype)
-    hi = round_to(round_to(x2 * c, act_dtype).to(tl.float32) + round_to(x1 * s, act_dtype).to(tl.float32), act_dtype)
+    fp32 values of the first and second rotated half). The products round through `round_product`: with
+    plain conversions the compiler fused one product and the sum into a single bf16 fma (one rounding)."""
+    lo = round_to(round_product(x1 * c, act_dtype).to(tl.float32) - round_product(x2 * s, act_dtype).to(tl.float32),
+                  act_dtype)
+    hi = round_to(round_product(x2 * c, act_dtype).to(tl.float32) + round_product(x1 * s, act_dtype).to(tl.float32),
+                  act_dtype)
     return lo, hi
 
 
