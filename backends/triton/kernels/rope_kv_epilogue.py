@@ -20,15 +20,14 @@ from ._interpreter_compat import interpreting
 from .rope import rope_cos_sin, rotate_half
 
 # Compiled forwards run the epilogue only once its kernel tests (tests/triton/test_linear_rope_kv.py) have
-# passed on a GPU. Session 24 ran them on an H200: the first (bf16, 4 heads of 16) failed with 14 of 64 q values
-# one bf16 ulp off. The cause, read from the sm_90 PTX (a GPU has not confirmed it): the standalone rope kernel,
-# not the epilogue. The compiler had
-# contracted its rotation's rounded product and the sum into one bf16 fma (one rounding where rope.py's
-# contract, and HF, have two); the epilogue's operands come from sums, which it did not contract. rope.py now
-# rounds products with `round_product` (inline PTX the compiler cannot fuse), and compile_check counts
-# half-precision fmas (none left). No GPU has run the tests since, so until one passes them
-# `linear(..., rope_kv=...)` itself still runs the fused kernel (for those tests) and forwards on a GPU run
-# the linear and then rope_kv_write: the same bits.
+# passed on a GPU. Session 24 ran them on an H200: the first (bf16, 4 heads of 16) failed with 14 of 64 q
+# values one bf16 ulp off. The cause, read from the sm_90 PTX (a GPU has not confirmed it), was the
+# standalone rope kernel, not the epilogue: the compiler had contracted its rotation's rounded product and
+# the sum into one bf16 fma (one rounding where rope.py's contract, and HF, have two); the epilogue's operands
+# come from sums, which it did not contract. rope.py now rounds products with `round_product` (inline PTX the
+# compiler cannot fuse), and compile_check counts half-precision fmas (none left). No GPU has run the tests
+# since, so until one passes them `linear(..., rope_kv=...)` itself still runs the fused kernel (for those
+# tests) and forwards on a GPU run the linear and then rope_kv_write: the same bits.
 VERIFIED_ON_GPU = False
 
 
