@@ -103,6 +103,8 @@ def parse_variant(text: str) -> tuple[str, dict]:
     fields = {}
     for item in rest.split(","):
         key, _, value = item.partition("=")
+        if key == "overlap_iters" or not value:  # the variants run plain launches; overlap has --iters
+            raise SystemExit(f"--variant {text!r}: {item!r} needs FIELD=VALUE, FIELD not overlap_iters (see --iters)")
         if key not in GEMV_ORDER_NEUTRAL:
             raise SystemExit(f"--variant {text!r}: {key!r} is not an order-neutral GEMV field "
                              f"({', '.join(sorted(GEMV_ORDER_NEUTRAL))})")

@@ -78,7 +78,7 @@ def _observed_decode(engine, batch, max_new, sync, observer) -> int:
 def _segments(engine, batch, max_new, sync, per_op: bool = False) -> list[dict]:
     """One more decode of `batch` with CUDA events around every step segment: per segment its ops,
     host or device, and mean ms per step (event to event on the current stream). `per_op`: the step
-    re-lowered with every op a segment of its own (StepProgram(per_op=True)), decoded once unobserved
+    re-lowered with every op a segment of its own (StepProgram(per_op=True)), decoded twice unobserved
     (its ops' first eager runs and captures) and then measured, so draft, verify, accept and commit
     are priced apart; the engine's own program is put back afterwards."""
     import contextlib
@@ -101,7 +101,7 @@ def _segments(engine, batch, max_new, sync, per_op: bool = False) -> list[dict]:
     if per_op:
         engine.program = StepProgram(own.pipeline, own.backend, per_op=True)
     try:
-        if per_op:
+        for _ in range(2 if per_op else 0):  # every op's eager run and capture, a late step's variant too
             _observed_decode(engine, batch, max_new, sync, None)
         steps = _observed_decode(engine, batch, max_new, sync, observer)
         described = engine.program.describe()
@@ -240,7 +240,8 @@ def main() -> int:
             print(f"  segment {g['segment']} ({'host' if g['host'] else 'device'}) {g['ms_per_step']:7.3f} ms  "
                   f"{' '.join(g['ops'])}")
         for g in r.get("op_segments", []):
-            print(f"  op {g['segment']:2d} ({'host' if g['host'] else 'device'}) {g['ms_per_step']:7.3f} ms  {' '.join(g['ops'])}")
+            where = "host" if g["host"] else "device"
+            print(f"  op {g['segment']:2d} ({where}) {g['ms_per_step']:7.3f} ms  {' '.join(g['ops'])}")
         for k in r["kernels"][:10]:
             print(f"  {k['ms_per_step']:7.3f} ms {k['launches_per_step']:6.1f}x {100 * k['share']:5.1f}%  {k['name']}")
     return 0

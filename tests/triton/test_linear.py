@@ -50,7 +50,7 @@ CASES = [  # m, n, k, config (None: the heuristic table), bias
     (1, 40, 128 * 8, GEMV(32, 1, depth=2, fuse_raw=False), False),  # depth 2: two passes, 2 left
     (1, 64, 512, GEMV(64, 1, x_late=True, weight_cache="cg"), True),  # weights loaded L2-only
     (1, 40, 128 * 7, GEMV(32, 2, depth=2, weight_cache="evict_first"), False),  # weights L1 evict-first
-    (1, 96, 300, GEMV(32, 2, persistent=1), True),     # persistent: 6 work items on 4 programs (interpreter: 4 SMs)
+    (1, 96, 300, GEMV(32, 2, persistent=1), True),   # persistent: 6 (BF12: 8) items, 4 programs
     (3, 40, 300, None, True),               # skinny GEMM (table: y^T = w x^T), ragged
     (70, 40, 300, None, False),             # M > 64 (table: block_m 128, y^T = w x^T)
     (5, 64, 640, GEMM(16, 64, 1, 2), False),
@@ -141,7 +141,7 @@ def test_a_persistent_grid_gives_the_plain_grids_bits(seed, device, kt, fused, p
         extra = dict(up=hidden(1, k, device))
     plain = GEMV(32, 2)
     want = linear(x, matrix, out=kt.poisoned((1, n), x.dtype, device), config=plain, **extra)
-    for per_sm in (1, 3):   # 4 and 12 programs (the interpreter's 4 SMs) for 14 items
+    for per_sm in (1, 3):   # 4 and 12 programs (the interpreter's 4 SMs) for 14 items (16 with BF12's raw row)
         got = linear(x, matrix, out=kt.poisoned((1, n), x.dtype, device), config=replace(plain, persistent=per_sm),
                      **extra)
         assert torch.equal(as_bits(got), as_bits(want)), per_sm

@@ -1,6 +1,6 @@
 """The rope + KV write in the q|k|v GEMV's epilogue (kernels/rope_kv_epilogue.py, `rope_kv=`): bit for
 bit the plain linear call followed by rope.rope_kv_write, for bf16 and BF12 weights, with bias,
-split-K, the RMSNorm prologue, cache slots, offsets and a packed forward's row count; a cache row
+split-K, the RMSNorm prologue, a persistent grid, cache slots, offsets and a packed forward's row count; a cache row
 past max_seq and a pad-only forward (n_rows 0) write nothing; a call the epilogue cannot serve
 says why. Runs the compiled kernels on a GPU, Triton's interpreter otherwise.
 """
@@ -52,7 +52,7 @@ def _reference(y, H, KH, D, caches, lens, pos, inv_freq, extra, scaling=0.875):
 
 @pytest.mark.parametrize("H,KH,D,K", SHAPES)
 @pytest.mark.parametrize("packed", [False, True], ids=["bf16", "bf12"])
-@pytest.mark.parametrize("variant", ["plain", "bias+split+slots", "norm"])
+@pytest.mark.parametrize("variant", ["plain", "bias+split+slots", "norm", "persistent"])
 def test_epilogue_bits_equal_linear_then_rope_kv_write(seed, device, kt, H, KH, D, K, packed, variant):
     n = (H + 2 * KH) * D
     w = weights(n, K, device)
@@ -62,7 +62,8 @@ def test_epilogue_bits_equal_linear_then_rope_kv_write(seed, device, kt, H, KH, 
     x = hidden(1, K, device)
     bias = torch.randn(n).to(torch.bfloat16).to(device) if variant == "bias+split+slots" else None
     norm = (norm_weight(K, device), EPS) if variant == "norm" else None
-    config = LinearConfig("gemv", 32, 1, 2) if variant == "bias+split+slots" else choose(1, n, K, "bf16")
+    config = {"bias+split+slots": LinearConfig("gemv", 32, 1, 2),
+              "persistent": LinearConfig("gemv", 32, 1, 2, persistent=1)}.get(variant, choose(1, n, K, "bf16"))
     caches, lens, pos, inv_freq, extra = _case(device, H, KH, D, variant == "bias+split+slots")
     y = linear(x, matrix, bias, norm=norm, config=config)
     want_q, want_k, want_v = _reference(y, H, KH, D, caches, lens, pos, inv_freq, extra)

@@ -149,7 +149,8 @@ def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, 
         grid = (blocks_n + blocks_raw, cfg.split)
         if cfg.persistent:
             common.update(n_blocks=grid[0], PERSISTENT=True)
-            grid = (min(grid[0] * cfg.split, cfg.persistent * sm_count(x2.device)), 1)
+            per_sm = min(cfg.persistent, 65536 // (maxnreg * cfg.num_warps * 32)) if maxnreg else cfg.persistent
+            grid = (min(grid[0] * cfg.split, max(per_sm, 1) * sm_count(x2.device)), 1)
         gemv_kernel[grid](
             x2.view(torch.int32) if x_pairs else x2, up_arg, y2, bias_arg, w_arg, *planes, rows_arg, ws, cnt,
             raw.view(torch.int32) if r_raw else dummy, raw_rows if r_raw else dummy, res_arg,

@@ -39,9 +39,10 @@ class LinearConfig:
     # GEMV: the cache policy of the prefetching loop's weight loads: "" (default), "cg" (L2 only: the streamed weights
     # leave L1 to x, the BF12 tables and the norm's row), "evict_first" (L1 evict-first); timed by bench/gemv_chain.py
     weight_cache: str = ""
-    # GEMV: a persistent grid of `persistent` programs per SM (0: off), each doing the plain grid's (row block, K range)
-    # work items in turn (linear_kernels.gemv_kernel PERSISTENT): one wave, no tail. Without `maxnreg` the registers
-    # are capped so that that many programs fit on an SM. Not timed yet (bench/gemv_chain.py --variant bf16:persistent=4)
+    # GEMV: a persistent grid of `persistent` programs per SM (0: off), each doing the plain grid's (row block, K
+    # range) work items in turn (linear_kernels.gemv_kernel PERSISTENT): one wave, no tail. Without `maxnreg` the
+    # registers are capped so that that many programs fit on an SM; with it, fewer per SM where they do not fit.
+    # Not timed yet (bench/gemv_chain.py --variant bf16:persistent=4)
     persistent: int = 0
 
     def __post_init__(self):

@@ -7,7 +7,8 @@ every fp32 operation and the split-K reduction are shared, so both formats give 
 Blocking. An iteration covers `G` groups of 128 weights along K for `BN` rows. Its weights are
 handled as four pair-word tensors `H_r[BN, G, 16]` (r = 0..3, unit t = 0..15), `H_r` holding
 weights (g*128 + 32r + 2t, +1). Iterations are split into `SPLIT` contiguous K ranges (grid
-axis 1); full iterations run unmasked, the ragged last one (K % (128 G) != 0) masked.
+axis 1, or the work item's K range in the persistent GEMV); full iterations run unmasked, the
+ragged last one (K % (128 G) != 0) masked.
 
 - GEMV (M = 1): fp32 accumulators `acc_lo/acc_hi[BN, G, 16]` take one fma per weight in
   iteration order, r = 0..3; at the end `acc_lo + acc_hi` is summed by a fixed pairwise tree.
@@ -103,9 +104,8 @@ def _pair_words(w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it, K, stride_
     return h0, h1, h2, h3
 
 
-WCACHE_DEFAULT = tl.constexpr(0)
 WCACHE_L2_ONLY = tl.constexpr(1)      # ld.global.cg: weights bypass L1 (x, tables and the norm row keep it)
-WCACHE_EVICT_FIRST = tl.constexpr(2)  # L1 evict-first for weights
+WCACHE_EVICT_FIRST = tl.constexpr(2)  # evict-first for weights (Triton sets it for L1 and as an L2 hint)
 
 
 @triton.jit
@@ -173,7 +173,7 @@ def _x_words(xs, rstd, G: tl.constexpr, ACT: tl.constexpr, PRO: tl.constexpr):
 @triton.jit
 def _unmasked_loads(x_ptr, up_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, nn, it, stride_w, n_groups,
                     FORMAT: tl.constexpr, G: tl.constexpr, X_LATE: tl.constexpr, PRO: tl.constexpr,
-                    WCACHE: tl.constexpr = 0):
+                    WCACHE: tl.constexpr):
     """Raw loads of one full GEMV iteration (BF12 planes or bf16 pair words, and x pair words),
     as a tuple that the prefetching loop carries ahead. With X_LATE the x words (the same for
     every row, L1 hits) are not carried: `xs` is the iteration index and x is loaded at compute
@@ -375,7 +375,7 @@ def _gemv_rows(x_ptr, up_ptr, act_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_
                FORMAT: tl.constexpr, WORDS: tl.constexpr, X_PAIRS: tl.constexpr, BN: tl.constexpr,
                G: tl.constexpr, PRMT: tl.constexpr, PREFETCH: tl.constexpr, X_LATE: tl.constexpr,
                DEPTH: tl.constexpr, PRO: tl.constexpr, NORM_NCH: tl.constexpr, PDL: tl.constexpr,
-               PDL_ITERS: tl.constexpr, WCACHE: tl.constexpr = 0):
+               PDL_ITERS: tl.constexpr, WCACHE: tl.constexpr):
     """One GEMV work item's fp32 partial [BN] (`_finish` stores it): rows blk*BN .. of the R rows of one
     format, K range `sid`; `act_ptr`'s element type is the activation dtype.
     PDL (launch_overlap.py): the program first prefetches the weights of its first PDL_ITERS
@@ -515,9 +515,10 @@ def _gemv_work(pid_n, sid, x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code
                     pid_n, sid, SPLIT, HAS_BIAS, HAS_ROWS, RESIDUAL)
         else:
             blk = pid_n - blocks_main
-            part = _gemv_rows(x_ptr, up_ptr, y_ptr, raw_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, eps, blk, sid, R_raw, K,
-                              K // 2, n_groups, n_iters, n_full, iters_per_split, FORMAT_BF16, True, X_PAIRS, BN, G,
-                              PRMT, RAW_PREFETCH, X_LATE, DEPTH, PRO, NORM_NCH, PDL, PDL_ITERS, WCACHE)
+            part = _gemv_rows(x_ptr, up_ptr, y_ptr, raw_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, eps, blk, sid,
+                              R_raw, K, K // 2, n_groups, n_iters, n_full, iters_per_split, FORMAT_BF16, True,
+                              X_PAIRS, BN, G, PRMT, RAW_PREFETCH, X_LATE, DEPTH, PRO, NORM_NCH, PDL, PDL_ITERS,
+                              WCACHE)
             n = blk * BN + tl.arange(0, BN)
             _finish(part[None, :], y_ptr, bias_ptr, raw_rows_ptr, ws_ptr + SPLIT * R, cnt_ptr, res_ptr, zero,
                     n[None, :], 1, R_raw, 0, 0, pid_n, sid, SPLIT, HAS_BIAS, True, RESIDUAL)
@@ -539,8 +540,6 @@ def _gemv_work(pid_n, sid, x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code
         else:
             _finish(part[None, :], y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, res_ptr, zero, n[None, :], 1, R, 0, 0,
                     pid_n, sid, SPLIT, HAS_BIAS, HAS_ROWS, RESIDUAL)
-
-
 
 
 @triton.jit
