@@ -61,6 +61,8 @@ def _cases():
          dict(num_warps=4)),
         ("rope_kv_write", "rope", "_rope_kernel", rope_ptrs, ["attention_scaling"], dict(rope_const, WRITE_CACHE=True),
          dict(num_warps=4)),
+        ("rope_kv_write fp16", "rope", "_rope_kernel", {k: "fp16" if v == bf else v for k, v in rope_ptrs.items()},
+         ["attention_scaling"], dict(rope_const, WRITE_CACHE=True), dict(num_warps=4)),  # round_product's f16 branch
         ("rope partial", "rope", "_rope_kernel", rope_ptrs, ["attention_scaling"],
          dict(rope_const, HALF=32, BLOCK_HALF=32, BLOCK_TAIL=64, COPY_Q_TAIL=True, COPY_K_TAIL=True, WRITE_CACHE=True),
          dict(num_warps=4)),
