@@ -75,20 +75,25 @@ def compile_linear(m: int, n: int, k: int, fmt: str, cfg=None, arch: int = 90, s
                 w_ptr=("bf16" if bf12 else ("i32" if words else "bf16")) if cfg.kind == "gemv" else "bf16",
                 mant_ptr="i64" if bf12 else "bf16", code_ptr="i32" if bf12 else "bf16",
                 base_ptr="u8" if bf12 else "bf16", esc_ptr="u8" if bf12 else "bf16",
-                rows_ptr="i32", ws_ptr="fp32", cnt_ptr="i32", raw_ptr="i32", raw_rows_ptr="i32")
+                rows_ptr="i32", ws_ptr="fp32", cnt_ptr="i32", raw_ptr="i32", raw_rows_ptr="i32", res_ptr="bf16",
+                pos_ptr="i64", inv_freq_ptr="fp32", k_cache_ptr="bf16", v_cache_ptr="bf16", lens_ptr="i32",
+                slots_ptr="i32", offsets_ptr="i32", n_rows_ptr="i32")
     consts = dict(FORMAT=1 if bf12 else 0, BN=cfg.block_n, G=cfg.groups, SPLIT=cfg.split, HAS_BIAS=False,
-                  HAS_ROWS=False, PRMT=cfg.prmt, SWIGLU=swiglu)
+                  HAS_ROWS=False, PRMT=cfg.prmt, PRO=lk.PRO_SWIGLU.value if swiglu else lk.PRO_NONE.value)
     if cfg.kind == "gemv":
+        from specir.backends.triton.kernels.linear_config import WEIGHT_CACHE
         fn = lk.gemv_kernel
         # BF12 with raw rows fused into the launch (the usual case: ~1% of rows stay raw)
         consts.update(WORDS=words, X_PAIRS=True, PREFETCH=cfg.prefetch, X_LATE=cfg.x_late, DEPTH=cfg.depth,
-                      FUSE_RAW=bf12 and cfg.fuse_raw, RAW_PREFETCH=cfg.prefetch)
+                      FUSE_RAW=bf12 and cfg.fuse_raw, RAW_PREFETCH=cfg.prefetch,
+                      WCACHE=WEIGHT_CACHE[cfg.weight_cache], PERSISTENT=bool(cfg.persistent))
     else:
         fn = lk.gemm_kernel
         consts.update(BM=cfg.block_m, DOT_BF16=True, SWAP=cfg.swap_ab)
-    extra = {p for p in fn.arg_names if p.isupper() and p not in consts and p not in values}
-    for name in extra:  # constexprs added to the kernel later: take their defaults from the config
-        consts[name] = getattr(cfg, name.lower())
+    for param in fn.params:  # the other constexprs (fusions this count leaves off) at their defaults, as launched
+        if param.is_constexpr and param.name not in consts:
+            consts[param.name] = param.default
+    floats = {"eps", "rope_scaling"}
     signature, attrs = {}, {}
     for index, name in enumerate(fn.arg_names):
         if name in consts:
@@ -96,12 +101,14 @@ def compile_linear(m: int, n: int, k: int, fmt: str, cfg=None, arch: int = 90, s
         elif name in ptrs:
             signature[name] = "*" + ptrs[name]
             attrs[(index,)] = [["tt.divisibility", 16]]
-        else:
+        elif name in floats:
+            signature[name] = "fp32"
+        else:  # an int the count does not depend on (rope's strides and heads, ...) is left unspecialised
             signature[name] = "i32"
-            if values[name] % 16 == 0:
+            if values.get(name, 1) % 16 == 0:
                 attrs[(index,)] = [["tt.divisibility", 16]]
     options = dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    if getattr(cfg, "maxnreg", None):
+    if cfg.maxnreg:
         options["maxnreg"] = cfg.maxnreg
     compiled = triton.compile(ASTSource(fn, signature, consts, attrs), target=GPUTarget("cuda", arch, 32),
                               options=options)
