@@ -37,14 +37,20 @@ def _kernel_group(name: str) -> str:
     return name[:80]
 
 
-def _decode_profiled(engine, batch, max_new, sync):
-    """One generate of `batch` with only its decode steps under torch.profiler (prefill outside)."""
-    from torch.profiler import ProfilerActivity, profile
+def _open_decode(engine, batch, max_new, sync):
+    """A greedy decode session of `batch` (prompts added, prefill not yet run), as `specir bench` seeds it."""
     from specir.step.engine import request_seed
     rows = engine.rows_needed(max(len(p) for p in batch), max_new)
     decode = engine.open(len(batch), rows, False)
     decode.add_many([(list(p), max_new, 0.0, request_seed(0, i)) for i, p in enumerate(batch)])
     sync()
+    return decode
+
+
+def _decode_profiled(engine, batch, max_new, sync):
+    """One generate of `batch` with only its decode steps under torch.profiler (prefill outside)."""
+    from torch.profiler import ProfilerActivity, profile
+    decode = _open_decode(engine, batch, max_new, sync)
     first_time = engine.backend.setup_s
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         start = time.perf_counter()
@@ -59,11 +65,7 @@ def _decode_profiled(engine, batch, max_new, sync):
 
 def _observed_decode(engine, batch, max_new, sync, observer) -> int:
     """One decode of `batch` with `observer` on the engine's program; the number of steps."""
-    from specir.step.engine import request_seed
-    rows = engine.rows_needed(max(len(p) for p in batch), max_new)
-    decode = engine.open(len(batch), rows, False)
-    decode.add_many([(list(p), max_new, 0.0, request_seed(0, i)) for i, p in enumerate(batch)])
-    sync()
+    decode = _open_decode(engine, batch, max_new, sync)
     engine.program.observer, steps = observer, 0
     try:
         while decode.active():

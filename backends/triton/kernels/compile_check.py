@@ -328,8 +328,8 @@ def compile_all(arch: int = 90, only: str = "") -> list[dict]:
         row = {"kernel": label}
         try:
             compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target, options=options)
-            row.update(ok=True, shared_bytes=compiled.metadata.shared, half_fma=half_precision_fmas(compiled.asm["ptx"]),
-                       **cubin_resources(compiled.asm["cubin"]))
+            row.update(ok=True, shared_bytes=compiled.metadata.shared,
+                       half_fma=half_precision_fmas(compiled.asm["ptx"]), **cubin_resources(compiled.asm["cubin"]))
         except Exception as exc:  # report every failure, not just the first
             row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:2000])
         row["seconds"] = round(time.time() - start, 1)

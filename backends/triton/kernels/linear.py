@@ -34,6 +34,8 @@ from .launch_overlap import overlap_available
 from .linear_kernels import PRO_NONE, PRO_RMS_NORM, PRO_SWIGLU, gemm_kernel, gemv_kernel
 from .rope_kv_epilogue import RopeKV
 
+_SM_REGISTERS = 65536  # 32-bit registers per SM (sm_80 .. sm_90): the persistent grid's programs share them
+
 _FORMATS = {"bf16": 0, "bf12": 1}
 _counters: dict[torch.device, torch.Tensor] = {}
 _retired: list[torch.Tensor] = []  # outgrown counter buffers stay alive: captured graphs may point at them
@@ -127,8 +129,8 @@ def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, 
     maxnreg = cfg.maxnreg
     if cfg.kind == "gemv" and cfg.persistent and not maxnreg:
         # the persistent loop takes 200-230 registers uncapped (compile_check): capped so that `persistent` programs
-        # fit on an SM at once (65536 registers), without spills at 4 x 4 warps (128)
-        maxnreg = min(255, 65536 // (cfg.persistent * cfg.num_warps * 32) // 8 * 8)
+        # fit on an SM at once, without spills at 4 x 4 warps (128)
+        maxnreg = min(255, _SM_REGISTERS // (cfg.persistent * cfg.num_warps * 32) // 8 * 8)
     if maxnreg and not interpreting():
         common["maxnreg"] = maxnreg
     if rope_kv is not None:
@@ -149,7 +151,7 @@ def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, 
         grid = (blocks_n + blocks_raw, cfg.split)
         if cfg.persistent:
             common.update(n_blocks=grid[0], PERSISTENT=True)
-            per_sm = min(cfg.persistent, 65536 // (maxnreg * cfg.num_warps * 32)) if maxnreg else cfg.persistent
+            per_sm = min(cfg.persistent, _SM_REGISTERS // (maxnreg * cfg.num_warps * 32)) if maxnreg else cfg.persistent
             grid = (min(grid[0] * cfg.split, max(per_sm, 1) * sm_count(x2.device)), 1)
         gemv_kernel[grid](
             x2.view(torch.int32) if x_pairs else x2, up_arg, y2, bias_arg, w_arg, *planes, rows_arg, ws, cnt,

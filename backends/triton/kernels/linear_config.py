@@ -37,7 +37,8 @@ class LinearConfig:
     # 8B GEMV chain (bench/gemv_chain.py, H100, session 23) ran 5.05 ms overlapped without, 5.42 ms with 4, 5.14 plain
     overlap_iters: int = 0
     # GEMV: the cache policy of the prefetching loop's weight loads: "" (default), "cg" (L2 only: the streamed weights
-    # leave L1 to x, the BF12 tables and the norm's row), "evict_first" (L1 evict-first); timed by bench/gemv_chain.py
+    # leave L1 to x, the BF12 tables and the norm's row), "evict_first" (evict-first in L1, a hint in L2); timed by
+    # bench/gemv_chain.py
     weight_cache: str = ""
     # GEMV: a persistent grid of `persistent` programs per SM (0: off), each doing the plain grid's (row block, K
     # range) work items in turn (linear_kernels.gemv_kernel PERSISTENT): one wave, no tail. Without `maxnreg` the
