@@ -24,7 +24,7 @@ import json
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -101,10 +101,11 @@ def weight_bytes(weights: dict) -> int:
 
 class Step:
     """Every launch of one AR step bound to preallocated buffers (capturable in a CUDA graph).
-    `fmt` picks the linear kernel; `gemvs_only` leaves out everything but the GEMVs."""
+    `fmt` picks the linear kernel; `gemvs_only` leaves out everything but the GEMVs; `fields` replaces
+    order-neutral GEMV config fields (bench/gemv.py parse_variant), so the bits stay the plain step's."""
 
     def __init__(self, s: StepShape, weights: dict, fmt: str, context: int, h0: torch.Tensor,
-                 cache_seed: int, gemvs_only: bool = False):
+                 cache_seed: int, gemvs_only: bool = False, fields: dict | None = None):
         from specir.backends.triton.forward import linear_config
         from specir.backends.triton.kernels.attention import attention_config, attention_workspace
         from specir.backends.triton.kernels.linear import linear_bf12, linear_bf16
@@ -138,7 +139,7 @@ class Step:
 
         def linear(x, w, out):
             n, k = w.shape
-            cfg = linear_config(1, n, k, fmt)
+            cfg = replace(linear_config(1, n, k, fmt), **(fields or {}))
             return lambda: kernel(x, w, out=out, config=cfg)
         self.linears = []
         for layer in weights["layers"]:
@@ -202,7 +203,8 @@ def copy_bandwidth(device) -> float | None:
 
 
 def run(shape: StepShape, *, device="cuda", context: int = 512, replays: int = 20, rounds: int = 3,
-        std: float = 0.02, seed: int = 0, raw_rows: int = 0, log=print) -> dict:
+        std: float = 0.02, seed: int = 0, raw_rows: int = 0, variants: dict | None = None, log=print) -> dict:
+    """`variants`: {fmt: order-neutral GEMV config fields} applied to that format's launches."""
     from specir.bf12 import bits_per_weight
     device = torch.device(device)
     t0 = time.perf_counter()
@@ -228,7 +230,8 @@ def run(shape: StepShape, *, device="cuda", context: int = 512, replays: int = 2
     results, checks = [], {}
     timer = gemv.graph_timer if device.type == "cuda" else wall_timer
     for variant in ("step", "gemvs"):
-        steps = {fmt: Step(shape, w, fmt, context, h0, seed + 2, gemvs_only=variant == "gemvs")
+        steps = {fmt: Step(shape, w, fmt, context, h0, seed + 2, gemvs_only=variant == "gemvs",
+                           fields=(variants or {}).get(fmt))
                  for fmt, w in (("bf16", weights16), ("bf12", weights12))}
         outs = {fmt: (st.run().clone(), st.h.clone()) for fmt, st in steps.items()}
         equal = all(torch.equal(a.view(torch.int16), b.view(torch.int16))
@@ -254,7 +257,7 @@ def run(shape: StepShape, *, device="cuda", context: int = 512, replays: int = 2
         by["bf12"]["speedup"] = by["bf16"]["ms"] / by["bf12"]["ms"]
         del steps, outs
     return {"shape": asdict(shape), "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-            "context": context, "std": std, "copy_gbps": copy_gbps, "pack_seconds": pack_s,
+            "context": context, "variants": variants or {}, "std": std, "copy_gbps": copy_gbps, "pack_seconds": pack_s,
             "bits_per_weight": bits, "raw_rows": raw_rows, "checks": checks, "results": results,
             "seconds": time.perf_counter() - t0}
 
@@ -262,7 +265,7 @@ def run(shape: StepShape, *, device="cuda", context: int = 512, replays: int = 2
 def table(result: dict) -> str:
     lines = [f"BF12 vs bf16, one AR step (batch 1), {result['device']}, context {result['context']}, "
              f"copy bandwidth {result['copy_gbps'] or float('nan'):.0f} GB/s; BF12 {result['bits_per_weight']:.4f} "
-             f"bits/weight, packed in {result['pack_seconds']:.1f} s",
+             f"bits/weight, packed in {result['pack_seconds']:.1f} s; GEMV fields {result['variants'] or 'as chosen'}",
              "", "| variant | format | ms | GB read | GB/s | % copy bw | x roofline | speedup | bit-equal |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in result["results"]:
@@ -286,13 +289,20 @@ def main(argv=None) -> int:
     p.add_argument("--std", type=float, default=0.02)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--raw-rows", type=int, default=0, help="plant this many raw (unpackable) rows per matrix")
+    p.add_argument("--variant", action="append", default=[], metavar="FMT:FIELD=VALUE,...",
+                   help="order-neutral GEMV config fields for FMT's launches, e.g. bf12:maxnreg=128 (repeatable)")
     args = p.parse_args(argv)
+    variants = {}
+    for text in args.variant:
+        fmt, fields = gemv.parse_variant(text)
+        variants.setdefault(fmt, {}).update(fields)
     if args.device == "cuda" and not torch.cuda.is_available():
         print("bf12_step: no GPU here (use --shape tiny --device cpu with TRITON_INTERPRET=1 for a smoke run)",
               file=sys.stderr)
         return 2
     result = run(SHAPES[args.shape], device=args.device, context=args.context, replays=args.replays,
-                 rounds=args.rounds, std=args.std, seed=args.seed, raw_rows=args.raw_rows, log=lambda m: print(m, file=sys.stderr))
+                 rounds=args.rounds, std=args.std, seed=args.seed, raw_rows=args.raw_rows,
+                 variants=variants, log=lambda m: print(m, file=sys.stderr))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bf12_step.json").write_text(json.dumps(result, indent=1) + "\n")

@@ -95,6 +95,25 @@ def time_calls(calls, replays: int = 12) -> float:
     return graph_timer(calls, replays)() / len(calls)
 
 
+def parse_variant(text: str) -> tuple[str, dict]:
+    """'bf12:weight_cache=cg,maxnreg=128' -> ('bf12', {'weight_cache': 'cg', 'maxnreg': 128}): order-neutral
+    GEMV fields only (linear_config.GEMV_ORDER_NEUTRAL), ints where the value is one."""
+    from specir.backends.triton.kernels.linear_config import GEMV_ORDER_NEUTRAL
+    fmt, _, rest = text.partition(":")
+    if fmt not in ("bf16", "bf12") or not rest:
+        raise SystemExit(f"--variant {text!r}: expected FMT:FIELD=VALUE,... with FMT bf16 or bf12")
+    fields = {}
+    for item in rest.split(","):
+        key, _, value = item.partition("=")
+        if key == "overlap_iters" or not value:  # the variants run plain launches; overlap has --iters
+            raise SystemExit(f"--variant {text!r}: {item!r} needs FIELD=VALUE, FIELD not overlap_iters (see --iters)")
+        if key not in GEMV_ORDER_NEUTRAL:
+            raise SystemExit(f"--variant {text!r}: {key!r} is not an order-neutral GEMV field "
+                             f"({', '.join(sorted(GEMV_ORDER_NEUTRAL))})")
+        fields[key] = int(value) if value.lstrip("-").isdigit() else {"true": True, "false": False}.get(value, value)
+    return fmt, fields
+
+
 def make_weights(n: int, k: int, seed: int):
     """(bf16 copies, BF12 copies): enough copies that two passes over them overflow L2 threefold."""
     from specir.bf12 import pack

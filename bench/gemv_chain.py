@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gemv import copy_bandwidth, graph_timer  # noqa: E402
+from gemv import copy_bandwidth, graph_timer, parse_variant  # noqa: E402
 
 HIDDEN, INTER, QKV = 4096, 14336, 6144
 EPS = 1e-5
@@ -91,25 +91,6 @@ def run_variant(layers, h0, overlap: bool, iters: int, replays: int, fields: dic
     # projection reads qkv[:, :4096] (a 4096-wide stand-in for attention's output)
     seconds = graph_timer(calls, replays)()
     return seconds, out.clone()
-
-
-def parse_variant(text: str) -> tuple[str, dict]:
-    """'bf12:weight_cache=cg,maxnreg=128' -> ('bf12', {'weight_cache': 'cg', 'maxnreg': 128}): order-neutral
-    GEMV fields only (linear_config.GEMV_ORDER_NEUTRAL), ints where the value is one."""
-    from specir.backends.triton.kernels.linear_config import GEMV_ORDER_NEUTRAL
-    fmt, _, rest = text.partition(":")
-    if fmt not in ("bf16", "bf12") or not rest:
-        raise SystemExit(f"--variant {text!r}: expected FMT:FIELD=VALUE,... with FMT bf16 or bf12")
-    fields = {}
-    for item in rest.split(","):
-        key, _, value = item.partition("=")
-        if key == "overlap_iters" or not value:  # the variants run plain launches; overlap has --iters
-            raise SystemExit(f"--variant {text!r}: {item!r} needs FIELD=VALUE, FIELD not overlap_iters (see --iters)")
-        if key not in GEMV_ORDER_NEUTRAL:
-            raise SystemExit(f"--variant {text!r}: {key!r} is not an order-neutral GEMV field "
-                             f"({', '.join(sorted(GEMV_ORDER_NEUTRAL))})")
-        fields[key] = int(value) if value.lstrip("-").isdigit() else {"true": True, "false": False}.get(value, value)
-    return fmt, fields
 
 
 def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
