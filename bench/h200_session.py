@@ -47,6 +47,10 @@ BUILDS = {"chain": "", "tree": TREE, "tree-bf12": TREE + ",pack-weights{format=b
           # the down projection's prologue (session 20's profile: those cuBLAS GEMMs at ~75 % of the bytes roofline)
           "tree-fr-dt": TREE + ",draft-vocab{size=32768,order=frequency},"
                                "gemm-policy{models=drafter,cublas_min_rows=16},fusion{models=drafter,swiglu_linear=true}",
+          # the same with the drafter's norms in its linears' prologues and its residual adds in their epilogues: a
+          # drafter level without its 6 norm and 3 swiglu launches (the verify's 65-row forwards stay on cuBLAS, unfused)
+          "tree-fr-dtn": TREE + ",draft-vocab{size=32768,order=frequency},gemm-policy{models=drafter,cublas_min_rows=16},"
+                                "fusion{models=drafter,swiglu_linear=true,norm_linear=true}",
           # the norms in the next linear's prologue and the residual adds in the previous one's epilogue (issue 17),
           # with the swiglu in the down projection's prologue: 5 launches a layer where tree-fr has 7 (GEMV forwards)
           "tree-fr-nl": TREE + ",draft-vocab{size=32768,order=frequency},fusion{norm_linear=true,swiglu_linear=true}",

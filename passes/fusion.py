@@ -15,7 +15,7 @@ norm_linear, rope_kv_write, swiglu_linear}` (booleans):
   rope_kv_write): at one token each GEMV program computes one whole head and rotates it before
   it stores q or writes the cache, and the layer's rope_kv_write launch goes (other row counts,
   partial rotary and BF12 matrices with raw rows keep it, same bits; so does every compiled GPU
-  forward until the epilogue's kernel tests pass on a GPU: kernels/rope_kv_epilogue.py);
+  forward where rope_kv_epilogue.VERIFIED_ON_GPU is false: kernels/rope_kv_epilogue.py);
 - swiglu_linear: a `swiglu` whose only consumer is a linear (the MLP's down projection) runs as
   that linear's prologue: the kernel computes silu(gate) * up where it would read its input, so
   the [rows, intermediate] activation is neither written nor read and one launch goes (a forward

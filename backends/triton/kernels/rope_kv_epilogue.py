@@ -20,15 +20,14 @@ from ._interpreter_compat import interpreting
 from .rope import rope_cos_sin, rotate_half
 
 # Compiled forwards run the epilogue only once its kernel tests (tests/triton/test_linear_rope_kv.py) have
-# passed on a GPU. Session 24 ran them on an H200: the first (bf16, 4 heads of 16) failed with 14 of 64 q
-# values one bf16 ulp off. The cause, read from the sm_90 PTX (a GPU has not confirmed it), was the
-# standalone rope kernel, not the epilogue: the compiler had contracted its rotation's rounded product and
-# the sum into one bf16 fma (one rounding where rope.py's contract, and HF, have two); the epilogue's operands
-# come from sums, which it did not contract. rope.py now rounds products with `round_product` (inline PTX the
-# compiler cannot fuse), and compile_check counts half-precision fmas (none left). No GPU has run the tests
-# since, so until one passes them `linear(..., rope_kv=...)` itself still runs the fused kernel (for those
-# tests) and forwards on a GPU run the linear and then rope_kv_write: the same bits.
-VERIFIED_ON_GPU = False
+# passed on a GPU. Session 24's H200 run failed the first (14 of 64 q values one bf16 ulp off): the standalone
+# rope kernel, the test's reference, had its rotation's rounded product and sum contracted into one bf16 fma.
+# rope.py now rounds products with `round_product` (inline PTX the compiler cannot fuse; compile_check counts
+# half-precision fmas: none). Session 25 ran the tests on an H100 (sm_90, the H200's PTX): the kernel and rope
+# tests (42), the fused forwards' tests with this flag set (15) and tree-fr-all's token forcing (0 mismatches)
+# passed (bench/results/gpu-2026-12-07-session25). False would make GPU forwards run the linear and then
+# rope_kv_write: the same bits, one launch more a layer.
+VERIFIED_ON_GPU = True
 
 
 def epilogue_runs_here(device: torch.device) -> bool:
