@@ -41,6 +41,7 @@ from .add_kernel import add as add_kernel
 from .kernels._interpreter_compat import interpreting
 from .kernels.activation import silu_mul
 from .gemm_route import CUBLAS_CALL, CUBLAS_KERNEL, uses_cublas
+from .fused_parts import parts_apart
 from .kernels.attention import attention, attention_config, counter_buffer
 from .kernels.embedding import embedding
 from .kernels.kv_cache import kv_write
@@ -245,14 +246,12 @@ class StaticForward:
 
     def _separate_parts(self, index: int, launch) -> list[str]:
         """The attributes naming the values (`prologue_value`, `epilogue_value`) that this forward
-        stores because it runs `launch`'s prologue or epilogue as launches of their own: a `linear`
-        whose weights run through torch, or that runs cuBLAS at B * T rows."""
-        if launch.kind != "linear" or not ({"prologue", "epilogue"} & set(launch.attrs)):
+        stores because it runs `launch`'s prologue or epilogue as launches of their own
+        (fused_parts.parts_apart: a linear on torch or cuBLAS; norm_linear's parts beyond one row)."""
+        if launch.kind not in ("linear", "packed_linear"):
             return []
-        use_triton = self.model.weights.linear[index][2]
-        if use_triton and not uses_cublas(self.model.program, launch, self.B * self.T):
-            return []
-        return [key for key in ("prologue_value", "epilogue_value") if key in launch.attrs]
+        on_torch = launch.kind == "linear" and not self.model.weights.linear[index][2]
+        return parts_apart(self.model.program, launch, self.B * self.T, on_torch)
 
     def _fused_operands(self, launch) -> dict:
         """The linear call's prologue, epilogue and overlap keyword arguments (kernels/linear.py)."""
@@ -310,11 +309,14 @@ class StaticForward:
         return fused.pop("rope_kv")
 
     @staticmethod
-    def _fusion_note(launch, epilogue_fused: bool = True) -> dict:
+    def _fusion_note(launch, epilogue_fused: bool = True, parts=()) -> dict:
+        """The launch's fused parts as this forward runs them (none of those in `parts`, run apart)."""
         a = launch.attrs
         note = {key: a[key] for key in ("prologue", "epilogue", "overlap") if key in a}
-        if not epilogue_fused:
+        if not epilogue_fused or "epilogue_value" in parts:
             note.pop("epilogue")
+        if "prologue_value" in parts:
+            note.pop("prologue")
         return note
 
     def _with_rope_after(self, index: int, call, out: torch.Tensor, r: RopeKV | None):
@@ -324,24 +326,25 @@ class StaticForward:
         after = self._rope_kv_after(index, out, r)
         return lambda: (call(), after())
 
-    def _separate_linear(self, index, launch, x, fused, out, weight, bias, use_triton):
-        """A fused linear launch that this forward runs on cuBLAS (or torch): its prologue into
-        `prologue_value`'s buffer first, its product into `epilogue_value`'s then the add, or into
-        the q|k|v buffer then the rope_kv_write."""
+    def _parts_around(self, index, launch, x, fused, out, parts):
+        """The fused parts `parts` (`_separate_parts`) of a linear launch as launches of their own:
+        (first, x, out, last): its prologue into `prologue_value`'s buffer (None where an earlier
+        add_rms_norm wrote it) and the linear's input then, the buffer the linear writes (the add
+        epilogue's `epilogue_value`) and the add after it. Those parts leave `fused`."""
         a, m, B, T = launch.attrs, self.model, self.B, self.T
         first = last = None
-        if "up" in fused:
+        if "prologue_value" in parts and "up" in fused:
             act = self.views[a["prologue_value"]]
-            first, x = self._silu_mul_call(index, x, fused["up"], act), act
-        elif "norm" in fused:
-            normed, (norm_w, eps), h = self.views[a["prologue_value"]], fused["norm"], x
+            first, x = self._silu_mul_call(index, x, fused.pop("up"), act), act
+        elif "prologue_value" in parts and "norm" in fused:
+            normed, (norm_w, eps), h = self.views[a["prologue_value"]], fused.pop("norm"), x
             if a["prologue_value"] not in self._early_norms:  # (else an earlier launch's add_rms_norm wrote it)
                 self.configs.append({"launch": index, "kernel": KERNEL_OF["rms_norm"], "rows": B * T})
                 fixed = self._fixed_norms
                 first = lambda: rms_norm(h, norm_w, eps, out=normed, fixed_order=fixed)  # noqa: E731
             x = normed
-        if "residual" in fused:
-            product, residual, total = self.views[a["epilogue_value"]], fused["residual"], out
+        if "epilogue_value" in parts and "residual" in fused:
+            product, residual, total = self.views[a["epilogue_value"]], fused.pop("residual"), out
             then = a.get("then_norm")
             if then in self._early_norms:
                 consumer = self.model.program.launches[self._early_norms[then]].attrs
@@ -354,17 +357,29 @@ class StaticForward:
                 self.configs.append({"launch": index, "kernel": KERNEL_OF["add"], "rows": B * T})
                 last = lambda: add_kernel(residual, product, out=total)  # noqa: E731
             out = product
+        return first, x, out, last
+
+    @staticmethod
+    def _in_order(*calls):
+        """One call running `calls` (None: none) in order."""
+        steps = [f for f in calls if f is not None]
+        return steps[0] if len(steps) == 1 else lambda: [f() for f in steps]
+
+    def _separate_linear(self, index, launch, x, fused, out, weight, bias, use_triton):
+        """A fused linear launch that this forward runs on cuBLAS (or torch): its prologue and add
+        epilogue apart (`_parts_around`), or the call into the q|k|v buffer then the rope_kv_write."""
+        first, x, out, last = self._parts_around(index, launch, x, fused, out, self._separate_parts(index, launch))
         n, k = weight.shape
         kernel = CUBLAS_KERNEL if use_triton else CUBLAS_CALL
-        self.configs.append({"launch": index, "kernel": kernel, "call": CUBLAS_CALL, "m": B * T, "n": n, "k": k})
+        self.configs.append({"launch": index, "kernel": kernel, "call": CUBLAS_CALL, "m": self.B * self.T, "n": n,
+                             "k": k})
         if "rope_kv" in fused:  # (a group: no residual epilogue here)
             last = self._rope_kv_after(index, out, fused["rope_kv"])
         if out.is_contiguous():
             call = lambda: torch.nn.functional.linear(x, weight, bias, out=out)  # noqa: E731
         else:
             call = lambda: out.copy_(torch.nn.functional.linear(x, weight, bias))  # noqa: E731
-        steps = [f for f in (first, call, last) if f is not None]
-        return steps[0] if len(steps) == 1 else lambda: [f() for f in steps]
+        return self._in_order(first, call, last)
 
     def _silu_mul_call(self, index: int, gate, up, out):
         self.configs.append({"launch": index, "kernel": "activation.silu_mul", "rows": self.B * self.T})
@@ -410,21 +425,27 @@ class StaticForward:
             if not use_triton or uses_cublas(m.program, launch, B * T):
                 return self._separate_linear(index, launch, x, fused, out, weight, bias, use_triton)
             cfg = linear_config(B * T, n, k)
+            parts = self._separate_parts(index, launch)
+            first, x, y, last = self._parts_around(index, launch, x, fused, out, parts)
             after = self._unfused_rope_kv(fused, B * T, n, 0)
             self.configs.append({"launch": index, "kernel": launch.kernel, "m": B * T, "n": n, "k": k,
-                                 "config": self._as_run(cfg, fused).__dict__, **self._fusion_note(launch, after is None)})
-            call = lambda: linear_bf16(x, weight, bias, out=out, config=cfg, **fused)  # noqa: E731
-            return self._with_rope_after(index, call, out, after)
+                                 "config": self._as_run(cfg, fused).__dict__,
+                                 **self._fusion_note(launch, after is None, parts)})
+            call = lambda: linear_bf16(x, weight, bias, out=y, config=cfg, **fused)  # noqa: E731
+            return self._in_order(first, self._with_rope_after(index, call, out, after), last)
         if kind == "packed_linear":
             packed, bias = m.weights.packed[index]
             x, out, fused = view(launch.ins[0]), self._group_output(launch), self._fused_operands(launch)
             n, k = packed.shape
             cfg = linear_config(B * T, n, k, "bf12")
+            parts = self._separate_parts(index, launch)
+            first, x, y, last = self._parts_around(index, launch, x, fused, out, parts)
             after = self._unfused_rope_kv(fused, B * T, n, packed.raw_row_count)
             self.configs.append({"launch": index, "kernel": launch.kernel, "m": B * T, "n": n, "k": k,
-                                 "config": self._as_run(cfg, fused).__dict__, **self._fusion_note(launch, after is None)})
-            call = lambda: linear_bf12(x, packed, bias, out=out, config=cfg, **fused)  # noqa: E731
-            return self._with_rope_after(index, call, out, after)
+                                 "config": self._as_run(cfg, fused).__dict__,
+                                 **self._fusion_note(launch, after is None, parts)})
+            call = lambda: linear_bf12(x, packed, bias, out=y, config=cfg, **fused)  # noqa: E731
+            return self._in_order(first, self._with_rope_after(index, call, out, after), last)
         if kind == "rope":
             hd = a["head_dim"]
             table = m.rope_table(a["rope"], hd)

@@ -8,7 +8,8 @@ argmax_config's rule), evaluated with the target's SM count; the only runtime in
 the cache length of a real call (`max_seq`, here a representative value). A linear group that
 runs cuBLAS at this row count is listed with kernel "cublas.linear" (see gemm_route.py); if it
 has a SwiGLU prologue (program.py), a silu_mul row precedes it (that forward runs the swiglu
-separately), and a Triton linear with one says `prologue = "swiglu"`.
+separately), and a Triton linear with one says `prologue = "swiglu"`. A Triton linear's norm_linear
+prologue and add epilogue beyond one row are listed as their own rows too (fused_parts.py).
 `packed=True`: a packed verify forward (specir/step/ragged.py) of B requests of at most T
 one-token rows each; its attention runs grouped by request (kernels/attention.py: `grouped`
 config, grid ((B + 1) * kv_heads, ...)) and its row says `grouped = true`.
@@ -19,6 +20,7 @@ from dataclasses import asdict
 
 import triton
 
+from .fused_parts import parts_apart
 from .gemm_route import CUBLAS_CALL, CUBLAS_KERNEL, cublas_min_rows, uses_cublas
 from .kernels import argmax as argmax_mod
 from .kernels.attention import attention_config
@@ -46,25 +48,37 @@ def _elementwise(rows, width):
     return {"grid": [rows, triton.cdiv(width, block)], "BLOCK": block, "num_warps": 4}
 
 
-def _separate_parts(launch, i: int, rows: int, k: int, joined: dict[int, int]) -> tuple[list[dict], list[dict]]:
-    """The rows of a cuBLAS-routed fused linear's prologue (before the call) and epilogue (after),
-    as forward.py runs them: silu_mul or rms_norm into `prologue_value` (no norm where an earlier
-    epilogue's add_rms_norm computed it: `joined`, program.joined_norms), add or add_rms_norm (with
-    its `then_norm`) after."""
+def _separate_parts(launch, i: int, rows: int, k: int, joined: dict[int, int], parts: list[str],
+                    rope: bool = True) -> tuple[list[dict], list[dict]]:
+    """The rows of a fused linear's prologue (before the call) and epilogue (after) that run apart
+    (`parts`: fused_parts.parts_apart), as forward.py runs them: silu_mul or rms_norm into
+    `prologue_value` (no norm where an earlier epilogue's add_rms_norm computed it: `joined`,
+    program.joined_norms), add or add_rms_norm (with its `then_norm`) after; `rope`: the rope_kv_write
+    after a cuBLAS call too."""
     a = launch.attrs
     before, after = [], []
-    if a.get("prologue") == "swiglu":
+    if "prologue_value" in parts and a.get("prologue") == "swiglu":
         before.append({"launch": i, "kernel": "activation.silu_mul", "implements": [a["prologue_value"]],
                        **_elementwise(rows, k)})
-    elif a.get("prologue") == "rms_norm" and i not in joined.values():
+    elif "prologue_value" in parts and a.get("prologue") == "rms_norm" and i not in joined.values():
         before.append({"launch": i, "kernel": KERNEL_OF["rms_norm"], "implements": [a["prologue_value"]],
                        "rows": rows})
-    if a.get("epilogue") == "add":
+    if "epilogue_value" in parts and a.get("epilogue") == "add":
         together = i in joined
         after.append({"launch": i, "kernel": KERNEL_OF["add_rms_norm" if together else "add"],
                       "implements": [launch.outs[0], *([a["then_norm"]] if together else [])], "rows": rows})
-    after += _separate_rope_kv(launch, i, rows)
+    if rope:
+        after += _separate_rope_kv(launch, i, rows)
     return before, after
+
+
+def _moved(launch, before: list[dict], after: list[dict], parts: list[str]) -> set[str]:
+    """The IR values of `launch` that its rows `before` and `after` implement (a prologue run apart: its
+    own launch, or an earlier epilogue's add_rms_norm)."""
+    moved = {v for r in before + after for v in r["implements"]}
+    if "prologue_value" in parts:
+        moved.add(launch.attrs["prologue_value"])
+    return moved
 
 
 def _separate_rope_kv(launch, i: int, rows: int) -> list[dict]:
@@ -78,47 +92,49 @@ def _separate_rope_kv(launch, i: int, rows: int) -> list[dict]:
              "grid": [rows], "num_warps": 4}]
 
 
-def _triton_linear(row: dict, launch, rows: int, n: int, k: int, fmt: str) -> list[dict]:
-    """The rows of a linear launch on a Triton kernel: its own (with its prologue and epilogue) and,
+def _triton_linear(row: dict, launch, rows: int, n: int, k: int, fmt: str, joined: dict[int, int],
+                   parts: list[str]) -> list[dict]:
+    """The rows of a linear launch on a Triton kernel: its own (with the prologue and epilogue it folds),
+    the rows of the parts it runs apart (`parts`: a norm_linear prologue and add beyond one row) and,
     where its rope + KV-write epilogue runs apart (`_separate_rope_kv`), that launch's."""
     a = launch.attrs
     cfg = choose(rows, n, k, fmt)
+    before, after = _separate_parts(launch, row["launch"], rows, k, joined, parts, rope=False)
     apart = [] if listed_in_gemv(rows, a.get("head_dim", 0)) else _separate_rope_kv(launch, row["launch"], rows)
     if a.get("epilogue") == "rope_kv_write" and not apart:   # one program per head (kernels/linear.py)
         cfg = head_tiles(cfg, a["head_dim"])
     row.update(m=rows, n=n, k=k, config=asdict(cfg))
-    row.update({key: a[key] for key in ("prologue", "epilogue") if key in a and not (apart and key == "epilogue")})
-    if apart:
-        row["implements"] = [v for v in row["implements"] if v not in apart[0]["implements"]]
-    return [row, *apart]
+    row.update({key: a[key] for key in ("prologue", "epilogue") if key in a and not (apart and key == "epilogue")
+                and f"{key}_value" not in parts})
+    moved = _moved(launch, before, after, parts) | {v for r in apart for v in r["implements"]}
+    row["implements"] = [v for v in row["implements"] if v not in moved]
+    return [*before, row, *apart, *after]
 
 
 def launch_configs(program: Program, target, B: int, T: int, max_seq: int, packed: bool = False) -> list[dict]:
     rows, out = B * T, []
     sm = target.sm_count
-    joined = joined_norms(program, lambda j: uses_cublas(program, program.launches[j], rows))
+    joined = joined_norms(program, lambda j: bool(parts_apart(program, program.launches[j], rows)))
     for i, launch in enumerate(program.launches):
         kind, a = launch.kind, launch.attrs
         row = {"launch": i, "kernel": launch.kernel, "implements": list(launch.ops)}
+        parts = parts_apart(program, launch, rows)
         if kind == "linear":
             n, k = sum(a["widths"]), program.values[launch.ins[0]]
             if uses_cublas(program, launch, rows):  # the fused parts as their own launches (forward.py)
-                before, after = _separate_parts(launch, i, rows, k, joined)
+                before, after = _separate_parts(launch, i, rows, k, joined, parts)
                 out += before
-                moved = {v for r in before + after for v in r["implements"]}
-                if a.get("prologue"):  # its own launch, or an earlier epilogue's add_rms_norm
-                    moved.add(a["prologue_value"])
-                row["implements"] = [v for v in launch.ops if v not in moved]
+                row["implements"] = [v for v in launch.ops if v not in _moved(launch, before, after, parts)]
                 row.update(kernel=CUBLAS_KERNEL, m=rows, n=n, k=k,
                            config={"library": "cuBLAS", "call": CUBLAS_CALL, "min_rows": cublas_min_rows(program)})
                 out.append(row)
                 out += after
             else:
-                out += _triton_linear(row, launch, rows, n, k, "bf16")
+                out += _triton_linear(row, launch, rows, n, k, "bf16", joined, parts)
             continue
         elif kind == "packed_linear":
             n, k = sum(a["widths"]), program.values[launch.ins[0]]
-            out += _triton_linear(row, launch, rows, n, k, "bf12")
+            out += _triton_linear(row, launch, rows, n, k, "bf12", joined, parts)
             continue
         elif kind == "attention":
             tree_mask = launch.ins[1] == program.params.get("mask") and (T > 1 or packed)

@@ -39,7 +39,7 @@ EXTRA_SOURCES = {"add": Path(__file__).with_name("add_kernel.py")}
 LIBRARY_OF = {"linear": ("linear.py", "linear_kernels.py", "linear_decode.py", "linear_config.py")}
 
 
-# kernels a fused linear launches for its prologue or epilogue where it cannot run them itself (cuBLAS-routed:
+# kernels a fused linear launches for its prologue or epilogue where it runs them apart (fused_parts.parts_apart:
 # launch_configs._separate_parts; the rope + KV write at more than one row: launch_configs._separate_rope_kv)
 SEPARATE_PARTS = {"activation.silu_mul": "swiglu", "norm.rms_norm": "rms_norm", "norm.add_rms_norm": "add_rms_norm",
                   "add.add": "add", "rope.rope_kv_write": "rope_kv_write"}
