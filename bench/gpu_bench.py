@@ -277,6 +277,10 @@ def pipelines(target, drafter, z: Sizes) -> dict:
     return {name: with_backend_policy(p) for name, p in out.items()}
 
 
+# the AR step's A/B: the fusions that were opt-in until session 25 (passes/fusion.py) turned off
+UNFUSED = "fusion{swiglu_linear=false,norm_linear=false,linear_rope_kv=false,launch_overlap=false,models=target}"
+
+
 # ---------------------------------------------------------------------- torch reference step
 class TorchDecode:
     """Plain torch decode step (cuBLAS GEMVs on fused QKV / gate-up weights, SDPA over the cache,
@@ -488,27 +492,28 @@ class Bench:
     def _forward(self, sess, model: str, role: str, key):
         return sess.ctx.state(model, role).forwards[key][1]
 
-    def _swiglu_prologue_ar(self) -> None:
-        """The AR engine with fusion{swiglu_linear=true} (the SwiGLU in the down projection's prologue,
-        opt-in until timed here), as engine "ar-swiglu" on the same backend and weights."""
+    def _unfused_ar(self) -> None:
+        """The AR engine with the fusions that were opt-in until session 25 turned off (UNFUSED: the
+        swiglu, norm and rope + KV-write folds and the launch overlap), as engine "ar-unfused" on the
+        same backend and weights: the A/B of the defaults."""
         engines = self._engines()
-        if "ar-swiglu" not in engines:
+        if "ar-unfused" not in engines:
             from specir.pass_infra import PassManager, build_passes
             from specir.step.engine import StepEngine
-            fused = PassManager(build_passes("fusion{swiglu_linear=true,models=target}")).run(self.state["pipelines"]["ar"])
-            engines["ar-swiglu"] = StepEngine(fused, self.state["backend"], weights={"target": self.state["weights"]["target"]})
+            plain = PassManager(build_passes(UNFUSED)).run(self.state["pipelines"]["ar"])
+            engines["ar-unfused"] = StepEngine(plain, self.state["backend"], weights={"target": self.state["weights"]["target"]})
 
     def ar_step(self):
         rows = []
-        self._swiglu_prologue_ar()
+        self._unfused_ar()
         for ctx in self.z.contexts:
             _, step = self._step_session("ar", ctx)
             ms = self.clock.ms(step)
             roof = self._roofline_ms(ctx)
-            _, fused = self._step_session("ar-swiglu", ctx)
-            fused_ms = self.clock.ms(fused)
+            _, plain = self._step_session("ar-unfused", ctx)
+            plain_ms = self.clock.ms(plain)
             rows.append({"context": ctx, "triton_step_ms": ms, "roofline_ms": roof, "x_roofline": ms / roof,
-                         "swiglu_prologue_step_ms": fused_ms, "swiglu_prologue_x_roofline": fused_ms / roof})
+                         "unfused_step_ms": plain_ms, "unfused_x_roofline": plain_ms / roof})
         self.state["ar_ms"] = {r["context"]: r["triton_step_ms"] for r in rows}
         torch_rows = []
         for ctx in self.z.contexts[:1]:
@@ -536,7 +541,7 @@ class Bench:
             if launch.kind == "linear":
                 weight = w.linear[i][0]
                 key = f"linear {weight.shape[0]}x{weight.shape[1]}"
-                if launch.attrs.get("prologue"):  # the swiglu_linear fusion: the swiglu runs inside
+                if launch.attrs.get("prologue"):  # swiglu_linear, norm_linear: the swiglu or norm runs inside
                     key += f" + {launch.attrs['prologue']} prologue"
                 b = weight.numel() * weight.element_size()
             elif launch.kind == "attention":
@@ -780,10 +785,10 @@ def markdown(data: dict) -> str:
                   + (f", drafter 1B-3L {m['drafter_3l']}" if m.get("drafter_3l") else "") + f"). {m.get('note', '')}", ""]
     if "ar_step" in s:
         lines += ["## AR step (batch 1)", "", "| context | Triton step ms | roofline ms | x roofline | "
-                  "with fusion{swiglu_linear=true} ms |", "|---:|---:|---:|---:|---:|"]
+                  "without the fusions (UNFUSED) ms |", "|---:|---:|---:|---:|---:|"]
         for r in s["ar_step"]["triton"]:
             lines.append(f"| {r['context']} | {_f(r['triton_step_ms'], 3)} | {_f(r['roofline_ms'], 3)} | "
-                         f"{_f(r['x_roofline'])} | {_f(r.get('swiglu_prologue_step_ms'), 3)} |")
+                         f"{_f(r['x_roofline'])} | {_f(r.get('unfused_step_ms'), 3)} |")
         for r in s["ar_step"]["torch"]:
             lines.append(f"| {r['context']} (torch+cuBLAS+graph) | {_f(r.get('torch_cublas_graph_ms'), 3)} | | "
                          f"{_f(r.get('x_roofline'))} | {r.get('error', '')}")
@@ -866,7 +871,7 @@ def summary(data: dict) -> str:
         out.append(f"copy bandwidth          {s['copy']['copy_bandwidth_TBps']:.2f} TB/s")
     for r in s.get("ar_step", {}).get("triton", []):
         out.append(f"AR step ctx {r['context']:<5}      {r['triton_step_ms']:.3f} ms = {r['x_roofline']:.2f}x roofline "
-                   f"({r['roofline_ms']:.3f} ms); SwiGLU prologue {r['swiglu_prologue_step_ms']:.3f} ms")
+                   f"({r['roofline_ms']:.3f} ms); unfused {r['unfused_step_ms']:.3f} ms")
     for r in s.get("ar_step", {}).get("torch", []):
         if "error" in r:
             out.append(f"torch+cuBLAS+graph failed: {r['error'][:80]}")

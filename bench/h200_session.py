@@ -41,6 +41,9 @@ TREE = "tree-verify{budget=64,topk=8,depth=6}"
 BUILDS = {"chain": "", "tree": TREE, "tree-bf12": TREE + ",pack-weights{format=bf12}",
           # the drafter proposes from its 32768 most frequent ids (of 128256; zoo documents): a level's head 4x smaller
           "tree-fr": TREE + ",draft-vocab{size=32768,order=frequency}",
+          # tree-fr with the fusions that were opt-in before session 25 turned off (the A/B of the new defaults)
+          "tree-fr-unfused": TREE + ",draft-vocab{size=32768,order=frequency},fusion{swiglu_linear=false,"
+                                    "norm_linear=false,linear_rope_kv=false,launch_overlap=false}",
           # the same with the swiglu computed in the down projection's prologue (fusion's opt-in; its AR baseline too)
           "tree-fr-sw": TREE + ",draft-vocab{size=32768,order=frequency},fusion{swiglu_linear=true}",
           # the drafter's 8-row level forwards on the Triton skinny GEMM (cuBLAS from 16 rows) with the swiglu in

@@ -23,14 +23,18 @@ norm_linear, rope_kv_write, swiglu_linear}` (booleans):
 - norm_linear: an `rms_norm` read only by one linear group runs as that group's prologue (each
   program sums its row's squares, then normalises x where it would load it), and a residual `add`
   of a lone linear's result runs as that linear's epilogue; a decoder layer's two add + norm
-  launches go (cuBLAS forwards keep the separate launches; backends/triton/program.py). Takes
+  launches go in one-row forwards (forwards of more rows, Triton's GEMM or cuBLAS, keep the
+  separate launches: backends/triton/fused_parts.py). Takes
   precedence over add_norm for the adds and norms it folds; the region's other norms sum their
   squares in the prologue's fixed order (about 1.3 us more a launch on an H100).
 Fused and unfused launches compute the same values (tests/triton_backend/test_fusion_policy.py
 compares them bit for bit under the interpreter). Without this pass the Triton lowering writes
-FUSION_DEFAULTS into build/pipeline.spec: all true but swiglu_linear, norm_linear, linear_rope_kv
-and launch_overlap, which are opt-in (`fusion{swiglu_linear=true}`, ...) until their kernels are
-timed on a GPU. CPU backends ignore it.
+FUSION_DEFAULTS into build/pipeline.spec: every fusion on. The last four (swiglu_linear, norm_linear,
+linear_rope_kv, launch_overlap) were opt-in until timed together on a GPU: on an H100 (session 25,
+bench/results/gpu-2026-12-07-session25) they made the 8B target's AR step 8.1 % faster (5.949 against
+6.470 ms, 204 launches against 333), with the same 65-row verify and, once norm_linear folded into
+one-row forwards only (backends/triton/fused_parts.py), the same draft. `fusion{norm_linear=false}`
+(...) turns one off. CPU backends ignore it.
 
 Before:
     model @target attributes {dtype = "bf16", source = "t"} { ... }
@@ -44,11 +48,10 @@ from __future__ import annotations
 from specir.ir.nodes import Attrs, Pipeline
 from specir.pass_infra import Option, Pass, models_option, selected_models
 
-# each fusion's default, where a region states none (backends/triton/program.py reads it): swiglu_linear,
-# norm_linear, linear_rope_kv and launch_overlap are opt-in until timed on a GPU (bit-identical under the
-# interpreter)
-FUSION_DEFAULTS = {"add_norm": True, "launch_overlap": False, "linear_groups": True, "linear_rope_kv": False,
-                   "norm_linear": False, "rope_kv_write": True, "swiglu_linear": False}
+# each fusion's default, where a region states none (backends/triton/program.py reads it): all on, the last
+# four since session 25 timed them on an H100 (module docstring)
+FUSION_DEFAULTS = {"add_norm": True, "launch_overlap": True, "linear_groups": True, "linear_rope_kv": True,
+                   "norm_linear": True, "rope_kv_write": True, "swiglu_linear": True}
 FUSIONS = tuple(FUSION_DEFAULTS)
 
 
@@ -65,17 +68,17 @@ class Fusion(Pass):
     options = {
         "add_norm": Option(bool, FUSION_DEFAULTS["add_norm"], "fuse a residual add with the following rms_norm"),
         "launch_overlap": Option(bool, FUSION_DEFAULTS["launch_overlap"],
-                                 "start each linear launch while the launch before it drains (sm_90+, opt-in)"),
+                                 "start each linear launch while the launch before it drains (sm_90+)"),
         "linear_groups": Option(bool, FUSION_DEFAULTS["linear_groups"],
                                 "run linears of one input (q/k/v, gate/up) as one launch"),
         "linear_rope_kv": Option(bool, FUSION_DEFAULTS["linear_rope_kv"],
-                                 "run the rope + KV write in the q|k|v linear's epilogue at one token (opt-in)"),
+                                 "run the rope + KV write in the q|k|v linear's epilogue at one token"),
         "norm_linear": Option(bool, FUSION_DEFAULTS["norm_linear"],
                               "fold rms_norm into the next linear's prologue, residual adds into the previous "
-                              "linear's epilogue (opt-in)"),
+                              "linear's epilogue (one-row forwards)"),
         "rope_kv_write": Option(bool, FUSION_DEFAULTS["rope_kv_write"], "fuse the rope of q, k with the KV-cache write"),
         "swiglu_linear": Option(bool, FUSION_DEFAULTS["swiglu_linear"],
-                                "compute a swiglu in the prologue of the linear that alone reads it (opt-in)"),
+                                "compute a swiglu in the prologue of the linear that alone reads it"),
         "models": models_option(),
     }
 

@@ -22,22 +22,23 @@ the IR's own op pattern (nothing outside the IR is read):
   silu(gate) * up where it would load x (kernels/linear.py, same bits as the two launches). A
   forward whose rows route the linear to cuBLAS (gemm_route.py) binds it as silu_mul into
   `prologue_value`'s buffer, then the cuBLAS call (forward.py), so the IR's bits hold there too;
-- rms_norm + linear, linear + add (`norm_linear`, opt-in): an `rms_norm` (no `group`) read only by
+- rms_norm + linear, linear + add (`norm_linear`): an `rms_norm` (no `group`) read only by
   the members of one linear group, all on Triton kernels, becomes the group's prologue
   (`prologue = "rms_norm"`, `prologue_value` the norm's value, `norm_weight`, `eps`; the launch
   reads the norm's input); an `add` one of whose operands is a lone linear's result, read by
   nothing else, on a Triton kernel, with the other operand defined before that linear, becomes
   the linear's epilogue (`epilogue = "add"`, `epilogue_value` the linear's own value, never
   stored; `residual_value` the other operand; the launch writes the add's value). Bits as the
-  separate launches (kernels/linear.py); a forward routing the linear to cuBLAS binds the norm
-  into `prologue_value`'s buffer first, or the call into `epilogue_value`'s buffer and then the
-  add. An epilogue whose add feeds a prologue's norm names it (`then_norm`): where both linears
-  route to cuBLAS the add and that norm run as one add_rms_norm launch, as without the fusion.
+  separate launches (kernels/linear.py); a forward of more than one row (Triton's GEMM or cuBLAS:
+  fused_parts.py) binds the norm into `prologue_value`'s buffer first, or the call into
+  `epilogue_value`'s buffer and then the add. An epilogue whose add feeds a prologue's norm names
+  it (`then_norm`): where both run apart the add and that norm run as one add_rms_norm launch, as
+  without the fusion.
   With this fusion every rms_norm launch of the region says `fixed_order` (the prologue's order,
   kernels/_rms.py), so a norm gives the same bits folded or not; a forward that folds no norm (its
   linears all on cuBLAS at its width) runs them in the norm kernel's faster order (one read of the
   row), as without the fusion (forward.py); so does a region without it.
-- linear + rope + kv_write (`linear_rope_kv`, opt-in): a linear group whose results are exactly
+- linear + rope + kv_write (`linear_rope_kv`): a linear group whose results are exactly
   the (q, k, v) of a fused rope + KV write (above), read by nothing else, all on Triton kernels,
   does that rope_kv_write in its epilogue (`epilogue = "rope_kv_write"` with the rope's and the
   attention's attributes; ins add the positions; outs: the rotated q, whose buffer is the group's
@@ -45,7 +46,7 @@ the IR's own op pattern (nothing outside the IR is read):
   (kernels/rope_kv_epilogue.py; on a GPU only once rope_kv_epilogue.VERIFIED_ON_GPU); any other
   binds the linear and then the rope_kv_write launch, rotating q in place (forward.py). Same bits
   either way; one launch a layer goes;
-- launch overlap (`launch_overlap`, opt-in): every linear launch says `overlap = True`; the forward
+- launch overlap (`launch_overlap`): every linear launch says `overlap = True`; the forward
   asks for programmatic dependent launch on sm_90+ (kernels/launch_overlap.py): same values, the
   launch starts while the one before it drains.
 The rest is one launch per op. Launch operands name IR values; `values` gives every value's

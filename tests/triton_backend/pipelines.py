@@ -15,6 +15,18 @@ KINDS = {
 PROMPTS = [[5, 6, 7, 5, 6, 7], [1, 2, 3]]
 
 
+# the fusions as they were by default before session 25 turned the last four on (passes/fusion.py): each fusion's
+# tests start here and state every flag, so they do not follow FUSION_DEFAULTS
+BASE_FUSIONS = {"add_norm": True, "launch_overlap": False, "linear_groups": True, "linear_rope_kv": False,
+                "norm_linear": False, "rope_kv_write": True, "swiglu_linear": False}
+
+
+def fusion_pass(models: str = "target", **flags: bool) -> str:
+    """The fusion pass stating every flag (the pass sets those it is not given to their defaults):
+    BASE_FUSIONS with `flags`."""
+    stated = {**BASE_FUSIONS, **flags}
+    return "fusion{" + ",".join(f"{k}={str(v).lower()}" for k, v in stated.items()) + f",models={models}}}"
+
 def pipeline(kind: str, target, drafter, dtype: str = "f32"):
     """`kind` of KINDS over the tiny pair, activations in `dtype` (f32 keeps the interpreter fast)."""
     opts = KINDS[kind]

@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from specir.ir.nodes import Attrs
+from tests.triton_backend.pipelines import BASE_FUSIONS
 from tests.triton_backend.test_gemm_route import _compiled, _forward
 
-ALL_ON = {"add_norm": True, "linear_groups": True, "rope_kv_write": True, "swiglu_linear": True}
+ALL_ON = {**BASE_FUSIONS, "swiglu_linear": True}
 
 
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from specir.ir.nodes import Attrs
-from tests.triton_backend.pipelines import pipeline
+from tests.triton_backend.pipelines import fusion_pass, pipeline
 from tests.triton_backend.test_gemm_route import _forward
 from tests.triton_backend.test_norm_linear import BOTH, UNFUSED
 from tests.triton_backend.test_swiglu_prologue import _compiled, mlp_pair, packed_pipeline  # noqa: F401
@@ -20,9 +20,9 @@ def test_the_option_prints_and_marks_every_linear_launch(tiny_pair):
     from specir.ir.printer import print_pipeline
     from specir.pass_infra import PassManager, build_passes
     p = pipeline("chain", *tiny_pair, dtype="bf16")
-    on = PassManager(build_passes("fusion{launch_overlap=true,models=target}")).run(p)
+    on = PassManager(build_passes(fusion_pass(launch_overlap=True))).run(p)
     assert "launch_overlap = true" in print_pipeline(on)
-    overlapped, plain = plan_program(on.model("target")), plan_program(p.model("target"))
+    overlapped, plain = plan_program(on.model("target")), plan_program(p.model("target").with_attrs(fuse=Attrs(UNFUSED)))
     assert [launch.kind for launch in overlapped.launches] == [launch.kind for launch in plain.launches]
     linears = [launch for launch in overlapped.launches if launch.kind in ("linear", "packed_linear")]
     assert linears and all(launch.attrs.get("overlap") for launch in linears)

@@ -11,7 +11,7 @@ import torch
 
 from specir.backends.triton.kernels.rope_kv_epilogue import epilogue_runs_here
 from specir.ir.nodes import Attrs
-from tests.triton_backend.pipelines import pipeline
+from tests.triton_backend.pipelines import fusion_pass, pipeline
 from tests.triton_backend.test_norm_linear import BOTH, UNFUSED
 from tests.triton_backend.test_swiglu_prologue import _compiled, mlp_pair, packed_pipeline  # noqa: F401
 
@@ -45,9 +45,9 @@ def test_the_option_prints_and_a_layer_loses_its_rope_kv_write_launch(tiny_pair)
     from specir.ir.printer import print_pipeline
     from specir.pass_infra import PassManager, build_passes
     p = pipeline("chain", *tiny_pair, dtype="bf16")
-    on = PassManager(build_passes("fusion{linear_rope_kv=true,models=target}")).run(p)
+    on = PassManager(build_passes(fusion_pass(linear_rope_kv=True))).run(p)
     assert "linear_rope_kv = true" in print_pipeline(on)
-    fused, plain = plan_program(on.model("target")), plan_program(p.model("target"))
+    fused, plain = plan_program(on.model("target")), plan_program(p.model("target").with_attrs(fuse=Attrs(UNFUSED)))
     assert [x.kind for x in plain.launches].count("rope_kv_write") == 1
     assert [x.kind for x in fused.launches] == [x.kind for x in plain.launches if x.kind != "rope_kv_write"]
     qkv = next(x for x in fused.launches if x.attrs.get("epilogue") == "rope_kv_write")
@@ -55,7 +55,7 @@ def test_the_option_prints_and_a_layer_loses_its_rope_kv_write_launch(tiny_pair)
     assert qkv.outs == (attention.ins[0],)                 # the rotated q
     assert qkv.ins[-1] == p.model("target").graph.params[1][0]   # the positions
     assert qkv.ops[-1] == "kv_write[0]" and qkv.attrs["head_dim"] == attention.attrs["head_dim"]
-    off = PassManager(build_passes("fusion{linear_rope_kv=true,rope_kv_write=false,models=target}")).run(p)
+    off = PassManager(build_passes(fusion_pass(linear_rope_kv=True, rope_kv_write=False))).run(p)
     assert not any(x.attrs.get("epilogue") for x in plan_program(off.model("target")).launches)
 
 

@@ -12,12 +12,11 @@ import pytest
 import torch
 
 from specir.ir.nodes import Attrs
-from tests.triton_backend.pipelines import pipeline
+from tests.triton_backend.pipelines import BASE_FUSIONS, fusion_pass, pipeline
 from tests.triton_backend.test_gemm_route import _forward
 from tests.triton_backend.test_swiglu_prologue import SEPARATE, _compiled, mlp_pair, packed_pipeline  # noqa: F401
 
-UNFUSED = {"add_norm": True, "linear_groups": True, "rope_kv_write": True, "swiglu_linear": False,
-           "norm_linear": False}
+UNFUSED = BASE_FUSIONS
 NORM_LINEAR = {**UNFUSED, "norm_linear": True}
 BOTH = {**NORM_LINEAR, "swiglu_linear": True}
 FUSED = ["embed", "linear", "rope_kv_write", "attention", "linear", "linear", "swiglu", "linear", "linear"]
@@ -39,7 +38,7 @@ def test_the_option_prints_and_a_layer_loses_its_add_norm_launches(tiny_pair):
     from specir.ir.printer import print_pipeline
     from specir.pass_infra import PassManager, build_passes
     p = pipeline("chain", *tiny_pair, dtype="bf16")
-    on = PassManager(build_passes("fusion{norm_linear=true,models=target}")).run(p)
+    on = PassManager(build_passes(fusion_pass(norm_linear=True))).run(p)
     assert "norm_linear = true" in print_pipeline(on)
     fused = plan_program(on.model("target"))
     assert [launch.kind for launch in fused.launches] == FUSED
@@ -55,7 +54,8 @@ def test_the_option_prints_and_a_layer_loses_its_add_norm_launches(tiny_pair):
     assert head.attrs.get("prologue") == "rms_norm" and head.outs == (fused.result,)
     assert by_out[head.ins[0]].attrs.get("epilogue") == "add"  # the down projection wrote the residual
     norms = lambda program: [x.attrs["fixed_order"] for x in program.launches if "norm" in x.kind]  # noqa: E731
-    assert norms(plan_program(p.model("target"))) == [False, False, False]  # without it: the fast order
+    base = p.model("target").with_attrs(fuse=Attrs(UNFUSED))
+    assert norms(plan_program(base)) == [False, False, False]  # without it: the fast order
     both = plan_program(on.model("target").with_attrs(fuse=Attrs(BOTH)))
     assert len(both.launches) == len(FUSED) - 1  # and the swiglu in the down projection's prologue
 

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from specir.ir.nodes import Attrs
-from tests.triton_backend.pipelines import pipeline
+from tests.triton_backend.pipelines import BASE_FUSIONS, fusion_pass, pipeline
 from tests.triton_backend.test_gemm_route import _forward
 
-ALL_ON = {"add_norm": True, "linear_groups": True, "rope_kv_write": True, "swiglu_linear": True}
-UNFUSED = {**ALL_ON, "swiglu_linear": False}
+ALL_ON = {**BASE_FUSIONS, "swiglu_linear": True}
+UNFUSED = BASE_FUSIONS
 # the tiny target's decode program before this fusion (and with fusion{swiglu_linear=false})
 SEPARATE = ["embed", "rms_norm", "linear", "rope_kv_write", "attention", "linear", "add_rms_norm", "linear",
             "swiglu", "linear", "add_rms_norm", "linear"]
@@ -55,11 +55,14 @@ def test_the_option_prints_and_off_keeps_the_separate_launch(tiny_pair):
     from specir.pass_infra import PassManager, build_passes
     target, drafter = tiny_pair
     p = pipeline("chain", target, drafter, dtype="bf16")
-    default = with_backend_policy(p)  # what the Triton lowering writes into build/pipeline.spec: opt-in
-    assert "rope_kv_write = true, swiglu_linear = false}" in print_pipeline(default)
-    on = PassManager(build_passes("fusion{swiglu_linear=true,models=target}")).run(p)
+    default = with_backend_policy(p)  # what the Triton lowering writes into build/pipeline.spec: on
+    assert "rope_kv_write = true, swiglu_linear = true}" in print_pipeline(default)
+    base = p.model("target").with_attrs(fuse=Attrs(BASE_FUSIONS))
+    on = PassManager(build_passes(fusion_pass(swiglu_linear=True))).run(p)
     assert "swiglu_linear = true" in print_pipeline(on)
-    fused, separate = plan_program(on.model("target")), plan_program(default.model("target"))
+    off = PassManager(build_passes("fusion{swiglu_linear=false,models=target}")).run(default)
+    assert "swiglu_linear = false" in print_pipeline(off)
+    fused, separate = plan_program(on.model("target")), plan_program(base)
     assert [launch.kind for launch in separate.launches] == SEPARATE
     assert len(fused.launches) == len(separate.launches) - 1  # one layer: one launch fewer
     down = [launch for launch in fused.launches if launch.attrs.get("prologue")]
