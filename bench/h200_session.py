@@ -38,34 +38,42 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ZOO = "/tmp/zoo8b"
 SHAPES = {"target": "llama-3.1-8b", "drafter": "llama-1b-width-3l"}
 TREE = "tree-verify{budget=64,topk=8,depth=6}"
+FR = TREE + ",draft-vocab{size=32768,order=frequency}"
+
+
+def _fusion(*on: str, models: str = "") -> str:
+    """A fusion pass stating the four fusions that were opt-in before session 25 (the pass sets every
+    flag it is not given to its default, now all on): those in `on` on, the others off."""
+    flags = ",".join(f"{f}={'true' if f in on else 'false'}"
+                     for f in ("swiglu_linear", "norm_linear", "linear_rope_kv", "launch_overlap"))
+    return f"fusion{{{flags}{',models=' + models if models else ''}}}"
+
+
+ALL = ("swiglu_linear", "norm_linear", "linear_rope_kv", "launch_overlap")
 BUILDS = {"chain": "", "tree": TREE, "tree-bf12": TREE + ",pack-weights{format=bf12}",
-          # the drafter proposes from its 32768 most frequent ids (of 128256; zoo documents): a level's head 4x smaller
-          "tree-fr": TREE + ",draft-vocab{size=32768,order=frequency}",
-          # tree-fr with the fusions that were opt-in before session 25 turned off (the A/B of the new defaults)
-          "tree-fr-unfused": TREE + ",draft-vocab{size=32768,order=frequency},fusion{swiglu_linear=false,"
-                                    "norm_linear=false,linear_rope_kv=false,launch_overlap=false}",
-          # the same with the swiglu computed in the down projection's prologue (fusion's opt-in; its AR baseline too)
-          "tree-fr-sw": TREE + ",draft-vocab{size=32768,order=frequency},fusion{swiglu_linear=true}",
+          # the drafter proposes from its 32768 most frequent ids (of 128256; zoo documents): a level's head 4x smaller;
+          # every fusion at its default (all on since session 25)
+          "tree-fr": FR,
+          # tree-fr with the four fusions that were opt-in before session 25 off (the A/B of the defaults)
+          "tree-fr-unfused": FR + "," + _fusion(),
+          # only the swiglu in the down projection's prologue
+          "tree-fr-sw": FR + "," + _fusion("swiglu_linear"),
           # the drafter's 8-row level forwards on the Triton skinny GEMM (cuBLAS from 16 rows) with the swiglu in
-          # the down projection's prologue (session 20's profile: those cuBLAS GEMMs at ~75 % of the bytes roofline)
-          "tree-fr-dt": TREE + ",draft-vocab{size=32768,order=frequency},"
-                               "gemm-policy{models=drafter,cublas_min_rows=16},fusion{models=drafter,swiglu_linear=true}",
-          # the same with the drafter's norms in its linears' prologues and its residual adds in their epilogues: a
-          # drafter level without its 6 norm and 3 swiglu launches (the verify's 65-row forwards stay on cuBLAS, unfused)
-          "tree-fr-dtn": TREE + ",draft-vocab{size=32768,order=frequency},gemm-policy{models=drafter,cublas_min_rows=16},"
-                                "fusion{models=drafter,swiglu_linear=true,norm_linear=true}",
+          # the down projection's prologue (session 25, H100: draft 2.139 ms against tree-fr's 1.972 on cuBLAS)
+          "tree-fr-dt": FR + ",gemm-policy{models=drafter,cublas_min_rows=16}," + _fusion("swiglu_linear", models="drafter"),
+          # the same with the drafter's norm_linear (session 25: 3.706 ms, its GEMM norm prologue; since then
+          # norm_linear folds into one-row forwards only, backends/triton/fused_parts.py)
+          "tree-fr-dtn": FR + ",gemm-policy{models=drafter,cublas_min_rows=16},"
+                         + _fusion("swiglu_linear", "norm_linear", models="drafter"),
           # the norms in the next linear's prologue and the residual adds in the previous one's epilogue (issue 17),
-          # with the swiglu in the down projection's prologue: 5 launches a layer where tree-fr has 7 (GEMV forwards)
-          "tree-fr-nl": TREE + ",draft-vocab{size=32768,order=frequency},fusion{norm_linear=true,swiglu_linear=true}",
+          # with the swiglu in the down projection's prologue
+          "tree-fr-nl": FR + "," + _fusion("swiglu_linear", "norm_linear"),
           # the same with every linear launch overlapping the drain of the launch before it (launch_overlap)
-          "tree-fr-nlo": TREE + ",draft-vocab{size=32768,order=frequency},"
-                                "fusion{norm_linear=true,swiglu_linear=true,launch_overlap=true}",
-          "tree-fr-o": TREE + ",draft-vocab{size=32768,order=frequency},fusion{launch_overlap=true}",
-          # every opt-in fusion of issue 17: the norms, adds, swiglu and the rope + KV write in the linears, overlapped
-          "tree-fr-all": TREE + ",draft-vocab{size=32768,order=frequency},fusion{norm_linear=true,swiglu_linear=true,"
-                                "linear_rope_kv=true,launch_overlap=true}",
-          "tree-bf12-all": TREE + ",pack-weights{format=bf12},fusion{norm_linear=true,swiglu_linear=true,"
-                                  "linear_rope_kv=true,launch_overlap=true}",
+          "tree-fr-nlo": FR + "," + _fusion("swiglu_linear", "norm_linear", "launch_overlap"),
+          "tree-fr-o": FR + "," + _fusion("launch_overlap"),
+          # every fusion of issue 17 stated (the defaults since session 25: the same build as tree-fr)
+          "tree-fr-all": FR + "," + _fusion(*ALL),
+          "tree-bf12-all": TREE + ",pack-weights{format=bf12}," + _fusion(*ALL),
           # issue 14: the packed verify with the per-batch-size draft budget (shrink), priced for the
           # code pair's acceptance (tau 3.6 at k = 4: about 0.85 per token)
           "chain-bf": "batch-fusion{shrink=true,alpha=0.85}",

@@ -25,8 +25,8 @@ norm_linear, rope_kv_write, swiglu_linear}` (booleans):
   of a lone linear's result runs as that linear's epilogue; a decoder layer's two add + norm
   launches go in one-row forwards (forwards of more rows, Triton's GEMM or cuBLAS, keep the
   separate launches: backends/triton/fused_parts.py). Takes
-  precedence over add_norm for the adds and norms it folds; the region's other norms sum their
-  squares in the prologue's fixed order (about 1.3 us more a launch on an H100).
+  precedence over add_norm for the adds and norms it folds; in forwards that fold norms the region's
+  other norms sum their squares in the prologue's fixed order (about 1.3 us more a launch on an H100).
 Fused and unfused launches compute the same values (tests/triton_backend/test_fusion_policy.py
 compares them bit for bit under the interpreter). Without this pass the Triton lowering writes
 FUSION_DEFAULTS into build/pipeline.spec: every fusion on. The last four (swiglu_linear, norm_linear,
@@ -39,9 +39,9 @@ one-row forwards only (backends/triton/fused_parts.py), the same draft. `fusion{
 Before:
     model @target attributes {dtype = "bf16", source = "t"} { ... }
 After (fusion{add_norm=false}):
-    model @target attributes {dtype = "bf16", fuse = {add_norm = false, launch_overlap = false,
-    linear_groups = true, linear_rope_kv = false, norm_linear = false, rope_kv_write = true,
-    swiglu_linear = false}, source = "t"} { ... }
+    model @target attributes {dtype = "bf16", fuse = {add_norm = false, launch_overlap = true,
+    linear_groups = true, linear_rope_kv = true, norm_linear = true, rope_kv_write = true,
+    swiglu_linear = true}, source = "t"} { ... }
 """
 from __future__ import annotations
 

@@ -199,8 +199,8 @@ class StaticForward:
                               and bool(self._separate_parts(j, program.launches[j])))
         self._early_norms = {program.launches[j].attrs["prologue_value"]: j for j in joined.values()}
         # the norms' `fixed_order` (program.py: norm_linear) holds unless the program folds norms into linears
-        # and this forward folds none (every such linear on cuBLAS at this width): then the faster order, as
-        # without the fusion
+        # and this forward folds none (fused_parts.parts_apart: every such linear on cuBLAS or torch, or more
+        # than one row): then the faster order, as without the fusion
         folding = [not self._separate_parts(j, launch) for j, launch in enumerate(program.launches)
                    if launch.attrs.get("prologue") == "rms_norm" and (wanted is None or j in wanted)]
         self._fixed_norms = not folding or any(folding)
@@ -328,11 +328,12 @@ class StaticForward:
 
     def _parts_around(self, index, launch, x, fused, out, parts):
         """The fused parts `parts` (`_separate_parts`) of a linear launch as launches of their own:
-        (first, x, out, last): its prologue into `prologue_value`'s buffer (None where an earlier
+        (first, x, out, after): its prologue into `prologue_value`'s buffer (None where an earlier
         add_rms_norm wrote it) and the linear's input then, the buffer the linear writes (the add
-        epilogue's `epilogue_value`) and the add after it. Those parts leave `fused`."""
+        epilogue's `epilogue_value`) and the add after it as (call, configs row) for `_recorded`,
+        or None. Those parts leave `fused`."""
         a, m, B, T = launch.attrs, self.model, self.B, self.T
-        first = last = None
+        first = after = None
         if "prologue_value" in parts and "up" in fused:
             act = self.views[a["prologue_value"]]
             first, x = self._silu_mul_call(index, x, fused.pop("up"), act), act
@@ -349,15 +350,23 @@ class StaticForward:
             if then in self._early_norms:
                 consumer = self.model.program.launches[self._early_norms[then]].attrs
                 norm_w, eps, normed = m.weights.table[consumer["norm_weight"]], consumer["eps"], self.views[then]
-                self.configs.append({"launch": index, "kernel": KERNEL_OF["add_rms_norm"], "rows": B * T})
                 fixed = self._fixed_norms
-                last = lambda: add_rms_norm(product, residual, norm_w, eps, out=normed, residual_out=total,  # noqa: E731
-                                            fixed_order=fixed)
+                after = (lambda: add_rms_norm(product, residual, norm_w, eps, out=normed, residual_out=total,
+                                              fixed_order=fixed),
+                         {"launch": index, "kernel": KERNEL_OF["add_rms_norm"], "rows": B * T})
             else:
-                self.configs.append({"launch": index, "kernel": KERNEL_OF["add"], "rows": B * T})
-                last = lambda: add_kernel(residual, product, out=total)  # noqa: E731
+                after = (lambda: add_kernel(residual, product, out=total),
+                         {"launch": index, "kernel": KERNEL_OF["add"], "rows": B * T})
             out = product
-        return first, x, out, last
+        return first, x, out, after
+
+    def _recorded(self, part):
+        """A part's call (None for none), its configs row recorded now: after the linear's, in launch order."""
+        if part is None:
+            return None
+        call, row = part
+        self.configs.append(row)
+        return call
 
     @staticmethod
     def _in_order(*calls):
@@ -368,13 +377,15 @@ class StaticForward:
     def _separate_linear(self, index, launch, x, fused, out, weight, bias, use_triton):
         """A fused linear launch that this forward runs on cuBLAS (or torch): its prologue and add
         epilogue apart (`_parts_around`), or the call into the q|k|v buffer then the rope_kv_write."""
-        first, x, out, last = self._parts_around(index, launch, x, fused, out, self._separate_parts(index, launch))
+        first, x, out, after = self._parts_around(index, launch, x, fused, out, self._separate_parts(index, launch))
         n, k = weight.shape
         kernel = CUBLAS_KERNEL if use_triton else CUBLAS_CALL
         self.configs.append({"launch": index, "kernel": kernel, "call": CUBLAS_CALL, "m": self.B * self.T, "n": n,
                              "k": k})
         if "rope_kv" in fused:  # (a group: no residual epilogue here)
             last = self._rope_kv_after(index, out, fused["rope_kv"])
+        else:
+            last = self._recorded(after)
         if out.is_contiguous():
             call = lambda: torch.nn.functional.linear(x, weight, bias, out=out)  # noqa: E731
         else:
@@ -426,26 +437,26 @@ class StaticForward:
                 return self._separate_linear(index, launch, x, fused, out, weight, bias, use_triton)
             cfg = linear_config(B * T, n, k)
             parts = self._separate_parts(index, launch)
-            first, x, y, last = self._parts_around(index, launch, x, fused, out, parts)
+            first, x, y, add = self._parts_around(index, launch, x, fused, out, parts)
             after = self._unfused_rope_kv(fused, B * T, n, 0)
             self.configs.append({"launch": index, "kernel": launch.kernel, "m": B * T, "n": n, "k": k,
                                  "config": self._as_run(cfg, fused).__dict__,
                                  **self._fusion_note(launch, after is None, parts)})
             call = lambda: linear_bf16(x, weight, bias, out=y, config=cfg, **fused)  # noqa: E731
-            return self._in_order(first, self._with_rope_after(index, call, out, after), last)
+            return self._in_order(first, self._with_rope_after(index, call, out, after), self._recorded(add))
         if kind == "packed_linear":
             packed, bias = m.weights.packed[index]
             x, out, fused = view(launch.ins[0]), self._group_output(launch), self._fused_operands(launch)
             n, k = packed.shape
             cfg = linear_config(B * T, n, k, "bf12")
             parts = self._separate_parts(index, launch)
-            first, x, y, last = self._parts_around(index, launch, x, fused, out, parts)
+            first, x, y, add = self._parts_around(index, launch, x, fused, out, parts)
             after = self._unfused_rope_kv(fused, B * T, n, packed.raw_row_count)
             self.configs.append({"launch": index, "kernel": launch.kernel, "m": B * T, "n": n, "k": k,
                                  "config": self._as_run(cfg, fused).__dict__,
                                  **self._fusion_note(launch, after is None, parts)})
             call = lambda: linear_bf12(x, packed, bias, out=y, config=cfg, **fused)  # noqa: E731
-            return self._in_order(first, self._with_rope_after(index, call, out, after), last)
+            return self._in_order(first, self._with_rope_after(index, call, out, after), self._recorded(add))
         if kind == "rope":
             hd = a["head_dim"]
             table = m.rope_table(a["rope"], hd)

@@ -10,7 +10,8 @@ into the build folder:
   (block sizes, warps, stages, split-K and split-KV counts) for the target's SM count; linear
   groups that run cuBLAS at that width (gemm_route.py) say kernel "cublas.linear", and the
   manifest lists torch.nn.functional.linear (backend cublas) with the forwards that use it (and
-  activation.silu_mul when such a linear has a SwiGLU prologue, which then runs on its own);
+  the launches of the fused parts a forward runs apart, fused_parts.py: activation.silu_mul,
+  norm.rms_norm, add.add, norm.add_rms_norm, rope.rope_kv_write);
 - `ptx/<module>.<kernel>.<n>.ptx` with `emit_ptx` (`compile --emit-ptx`): every launched kernel compiled
   offline for the target's architecture, specialised as the runtime's JIT does (ptx.py).
 It returns a Lowering whose `kernels` list one entry per kernel with the IR ops it implements,

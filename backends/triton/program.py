@@ -36,8 +36,8 @@ the IR's own op pattern (nothing outside the IR is read):
   without the fusion.
   With this fusion every rms_norm launch of the region says `fixed_order` (the prologue's order,
   kernels/_rms.py), so a norm gives the same bits folded or not; a forward that folds no norm (its
-  linears all on cuBLAS at its width) runs them in the norm kernel's faster order (one read of the
-  row), as without the fusion (forward.py); so does a region without it.
+  linears on cuBLAS or torch, or more than one row: fused_parts.py) runs them in the norm kernel's
+  faster order (one read of the row), as without the fusion (forward.py); so does a region without it.
 - linear + rope + kv_write (`linear_rope_kv`): a linear group whose results are exactly
   the (q, k, v) of a fused rope + KV write (above), read by nothing else, all on Triton kernels,
   does that rope_kv_write in its epilogue (`epilogue = "rope_kv_write"` with the rope's and the
@@ -337,7 +337,7 @@ def plan_program(model: Model) -> Program:
                 add, residual = ops[epilogue[i][0]], epilogue[i][1]
                 attrs.update(epilogue="add", epilogue_value=op.result, residual_value=residual)
                 after = [ops[r].result for r in norm_prologue.values() if ops[r].values[0] == add.result]
-                if after:  # a cuBLAS-routed forward runs this add with that norm (forward.py)
+                if after:  # a forward running both apart runs this add with that norm (forward.py)
                     attrs["then_norm"] = after[0]
                 ins, implements, outs = (*ins, residual), (*implements, add.result), (add.result,)
             if i in rope_epilogue:
@@ -387,7 +387,7 @@ def plan_program(model: Model) -> Program:
 def joined_norms(program: Program, separate) -> dict[int, int]:
     """Epilogue launch -> the launch whose RMSNorm prologue computes its `then_norm`, where a forward
     runs both apart (`separate(j)`: launch j's fused prologue or epilogue runs as its own launch,
-    its linear on cuBLAS or torch): that add and norm then run as one add_rms_norm launch."""
+    fused_parts.parts_apart): that add and norm then run as one add_rms_norm launch."""
     norm_of = {launch.attrs["prologue_value"]: j for j, launch in enumerate(program.launches)
                if launch.attrs.get("prologue") == "rms_norm"}
     joined = {}

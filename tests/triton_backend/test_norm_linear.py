@@ -93,6 +93,10 @@ def test_fused_and_unfused_logits_are_the_same_bits(mlp_pair, dtype, T, fuse):
         assert kernels.count("norm.rms_norm") == 1 and kernels.count("norm.add_rms_norm") == 2
         assert folded == (0, 0) and kernels.count("linear.linear_bf16") == 5
         separate = _forward(_compiled(model, cublas_min_rows=0, fuse=Attrs(UNFUSED)), T)
+    from specir.backends.triton.launch_configs import launch_configs
+    from specir.targets import get_target
+    listed = launch_configs(_compiled(model, cublas_min_rows=0, fuse=Attrs(fuse)).program, get_target("h200"), 1, T, 64)
+    assert kernels == [row["kernel"] for row in listed if row["kernel"] != "argmax.argmax"]  # in launch order
     assert [c.get("prologue") for c in fused.configs].count("swiglu") == (fuse is BOTH)
     assert torch.equal(fused.run(), separate.run())
 
