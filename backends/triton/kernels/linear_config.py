@@ -37,13 +37,13 @@ class LinearConfig:
     # 8B GEMV chain (bench/gemv_chain.py, H100, session 23) ran 5.05 ms overlapped without, 5.42 ms with 4, 5.14 plain
     overlap_iters: int = 0
     # GEMV: the cache policy of the prefetching loop's weight loads: "" (default), "cg" (L2 only: the streamed weights
-    # leave L1 to x, the BF12 tables and the norm's row), "evict_first" (evict-first in L1, a hint in L2); timed by
-    # bench/gemv_chain.py
+    # leave L1 to x, the BF12 tables and the norm's row), "evict_first" (evict-first in L1, a hint in L2); on an H100
+    # "cg" changed BF12's chain by +0.3 % and bf16's by -3 % (session 25, bench/gemv_chain.py)
     weight_cache: str = ""
     # GEMV: a persistent grid of `persistent` programs per SM (0: off), each doing the plain grid's (row block, K
     # range) work items in turn (linear_kernels.gemv_kernel PERSISTENT): one wave, no tail. Without `maxnreg` the
     # registers are capped so that that many programs fit on an SM; with it, fewer per SM where they do not fit.
-    # Not timed yet (bench/gemv_chain.py --variant bf16:persistent=4)
+    # Off: on an H100 the 8B GEMV chain ran 16 % (bf16) and 32 % (BF12) slower with 4 (session 25)
     persistent: int = 0
 
     def __post_init__(self):
