@@ -9,7 +9,9 @@ apart (forward.py binds them, launch_configs.py lists them; the bits are the fus
   NORM_LINEAR_MAX_ROWS rows (the Triton GEMM): measured on an H100 (session 25,
   bench/results/gpu-2026-12-07-session25), the GEMM's norm prologue added about 17 us to each launch
   (the drafter's 8-row levels: draft 3.71 ms folded against 2.14 ms apart), where the GEMV's (one row)
-  makes the AR step faster. The swiglu prologue stays in the GEMM;
+  makes the AR step faster. The cause, read from sm_90 builds afterwards (compile_check): the prologue's
+  unrolled sum of squares took the GEMM to 255 registers; rolled (kernels/_rms.py ROLLED) it takes 90-96,
+  not yet timed, so the rule stands until a GPU says otherwise. The swiglu prologue stays in the GEMM;
 - not the rope + KV write epilogue: rope_kv_epilogue.py decides that (RopeKV.why_not_fused, listed_in_gemv).
 """
 from __future__ import annotations

@@ -69,13 +69,15 @@ def _accumulate(acc_lo, acc_hi, x_ptr, res_ptr, row, res_row, c, n, PAIRS: tl.co
 
 @triton.jit
 def row_sum_squares(x_ptr, res_ptr, row, res_row, n, BM: tl.constexpr, NCH: tl.constexpr, PAIRS: tl.constexpr,
-                    HAS_RES: tl.constexpr, ACT: tl.constexpr):
+                    HAS_RES: tl.constexpr, ACT: tl.constexpr, ROLLED: tl.constexpr = False):
     """Sum of squares [BM] (fp32, the fixed order) of BM rows of n elements at offsets `row` [BM, 1]
     (in x_ptr's elements: words with PAIRS), NCH = chunks(n). HAS_RES: of the rows x + res rounded
-    to ACT (`res_row` offsets in res_ptr). The caller clamps rows past its count to real rows."""
+    to ACT (`res_row` offsets in res_ptr). The caller clamps rows past its count to real rows.
+    ROLLED: a loop over the chunks even where they would be unrolled (the same order): BM rows of
+    unrolled loads in flight cost the GEMM's prologue 255 registers (compile_check)."""
     acc_lo = tl.zeros((BM, LANES), dtype=tl.float32)
     acc_hi = tl.zeros((BM, LANES), dtype=tl.float32)
-    if NCH <= UNROLLED_CHUNKS:
+    if NCH <= UNROLLED_CHUNKS and not ROLLED:
         for c in tl.static_range(NCH):
             acc_lo, acc_hi = _accumulate(acc_lo, acc_hi, x_ptr, res_ptr, row, res_row, c, n, PAIRS, HAS_RES, ACT)
     else:

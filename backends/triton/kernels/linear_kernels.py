@@ -700,7 +700,8 @@ def gemm_kernel(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_
     rstd = 0.0
     if PRO == PRO_RMS_NORM:  # rows past M repeat row M - 1 (their x loads are masked to 0)
         x_rows = tl.minimum(m, M - 1).to(tl.int64) * stride_xm
-        rstd = rstd_of(row_sum_squares(x_ptr, x_ptr, x_rows, x_rows, K, BM, NORM_NCH, False, False, act_dtype), K, eps)
+        rstd = rstd_of(row_sum_squares(x_ptr, x_ptr, x_rows, x_rows, K, BM, NORM_NCH, False, False, act_dtype, True),
+                       K, eps)
         if SWAP:
             rstd = rstd[None, :]   # x tiles are [32 G, BM]
         else:
