@@ -39,17 +39,14 @@ ZOO = "/tmp/zoo8b"
 SHAPES = {"target": "llama-3.1-8b", "drafter": "llama-1b-width-3l"}
 TREE = "tree-verify{budget=64,topk=8,depth=6}"
 FR = TREE + ",draft-vocab{size=32768,order=frequency}"
+ALL = ("swiglu_linear", "norm_linear", "linear_rope_kv", "launch_overlap")  # opt-in before session 25
 
 
 def _fusion(*on: str, models: str = "") -> str:
-    """A fusion pass stating the four fusions that were opt-in before session 25 (the pass sets every
-    flag it is not given to its default, now all on): those in `on` on, the others off."""
-    flags = ",".join(f"{f}={'true' if f in on else 'false'}"
-                     for f in ("swiglu_linear", "norm_linear", "linear_rope_kv", "launch_overlap"))
+    """A fusion pass stating the four fusions of ALL (the pass sets every flag it is not given to its
+    default, now all on): those in `on` on, the others off."""
+    flags = ",".join(f"{f}={'true' if f in on else 'false'}" for f in ALL)
     return f"fusion{{{flags}{',models=' + models if models else ''}}}"
-
-
-ALL = ("swiglu_linear", "norm_linear", "linear_rope_kv", "launch_overlap")
 BUILDS = {"chain": "", "tree": TREE, "tree-bf12": TREE + ",pack-weights{format=bf12}",
           # the drafter proposes from its 32768 most frequent ids (of 128256; zoo documents): a level's head 4x smaller;
           # every fusion at its default (all on since session 25)

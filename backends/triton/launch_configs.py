@@ -48,13 +48,12 @@ def _elementwise(rows, width):
     return {"grid": [rows, triton.cdiv(width, block)], "BLOCK": block, "num_warps": 4}
 
 
-def _separate_parts(launch, i: int, rows: int, k: int, joined: dict[int, int], parts: list[str],
-                    rope: bool = True) -> tuple[list[dict], list[dict]]:
+def _separate_parts(launch, i: int, rows: int, k: int, joined: dict[int, int],
+                    parts: list[str]) -> tuple[list[dict], list[dict]]:
     """The rows of a fused linear's prologue (before the call) and epilogue (after) that run apart
     (`parts`: fused_parts.parts_apart), as forward.py runs them: silu_mul or rms_norm into
     `prologue_value` (no norm where an earlier epilogue's add_rms_norm computed it: `joined`,
-    program.joined_norms), add or add_rms_norm (with its `then_norm`) after; `rope`: the rope_kv_write
-    after a cuBLAS call too."""
+    program.joined_norms), add or add_rms_norm (with its `then_norm`) after."""
     a = launch.attrs
     before, after = [], []
     if "prologue_value" in parts and a.get("prologue") == "swiglu":
@@ -67,8 +66,6 @@ def _separate_parts(launch, i: int, rows: int, k: int, joined: dict[int, int], p
         together = i in joined
         after.append({"launch": i, "kernel": KERNEL_OF["add_rms_norm" if together else "add"],
                       "implements": [launch.outs[0], *([a["then_norm"]] if together else [])], "rows": rows})
-    if rope:
-        after += _separate_rope_kv(launch, i, rows)
     return before, after
 
 
@@ -99,7 +96,7 @@ def _triton_linear(row: dict, launch, rows: int, n: int, k: int, fmt: str, joine
     where its rope + KV-write epilogue runs apart (`_separate_rope_kv`), that launch's."""
     a = launch.attrs
     cfg = choose(rows, n, k, fmt)
-    before, after = _separate_parts(launch, row["launch"], rows, k, joined, parts, rope=False)
+    before, after = _separate_parts(launch, row["launch"], rows, k, joined, parts)
     apart = [] if listed_in_gemv(rows, a.get("head_dim", 0)) else _separate_rope_kv(launch, row["launch"], rows)
     if a.get("epilogue") == "rope_kv_write" and not apart:   # one program per head (kernels/linear.py)
         cfg = head_tiles(cfg, a["head_dim"])
@@ -123,6 +120,7 @@ def launch_configs(program: Program, target, B: int, T: int, max_seq: int, packe
             n, k = sum(a["widths"]), program.values[launch.ins[0]]
             if uses_cublas(program, launch, rows):  # the fused parts as their own launches (forward.py)
                 before, after = _separate_parts(launch, i, rows, k, joined, parts)
+                after += _separate_rope_kv(launch, i, rows)  # (a group: no add epilogue beside it)
                 out += before
                 row["implements"] = [v for v in launch.ops if v not in _moved(launch, before, after, parts)]
                 row.update(kernel=CUBLAS_KERNEL, m=rows, n=n, k=k,
