@@ -1,0 +1,141 @@
+"""Sweep the skinny GEMM's launch parameters at a tree verify's row count (BF12 first, bf16 bits checked).
+
+    python bench/gemm_tune.py --out OUT/gemm_tune.json [--rows 65] [--budget-s 300]
+
+Why: a BF12 pipeline keeps every linear on Triton (bit-identity with the bf16 kernel, gemm_route.py), so its
+65-row tree verify runs Triton's skinny GEMM where a bf16 pipeline runs cuBLAS; session 25 measured that step
+4x slower (H100: 23.5 ms in the GEMM against 6.8 ms for the whole bf16 verify). The table in
+backends/triton/kernels/linear_config.py picks block_m = 128 for 65 rows (63 rows of padding) and block_n = 64.
+
+For each Llama-3.1-8B linear (the grouped qkv and gate+up, o, down) and row count:
+- stage 1: block_m x block_n x num_warps (the table's split for that tiling), BF12;
+- stage 2: the three best, with num_stages 3/4, groups 2, split x2 and /2, and x w^T (swap_ab off);
+- the best and the table's choice timed for bf16 too, with the output bits of BF12 == bf16 checked
+  (the configuration is chosen from (M, N, K) alone, so both formats must run it), and cuBLAS for scale.
+Timing: CUDA graphs over enough weight copies that L2 never serves them (bench/gemv.py's method).
+Every field swept is part of the GEMM's order key, so a new table entry changes bits against the old
+table but never between the formats. Writes JSON; prints a table last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import _checkout  # noqa: F401  (a plain checkout runs too)
+import torch
+from gemv import copy_bandwidth, make_weights, time_calls
+
+SHAPES = {"qkv 6144x4096": (6144, 4096), "o 4096x4096": (4096, 4096),
+          "gate+up 28672x4096": (28672, 4096), "down 4096x14336": (4096, 14336)}
+
+
+def stage_one(m, n, k):
+    """block_m x block_n x num_warps, split from the table's rule for that tiling."""
+    from specir.backends.triton.kernels.linear_config import LinearConfig, _split_for
+
+    iters = -(-k // 128)
+    out = []
+    for bm in (16, 32, 64, 128):
+        for bn in (32, 64, 128, 256):
+            for warps in (4, 8):
+                split = _split_for(-(-n // bn) * -(-m // bm), iters)
+                out.append(LinearConfig("gemm", bn, 1, split, bm, warps, num_stages=2, swap_ab=True))
+    return out
+
+
+def stage_two(cfg, k):
+    iters = -(-k // 128)
+    out = [replace(cfg, num_stages=3), replace(cfg, num_stages=4), replace(cfg, swap_ab=False)]
+    if iters % 2 == 0:
+        out.append(replace(cfg, groups=2))
+    out += [replace(cfg, split=s) for s in (cfg.split * 2, cfg.split // 2) if 1 <= s <= 16 and iters >= 2 * s]
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="a .json file")
+    ap.add_argument("--rows", default="65", help="row counts, comma-separated")
+    ap.add_argument("--shapes", default=",".join(s.split()[0] for s in SHAPES), help="qkv,o,gate+up,down")
+    ap.add_argument("--budget-s", type=float, default=300.0, help="stop sweeping after this long (best so far kept)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench/gemm_tune.py needs a CUDA GPU", file=sys.stderr)
+        return 2
+    from specir.backends.triton.kernels.linear import linear_bf12, linear_bf16
+    from specir.backends.triton.kernels.linear_config import choose
+
+    start = time.time()
+    path = Path(args.out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    copy_gbps = copy_bandwidth()
+    print(f"copy bandwidth {copy_gbps:.0f} GB/s on {torch.cuda.get_device_name()}", flush=True)
+    wanted = set(args.shapes.split(","))
+    result = dict(device=torch.cuda.get_device_name(), copy_gbps=copy_gbps, entries=[], tried=[])
+    for name, (n, k) in SHAPES.items():
+        if name.split()[0] not in wanted:
+            continue
+        ws, ps = make_weights(n, k, args.seed)
+        for m in (int(r) for r in args.rows.split(",")):
+            x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+
+            def timed(fn, weights, cfg=None, replays=6):
+                kw = {} if cfg is None else {"config": cfg}
+                return time_calls([(lambda w=w: fn(x, w, **kw)) for w in weights] * 2, replays=replays) * 1e6
+
+            table = choose(m, n, k)
+            scores = {}
+
+            def attempt(cfg):
+                if cfg in scores or time.time() - start > args.budget_s:
+                    return
+                try:
+                    scores[cfg] = timed(linear_bf12, ps, cfg)
+                except Exception as exc:  # a tiling that does not compile or fit
+                    print(f"    skip {cfg}: {type(exc).__name__}: {str(exc)[:80]}", flush=True)
+                    scores[cfg] = float("inf")
+                result["tried"].append(dict(shape=name, M=m, config=asdict(cfg), bf12_us=scores[cfg]))
+
+            attempt(table)
+            for cfg in stage_one(m, n, k):
+                attempt(cfg)
+            for cfg in sorted(scores, key=scores.get)[:3]:
+                for variant in stage_two(cfg, k):
+                    attempt(variant)
+            best = min(scores, key=scores.get)
+            y16, y12 = linear_bf16(x, ws[0], config=best), linear_bf12(x, ps[0], config=best)
+            entry = dict(shape=name, N=n, K=k, M=m, table=asdict(table), best=asdict(best),
+                         bf12_table_us=scores[table], bf12_best_us=scores[best],
+                         bf16_table_us=timed(linear_bf16, ws, table), bf16_best_us=timed(linear_bf16, ws, best),
+                         cublas_us=time_calls([(lambda w=w: torch.nn.functional.linear(x, w)) for w in ws] * 2,
+                                              replays=6) * 1e6,
+                         bits_equal=bool(torch.equal(y16.view(torch.int16), y12.view(torch.int16))),
+                         tried=len([c for c in scores if scores[c] < float("inf")]))
+            result["entries"].append(entry)
+            print(f"  {name} M={m}: BF12 table {entry['bf12_table_us']:.1f} us -> best {entry['bf12_best_us']:.1f} "
+                  f"(bm {best.block_m} bn {best.block_n} w {best.num_warps} st {best.num_stages} g {best.groups} "
+                  f"split {best.split} swap {best.swap_ab}); bf16 {entry['bf16_table_us']:.1f} -> "
+                  f"{entry['bf16_best_us']:.1f}; cuBLAS {entry['cublas_us']:.1f}; bits equal {entry['bits_equal']}; "
+                  f"{entry['tried']} tried, {time.time() - start:.0f}s", flush=True)
+            path.write_text(json.dumps(result, indent=1))
+        del ws, ps
+        torch.cuda.empty_cache()
+    print(f"wrote {path} in {time.time() - start:.0f}s")
+    print("| shape | M | BF12 table us | BF12 best us | bf16 table | bf16 best | cuBLAS | best (bm, bn, warps, stages, "
+          "groups, split, swap) | bits |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for e in result["entries"]:
+        b = e["best"]
+        print(f"| {e['shape']} | {e['M']} | {e['bf12_table_us']:.1f} | {e['bf12_best_us']:.1f} | {e['bf16_table_us']:.1f} "
+              f"| {e['bf16_best_us']:.1f} | {e['cublas_us']:.1f} | {b['block_m']}, {b['block_n']}, {b['num_warps']}, "
+              f"{b['num_stages']}, {b['groups']}, {b['split']}, {b['swap_ab']} | {'yes' if e['bits_equal'] else 'NO'} |")
+    return 0 if all(e["bits_equal"] for e in result["entries"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
