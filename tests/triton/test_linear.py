@@ -57,6 +57,7 @@ CASES = [  # m, n, k, config (None: the heuristic table), bias
     (2, 24, 384, GEMM(16, 32, 2, 2), True),  # 3 groups, BK = 256: masked tail iteration, missing group
     (6, 40, 300, GEMM(16, 32, 1, 2, swap_ab=True), False),
     (1, 40, 300, GEMM(16, 64, 1, 1, swap_ab=True), True),  # M = 1 on the MMA path
+    (40, 72, 300, GEMM(16, 32, 1, 2, swap_ab=True, m_fastest=True), True),  # row tiles first: 3 x 2 x 3 grid
 ]
 
 
@@ -145,6 +146,25 @@ def test_a_persistent_grid_gives_the_plain_grids_bits(seed, device, kt, fused, p
         got = linear(x, matrix, out=kt.poisoned((1, n), x.dtype, device), config=replace(plain, persistent=per_sm),
                      **extra)
         assert torch.equal(as_bits(got), as_bits(want)), per_sm
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["bf16", "bf12"])
+def test_row_tiles_first_gives_the_plain_grids_bits(seed, device, kt, packed):
+    """LinearConfig.m_fastest launches the GEMM's tiles in another order (a weight block's row tiles together):
+    the same bits, with split-K (the tiles' arrival counters), the norm prologue and the residual epilogue."""
+    from dataclasses import replace
+
+    from tests.triton.test_linear_norm_residual import EPS, hidden, norm_weight
+    n, k = 72, 128 * 3 + 44
+    w = weights(n, k, device)
+    matrix = pack(w).to(device) if packed else w
+    linear = linear_bf12 if packed else linear_bf16
+    x = hidden(37, k, device)
+    extra = dict(norm=(norm_weight(k, device), EPS), residual=hidden(37, n, device))
+    plain = GEMM(16, 32, 1, 2, swap_ab=True)
+    want = linear(x, matrix, out=kt.poisoned((37, n), x.dtype, device), config=plain, **extra)
+    got = linear(x, matrix, out=kt.poisoned((37, n), x.dtype, device), config=replace(plain, m_fastest=True), **extra)
+    assert torch.equal(as_bits(got), as_bits(want))
 
 
 def test_an_unknown_weight_cache_policy_is_refused():

@@ -163,10 +163,13 @@ def _launch(fmt: str, cfg: LinearConfig, x2, y2, bias, k: int, rows_in: int, *, 
             WCACHE=WEIGHT_CACHE[cfg.weight_cache], **common)
     else:
         dot_bf16 = x2.dtype == torch.bfloat16 and not interpreting()
-        gemm_kernel[(blocks_n, cfg.split, blocks_m)](
+        m_fastest = cfg.m_fastest and blocks_m > 1 and blocks_n < 65536  # the grid's z extent is at most 65535
+        grid = (blocks_m, cfg.split, blocks_n) if m_fastest else (blocks_n, cfg.split, blocks_m)
+        gemm_kernel[grid](
             x2, up2 if up2 is not None else dummy, y2, bias_arg, w_arg, *planes, rows_arg, ws, cnt, res_arg,
             m, rows_in, k, x2.stride(0), up_stride, y2.stride(0), res_stride, stride_w, groups_total, n_iters,
-            n_full, per_split, eps, BM=cfg.block_m, DOT_BF16=dot_bf16, SWAP=cfg.swap_ab, **common)
+            n_full, per_split, eps, BM=cfg.block_m, DOT_BF16=dot_bf16, SWAP=cfg.swap_ab, M_FASTEST=m_fastest,
+            **common)
 
 
 def _rope_kv_args(r, dummy) -> list:

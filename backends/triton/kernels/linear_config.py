@@ -45,6 +45,10 @@ class LinearConfig:
     # registers are capped so that that many programs fit on an SM; with it, fewer per SM where they do not fit.
     # Off: on an H100 the 8B GEMV chain ran 16 % (bf16) and 32 % (BF12) slower with 4 (session 25)
     persistent: int = 0
+    # GEMM: the grid enumerates a weight block's row tiles first (grid (row tiles, split, weight blocks)), so that the
+    # programs reading one block of weights run together and share its L2 lines; off: weight blocks first, each row
+    # tile's pass over the weights apart (one that overflows L2 is read from DRAM once per row tile). Order-neutral
+    m_fastest: bool = False
 
     def __post_init__(self):
         if self.weight_cache not in WEIGHT_CACHE:

@@ -684,16 +684,24 @@ def gemm_kernel(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_
                 FORMAT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, G: tl.constexpr,
                 SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_ROWS: tl.constexpr,
                 DOT_BF16: tl.constexpr, PRMT: tl.constexpr, SWAP: tl.constexpr, PRO: tl.constexpr,
-                NORM_NCH: tl.constexpr = 1, RESIDUAL: tl.constexpr = False, PDL: tl.constexpr = False):
-    """y[m, rows[n]] = x[m] . w[n] (+ bias); grid (cdiv(R, BN), SPLIT, cdiv(M, BM)). PRO (module
+                NORM_NCH: tl.constexpr = 1, RESIDUAL: tl.constexpr = False, PDL: tl.constexpr = False,
+                M_FASTEST: tl.constexpr = False):
+    """y[m, rows[n]] = x[m] . w[n] (+ bias); grid (cdiv(R, BN), SPLIT, cdiv(M, BM)), or with M_FASTEST
+    (cdiv(M, BM), SPLIT, cdiv(R, BN)): the same tiles, the same bits, launched in another order. PRO (module
     docstring): x = swiglu(x_ptr, up_ptr), up's rows `stride_um` apart, or x = rms_norm(x_ptr) with
     weight up_ptr (stride_um = 0) and `eps`. RESIDUAL: y = res + x w^T (`_finish`), res's rows
     `stride_rm` apart. PDL: launched with `launch_pdl`; waits for the launch before first."""
     launch_dependents()
     await_inputs(PDL)
     act_dtype = y_ptr.dtype.element_ty  # the activation dtype: x, up and y share it
-    pid_n = tl.program_id(0)
-    pid_m = tl.program_id(2)
+    if M_FASTEST:
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(2)
+        n_blocks = tl.num_programs(2)
+    else:
+        pid_n = tl.program_id(0)
+        pid_m = tl.program_id(2)
+        n_blocks = tl.num_programs(0)
     m = pid_m * BM + tl.arange(0, BM)[:, None]
     n = pid_n * BN + tl.arange(0, BN)
     nn = tl.minimum(n, R - 1).to(tl.int64)[:, None]
@@ -722,6 +730,6 @@ def gemm_kernel(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_
                               PRO, act_dtype)
     if SWAP:
         acc = tl.trans(acc)
-    tile = pid_m * tl.num_programs(0) + pid_n
+    tile = pid_m * n_blocks + pid_n
     _finish(acc, y_ptr, bias_ptr, rows_ptr, ws_ptr, cnt_ptr, res_ptr, m, n[None, :], M, R, stride_ym, stride_rm,
             tile, tl.program_id(1), SPLIT, HAS_BIAS, HAS_ROWS, RESIDUAL)
