@@ -8,11 +8,11 @@
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 R=/tmp/c1; rm -rf $R; mkdir -p $R
 pack() { tar -C $R -czf $OUT/call1.tgz --exclude="trace-*" . ; }
-timeout 215 python3 bench/gemm_tune.py --out $R/gemm_tune.json --budget-s 190 > $R/gt-log.txt 2>&1
+timeout 255 python3 bench/gemm_tune.py --out $R/gemm_tune.json --budget-s 230 > $R/gt-log.txt 2>&1
 echo "gemm_tune rc=$? at ${SECONDS}s"; pack; tail -n 6 $R/gt-log.txt | cut -c1-220
 timeout 100 python3 bench/gpu_bench.py --out $R/gb --quick --skip peers e2e verify packed_attn --budget-s 95 \
   > $R/gb-log.txt 2>&1; echo "gpu_bench rc=$? at ${SECONDS}s"; pack; tail -n 7 $R/gb-log.txt | cut -c1-200
-left=$((520 - SECONDS))
+left=$((535 - SECONDS))
 timeout $left python3 bench/h200_session.py --out $R/s --stages inflate,compile,bench --builds tree-fr,tree-fr-unfused \
   --batch-sizes 1 --limit 4 --max-new-tokens 64 --bench-limit-s 55 --budget-s $((left - 5)) > $R/s-log.txt 2>&1
 echo "8b rc=$? at ${SECONDS}s"; pack; grep -A4 "^build " $R/s-log.txt | head -5
