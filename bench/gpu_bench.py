@@ -52,6 +52,8 @@ import _checkout  # noqa: E402,F401  (a plain checkout runs too)
 import torch  # noqa: E402
 from timing import Clock  # noqa: E402
 
+from specir.passes.fusion import LATE_DEFAULTS  # noqa: E402
+
 
 @dataclasses.dataclass
 class Sizes:
@@ -278,7 +280,7 @@ def pipelines(target, drafter, z: Sizes) -> dict:
 
 
 # the AR step's A/B: the fusions that were opt-in until session 25 (passes/fusion.py) turned off
-UNFUSED = "fusion{swiglu_linear=false,norm_linear=false,linear_rope_kv=false,launch_overlap=false,models=target}"
+UNFUSED = "fusion{" + ",".join(f"{f}=false" for f in LATE_DEFAULTS) + ",models=target}"
 
 
 # ---------------------------------------------------------------------- torch reference step

@@ -34,12 +34,15 @@ import subprocess
 import sys
 import time
 
+import _checkout  # noqa: F401  (a plain checkout runs too)
+from specir.passes.fusion import LATE_DEFAULTS
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ZOO = "/tmp/zoo8b"
 SHAPES = {"target": "llama-3.1-8b", "drafter": "llama-1b-width-3l"}
 TREE = "tree-verify{budget=64,topk=8,depth=6}"
 FR = TREE + ",draft-vocab{size=32768,order=frequency}"
-ALL = ("swiglu_linear", "norm_linear", "linear_rope_kv", "launch_overlap")  # opt-in before session 25
+ALL = LATE_DEFAULTS  # the fusions that were opt-in before session 25 (passes/fusion.py)
 
 
 def _fusion(*on: str, models: str = "") -> str:

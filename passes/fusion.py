@@ -53,6 +53,8 @@ from specir.pass_infra import Option, Pass, models_option, selected_models
 FUSION_DEFAULTS = {"add_norm": True, "launch_overlap": True, "linear_groups": True, "linear_rope_kv": True,
                    "norm_linear": True, "rope_kv_write": True, "swiglu_linear": True}
 FUSIONS = tuple(FUSION_DEFAULTS)
+# the fusions that were opt-in until session 25: the benchmarks' A/B builds and each fusion's tests turn these off
+LATE_DEFAULTS = ("swiglu_linear", "norm_linear", "linear_rope_kv", "launch_overlap")
 
 
 def fusion_attrs(**fuse: bool) -> Attrs:

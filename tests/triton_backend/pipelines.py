@@ -4,6 +4,7 @@ from __future__ import annotations
 from specir.pipeline_template import pipeline_text
 from specir.load import load_pipeline
 from specir.pass_infra import PassManager, build_passes
+from specir.passes.fusion import FUSION_DEFAULTS, LATE_DEFAULTS
 from specir.runtime.baseline import ar_pipeline
 
 KINDS = {
@@ -17,8 +18,7 @@ PROMPTS = [[5, 6, 7, 5, 6, 7], [1, 2, 3]]
 
 # the fusions as they were by default before session 25 turned the last four on (passes/fusion.py): each fusion's
 # tests start here and state every flag, so they do not follow FUSION_DEFAULTS
-BASE_FUSIONS = {"add_norm": True, "launch_overlap": False, "linear_groups": True, "linear_rope_kv": False,
-                "norm_linear": False, "rope_kv_write": True, "swiglu_linear": False}
+BASE_FUSIONS = {**FUSION_DEFAULTS, **{f: False for f in LATE_DEFAULTS}}
 
 
 def fusion_pass(models: str = "target", **flags: bool) -> str:
