@@ -9,7 +9,7 @@ reference (backends/reference/hybrid.py), which ran them as some ten torch launc
 
 Each `group` consecutive channels are normalised on their own (group = width: the whole row);
 the weight is indexed by channel modulo its length (a per-group weight, or one repeated over the
-row). One program per (row, group); rows are [B, T] of strided [B, T, width] views whose last
+row). One program per (row, group) on a GPU (ROWS rows a program in the interpreter); rows are [B, T] of strided [B, T, width] views whose last
 stride is 1, so the inputs and outputs can be column slices of a wider buffer.
 """
 
@@ -19,6 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ._interpreter_compat import interpreting
 from ._numerics import round_to
 
 MAX_GROUP = 65536
@@ -31,13 +32,13 @@ def _silu(x):
 
 @triton.jit
 def _hybrid_norm_kernel(
-    x_ptr, gate_ptr, w_ptr, out_ptr, T, sxb, sxt, sgb, sgt, sob, sot, W, eps,
-    GROUP: tl.constexpr, BLOCK: tl.constexpr, GATED: tl.constexpr, GATE_FIRST: tl.constexpr,
+    x_ptr, gate_ptr, w_ptr, out_ptr, N, T, sxb, sxt, sgb, sgt, sob, sot, W, eps,
+    GROUP: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, GATED: tl.constexpr, GATE_FIRST: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
+    row = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]   # [ROWS, 1] of the N = B * T rows
     b, t = row // T, row % T
-    cols = tl.program_id(1).to(tl.int64) * GROUP + tl.arange(0, BLOCK)
-    inside = tl.arange(0, BLOCK) < GROUP
+    cols = tl.program_id(1).to(tl.int64) * GROUP + tl.arange(0, BLOCK)[None, :]
+    inside = (tl.arange(0, BLOCK)[None, :] < GROUP) & (row < N)
     act_dtype = out_ptr.dtype.element_ty
     h = tl.load(x_ptr + b * sxb + t * sxt + cols, mask=inside, other=0.0).to(tl.float32)
     w = tl.load(w_ptr + cols % W, mask=inside, other=0.0).to(tl.float32)
@@ -45,7 +46,7 @@ def _hybrid_norm_kernel(
         silu = _silu(tl.load(gate_ptr + b * sgb + t * sgt + cols, mask=inside, other=0.0).to(tl.float32))
         if GATE_FIRST:
             h = h * silu
-    h = h * tl.rsqrt(tl.sum(h * h, axis=0) / GROUP + eps)
+    h = h * tl.rsqrt(tl.sum(h * h, axis=1, keep_dims=True) / GROUP + eps)
     if GATED:
         y = round_to(w * round_to(h, act_dtype).to(tl.float32), act_dtype)
         if not GATE_FIRST:
@@ -53,6 +54,14 @@ def _hybrid_norm_kernel(
     else:
         y = round_to(h * (1.0 + w), act_dtype)
     tl.store(out_ptr + b * sob + t * sot + cols, y, mask=inside)
+
+
+def _rows_per_program(rows: int, block: int) -> int:
+    """1 on a GPU (a program per row); in the interpreter, which runs programs one after another with a
+    fixed cost each, enough rows for a tile of up to 16384 elements."""
+    if not interpreting():
+        return 1
+    return max(1, min(triton.next_power_of_2(rows), 16384 // block))
 
 
 def _launch(x, gate, weight, eps, group, out, gate_first):
@@ -68,10 +77,11 @@ def _launch(x, gate, weight, eps, group, out, gate_first):
         return out
     g = x if gate is None else gate
     block = triton.next_power_of_2(group)
-    _hybrid_norm_kernel[(B * T, width // group)](
-        x, g, weight.contiguous(), out, T, x.stride(0), x.stride(1), g.stride(0), g.stride(1),
+    rows = _rows_per_program(B * T, block)
+    _hybrid_norm_kernel[(triton.cdiv(B * T, rows), width // group)](
+        x, g, weight.contiguous(), out, B * T, T, x.stride(0), x.stride(1), g.stride(0), g.stride(1),
         out.stride(0), out.stride(1), weight.shape[0], float(eps),
-        GROUP=group, BLOCK=block, GATED=gate is not None, GATE_FIRST=bool(gate_first),
+        GROUP=group, BLOCK=block, ROWS=rows, GATED=gate is not None, GATE_FIRST=bool(gate_first),
         num_warps=min(max(block // 512, 1), 16))
     return out
 
