@@ -172,6 +172,26 @@ def test_an_unknown_weight_cache_policy_is_refused():
         GEMV(64, 1, weight_cache="lru")
 
 
+def test_a_measured_gemm_tile_serves_every_format(seed, device, kt, monkeypatch):
+    """linear_config.GEMM_TILES replaces the rule's tiling for a (row band, N, K): both formats take it, so a
+    BF12 GEMM still gives the bf16 kernel's bits, rows past the band's first tile included."""
+    from specir.backends.triton.kernels import linear_config
+
+    n, k = 72, 128 * 3 + 44
+    tile = dict(block_m=16, block_n=32, split=2, m_fastest=True)
+    monkeypatch.setitem(linear_config.GEMM_TILES, (64, n, k), tile)
+    w = weights(n, k, device)
+    x = torch.randn(40, k, device=device).to(torch.bfloat16)
+    for fmt in ("bf16", "bf12"):
+        cfg = choose(40, n, k, fmt)
+        assert (cfg.block_m, cfg.block_n, cfg.split, cfg.m_fastest) == (16, 32, 2, True)
+    assert choose(70, n, k).block_m == 128   # another band keeps the rule
+    y16 = linear_bf16(x, w, out=kt.poisoned((40, n), x.dtype, device))
+    y12 = linear_bf12(x, pack(w).to(device), out=kt.poisoned((40, n), x.dtype, device))
+    assert torch.equal(as_bits(y16), as_bits(y12))
+    torch.testing.assert_close(y16.double(), reference(x, w, None), rtol=2e-2, atol=2e-2)
+
+
 def test_config_order_fields_do_not_depend_on_format():
     for m in (1, 8, 16, 64, 128):
         for n, k in ((4096, 4096), (1024, 4096), (14336, 4096), (4096, 14336), (128256, 4096), (40, 300)):

@@ -76,6 +76,12 @@ GEMV_ORDER_NEUTRAL = frozenset({"block_n", "num_warps", "num_stages", "prmt", "p
 # (format, N, K) -> fields replacing the table's GEMV choice; only order-neutral fields allowed.
 GEMV_FORMAT_OVERRIDES: dict[tuple[str, int, int], dict] = {}
 
+# (row band, N, K) -> fields replacing the rule's GEMM choice, measured by bench/gemm_tune.py; the row band is the
+# rule's block_m for those rows (128: 65 to 128 rows, a 64-node tree's verify among them). One entry serves every
+# format, so bf16 and BF12 keep the same order.
+GEMM_TILES: dict[tuple[int, int, int], dict] = {}
+GEMM_FIELDS = frozenset({"block_m", "block_n", "num_warps", "num_stages", "groups", "split", "swap_ab", "m_fastest"})
+
 
 def _pow2_at_most(v: int) -> int:
     return 1 << (max(v, 1).bit_length() - 1)
@@ -121,7 +127,12 @@ def choose(m: int, n: int, k: int, fmt: str = "bf16") -> LinearConfig:
     block_n, groups, num_warps, swap = 64, 1, 4, True
     iters = -(-groups_total // groups)
     split = _split_for(-(-n // block_n) * -(-m // block_m), iters)
-    return LinearConfig("gemm", block_n, groups, split, block_m, num_warps, num_stages=2, swap_ab=swap)
+    cfg = LinearConfig("gemm", block_n, groups, split, block_m, num_warps, num_stages=2, swap_ab=swap)
+    over = GEMM_TILES.get((block_m, n, k))
+    if over:
+        assert set(over) <= GEMM_FIELDS, over
+        cfg = replace(cfg, **over)
+    return cfg
 
 
 def head_tiles(cfg: LinearConfig, head_dim: int) -> LinearConfig:
