@@ -1,6 +1,10 @@
 """Sweep the skinny GEMM's launch parameters at a tree verify's row count (BF12 first, bf16 bits checked).
 
     python bench/gemm_tune.py --out OUT/gemm_tune.json [--rows 65] [--budget-s 300]
+    python bench/gemm_tune.py --apply OUT/gemm_tune.json [--min-gain 0.03]
+
+`--apply` writes the measured tilings that beat the rule by more than --min-gain (with equal bits) into
+linear_config.GEMM_TILES, keyed by the rule's row band, and prints the entries; commit the file with the JSON.
 
 Why: a BF12 pipeline keeps every linear on Triton (bit-identity with the bf16 kernel, gemm_route.py), so its
 65-row tree verify runs Triton's skinny GEMM where a bf16 pipeline runs cuBLAS; session 25 measured that step
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from dataclasses import asdict, replace
@@ -61,14 +66,53 @@ def stage_two(cfg, k):
     return out
 
 
+def table_entries(entries, min_gain: float) -> dict:
+    """{(row band, N, K): fields} for each measured entry whose best tiling beats the rule's by min_gain, bits equal."""
+    from specir.backends.triton.kernels.linear_config import GEMM_FIELDS, gemm_row_band
+
+    out = {}
+    for e in entries:
+        if e["bits_equal"] and e["bf12_best_us"] < (1 - min_gain) * e["bf12_table_us"]:
+            out[(gemm_row_band(e["M"]), e["N"], e["K"])] = {f: e["best"][f] for f in sorted(GEMM_FIELDS)}
+    return out
+
+
+def apply(path: Path, min_gain: float) -> int:
+    """Rewrite linear_config.GEMM_TILES with the entries of a gemm_tune JSON (others kept)."""
+    from specir.backends.triton.kernels import linear_config
+
+    found = table_entries(json.loads(path.read_text())["entries"], min_gain)
+    tiles = {**linear_config.GEMM_TILES, **found}
+    source = Path(linear_config.__file__)
+    text = source.read_text()
+    body = "".join(f"\n    {key}: {value!r}," for key, value in sorted(tiles.items()))
+    new, count = re.subn(r"GEMM_TILES: dict\[tuple\[int, int, int\], dict\] = \{.*?\}\nGEMM_FIELDS",
+                         lambda _: f"GEMM_TILES: dict[tuple[int, int, int], dict] = {{{body}\n}}\nGEMM_FIELDS",
+                         text, flags=re.S)
+    if count != 1:
+        print(f"{source}: GEMM_TILES not found", file=sys.stderr)
+        return 1
+    source.write_text(new)
+    for key, value in sorted(found.items()):
+        print(f"GEMM_TILES[{key}] = {value}")
+    print(f"wrote {len(found)} entries ({len(tiles)} in all) to {source}")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, help="a .json file")
+    ap.add_argument("--out", help="a .json file")
+    ap.add_argument("--apply", type=Path, help="write a measured JSON's winners into linear_config.GEMM_TILES")
+    ap.add_argument("--min-gain", type=float, default=0.03)
     ap.add_argument("--rows", default="65", help="row counts, comma-separated")
     ap.add_argument("--shapes", default=",".join(s.split()[0] for s in SHAPES), help="gate+up,down,qkv,o")
     ap.add_argument("--budget-s", type=float, default=300.0, help="stop sweeping after this long (best so far kept)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
+    if args.apply:
+        return apply(args.apply, args.min_gain)
+    if not args.out:
+        ap.error("--out or --apply")
     if not torch.cuda.is_available():
         print("bench/gemm_tune.py needs a CUDA GPU", file=sys.stderr)
         return 2

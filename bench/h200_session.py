@@ -74,6 +74,8 @@ BUILDS = {"chain": "", "tree": TREE, "tree-bf12": TREE + ",pack-weights{format=b
           # every fusion of issue 17 stated (the defaults since session 25: the same build as tree-fr)
           "tree-fr-all": FR + "," + _fusion(*ALL),
           "tree-bf12-all": TREE + ",pack-weights{format=bf12}," + _fusion(*ALL),
+          # tree-fr on BF12 weights: its 65-row verify on Triton's GEMM (linear_config.GEMM_TILES), 25 % fewer bytes
+          "tree-fr-bf12": FR + ",pack-weights{format=bf12}",
           # issue 14: the packed verify with the per-batch-size draft budget (shrink), priced for the
           # code pair's acceptance (tau 3.6 at k = 4: about 0.85 per token)
           "chain-bf": "batch-fusion{shrink=true,alpha=0.85}",

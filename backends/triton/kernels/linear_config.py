@@ -97,6 +97,11 @@ def _split_for(blocks: int, iters: int) -> int:
     return split
 
 
+def gemm_row_band(m: int) -> int:
+    """The rule's GEMM block_m for m rows (the next power of two, 16 to 128): GEMM_TILES' row band."""
+    return min(128, max(16, 1 << (m - 1).bit_length()))
+
+
 def choose(m: int, n: int, k: int, fmt: str = "bf16") -> LinearConfig:
     """The launch configuration for y[m, n] = x[m, k] @ w[n, k]^T in format `fmt`."""
     groups_total = -(-k // GROUP)
@@ -117,7 +122,7 @@ def choose(m: int, n: int, k: int, fmt: str = "bf16") -> LinearConfig:
             assert set(over) <= GEMV_ORDER_NEUTRAL, over
             cfg = replace(cfg, **over)
         return cfg
-    block_m = min(128, max(16, 1 << (m - 1).bit_length()))
+    block_m = gemm_row_band(m)
     # y^T = w x^T for every M: the decoded weights feed wgmma's A operand straight from registers
     # (block_n 64 x one group x 4 warps keeps Triton 3.6 from staging them through shared memory:
     # block_n 128 or 8 warps add a shared-memory round trip per weight, see bench/sass_count.py).
