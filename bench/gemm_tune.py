@@ -77,13 +77,13 @@ def table_entries(entries, min_gain: float) -> dict:
     return out
 
 
-def apply(path: Path, min_gain: float) -> int:
-    """Rewrite linear_config.GEMM_TILES with the entries of a gemm_tune JSON (others kept)."""
+def apply(path: Path, min_gain: float, source: Path | None = None) -> int:
+    """Rewrite GEMM_TILES in `source` (linear_config.py) with the entries of a gemm_tune JSON (others kept)."""
     from specir.backends.triton.kernels import linear_config
 
     found = table_entries(json.loads(path.read_text())["entries"], min_gain)
     tiles = {**linear_config.GEMM_TILES, **found}
-    source = Path(linear_config.__file__)
+    source = source or Path(linear_config.__file__)
     text = source.read_text()
     body = "".join(f"\n    {key}: {value!r}," for key, value in sorted(tiles.items()))
     new, count = re.subn(r"GEMM_TILES: dict\[tuple\[int, int, int\], dict\] = \{.*?\}\nGEMM_FIELDS",
