@@ -131,6 +131,9 @@ def main(argv=None) -> int:
             continue
         ws, ps = make_weights(n, k, args.seed)
         for m in (int(r) for r in args.rows.split(",")):
+            if time.time() - start > args.budget_s:
+                print(f"  {name} M={m}: not swept (--budget-s spent)", flush=True)
+                continue
             x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
 
             def timed(fn, weights, cfg=None, replays=6):
