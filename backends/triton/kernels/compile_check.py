@@ -287,8 +287,9 @@ def half_precision_fmas(ptx: str) -> int:
     return len(re.findall(r"\bfma\.rn(?:\.ftz)?(?:\.sat)?\.(?:bf16|f16)(?:x2)?\b", ptx))
 
 
-def compile_all(arch: int = 90, only: str = "") -> list[dict]:
-    """Compile every case (those whose label contains `only`, when given) for sm_`arch`."""
+def compile_all(arch: int = 90, only: str = "", cases: list | None = None) -> list[dict]:
+    """Compile every case (those whose label contains `only`, when given) for sm_`arch`: this module's cases,
+    or `cases` in _cases()'s form (bench/gemm_registers.py passes the GEMM's tilings)."""
     import importlib
 
     import triton
@@ -297,7 +298,7 @@ def compile_all(arch: int = 90, only: str = "") -> list[dict]:
 
     target = GPUTarget("cuda", arch, 32)
     results = []
-    for label, module, kernel, pointers, floats, constexprs, options in _cases():
+    for label, module, kernel, pointers, floats, constexprs, options in (_cases() if cases is None else cases):
         if only not in label:
             continue
         fn = getattr(importlib.import_module(f"{__package__}.{module}"), kernel)
