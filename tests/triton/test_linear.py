@@ -57,7 +57,7 @@ CASES = [  # m, n, k, config (None: the heuristic table), bias
     (2, 24, 384, GEMM(16, 32, 2, 2), True),  # 3 groups, BK = 256: masked tail iteration, missing group
     (6, 40, 300, GEMM(16, 32, 1, 2, swap_ab=True), False),
     (1, 40, 300, GEMM(16, 64, 1, 1, swap_ab=True), True),  # M = 1 on the MMA path
-    (40, 72, 300, GEMM(16, 32, 1, 2, swap_ab=True, m_fastest=True), True),  # row tiles first: 3 x 2 x 3 grid
+    (37, 136, 300, GEMM(16, 32, 1, 2, swap_ab=True, m_fastest=True), True),  # row tiles first: 3 x 2 x 5 grid
 ]
 
 
@@ -151,11 +151,12 @@ def test_a_persistent_grid_gives_the_plain_grids_bits(seed, device, kt, fused, p
 @pytest.mark.parametrize("packed", [False, True], ids=["bf16", "bf12"])
 def test_row_tiles_first_gives_the_plain_grids_bits(seed, device, kt, packed):
     """LinearConfig.m_fastest launches the GEMM's tiles in another order (a weight block's row tiles together):
-    the same bits, with split-K (the tiles' arrival counters), the norm prologue and the residual epilogue."""
+    the same bits, with split-K (the tiles' arrival counters), the norm prologue and the residual epilogue. The
+    interpreter runs a grid's programs in order, so colliding counters show only on a GPU (this test runs there too)."""
     from dataclasses import replace
 
     from tests.triton.test_linear_norm_residual import EPS, hidden, norm_weight
-    n, k = 72, 128 * 3 + 44
+    n, k = 136, 128 * 3 + 44   # 3 row tiles x 5 weight blocks: a tile number mixing the two axes would collide
     w = weights(n, k, device)
     matrix = pack(w).to(device) if packed else w
     linear = linear_bf12 if packed else linear_bf16
@@ -167,6 +168,21 @@ def test_row_tiles_first_gives_the_plain_grids_bits(seed, device, kt, packed):
     assert torch.equal(as_bits(got), as_bits(want))
 
 
+@pytest.mark.parametrize("m,config", [(1, GEMV(64, 16)), (16, GEMM(16, 64, 1, 16, swap_ab=True))], ids=["gemv", "gemm"])
+def test_an_empty_k_range_adds_nothing(seed, device, kt, m, config):
+    """K = 128 * 128 + 16: 129 groups in 16 ranges of 9, so the last range is empty. Weights only in the masked tail
+    group: the tail is summed once (it was summed again by the empty range, doubling y), in both formats."""
+    n, k = 64, 128 * 128 + 16
+    w = torch.zeros(n, k)
+    w[:, -16:] = torch.randn(n, 16) * 0.5
+    w = w.to(torch.bfloat16).to(device)
+    x = torch.randn(m, k, device=device).to(torch.bfloat16)
+    y16 = linear_bf16(x, w, out=kt.poisoned((m, n), x.dtype, device), config=config)
+    y12 = linear_bf12(x, pack(w).to(device), out=kt.poisoned((m, n), x.dtype, device), config=config)
+    torch.testing.assert_close(y16.double(), reference(x, w, None), rtol=1e-2, atol=1e-2)
+    assert torch.equal(as_bits(y16), as_bits(y12))
+
+
 def test_an_unknown_weight_cache_policy_is_refused():
     with pytest.raises(ValueError, match="weight_cache 'lru'"):
         GEMV(64, 1, weight_cache="lru")
@@ -175,6 +191,8 @@ def test_an_unknown_weight_cache_policy_is_refused():
 def test_a_measured_gemm_tile_serves_every_format(seed, device, kt, monkeypatch):
     """linear_config.GEMM_TILES replaces the rule's tiling for a (row band, N, K): both formats take it, so a
     BF12 GEMM still gives the bf16 kernel's bits, rows past the band's first tile included."""
+    from dataclasses import replace
+
     from specir.backends.triton.kernels import linear_config
 
     n, k = 72, 128 * 3 + 44
@@ -186,6 +204,9 @@ def test_a_measured_gemm_tile_serves_every_format(seed, device, kt, monkeypatch)
         cfg = choose(40, n, k, fmt)
         assert (cfg.block_m, cfg.block_n, cfg.split, cfg.m_fastest) == (16, 32, 2, True)
     assert choose(70, n, k).block_m == 128   # another band keeps the rule
+    monkeypatch.setitem(linear_config.GEMM_TILES, (128, n, k), tile)
+    assert choose(100, n, k).block_m == 16 and choose(2048, n, k) == replace(choose(2048, n, k, "bf12"))
+    assert choose(2048, n, k).block_m == 128   # a prefill past the measured band keeps the rule
     y16 = linear_bf16(x, w, out=kt.poisoned((40, n), x.dtype, device))
     y12 = linear_bf12(x, pack(w).to(device), out=kt.poisoned((40, n), x.dtype, device))
     assert torch.equal(as_bits(y16), as_bits(y12))

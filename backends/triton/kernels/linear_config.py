@@ -4,7 +4,9 @@ The order of fp32 operations is fixed by `kind`, `groups`, `split`, `block_m` an
 GEMM, whose MMA instruction shape can depend on them) `block_n` and `num_warps`. Those are chosen
 from (M, N, K) only, never from the weight format, so the bf16 and BF12 kernels agree bit for bit.
 For the GEMV `block_n`, `num_warps` and `num_stages` do not change the order and may be tuned
-per format (`GEMV_FORMAT_OVERRIDES`, filled from `python bench/gemv.py --tune`).
+per format (`GEMV_FORMAT_OVERRIDES`, filled from `python bench/gemv.py --tune`). The GEMM's tiling may be
+replaced per (row band, N, K) by a measured one (`GEMM_TILES`, from `python bench/gemm_tune.py --apply`), the
+same for every format.
 """
 from __future__ import annotations
 
@@ -76,9 +78,9 @@ GEMV_ORDER_NEUTRAL = frozenset({"block_n", "num_warps", "num_stages", "prmt", "p
 # (format, N, K) -> fields replacing the table's GEMV choice; only order-neutral fields allowed.
 GEMV_FORMAT_OVERRIDES: dict[tuple[str, int, int], dict] = {}
 
-# (row band, N, K) -> fields replacing the rule's GEMM choice, measured by bench/gemm_tune.py; the row band is the
-# rule's block_m for those rows (128: 65 to 128 rows, a 64-node tree's verify among them). One entry serves every
-# format, so bf16 and BF12 keep the same order.
+# (row band, N, K) -> fields replacing the rule's GEMM choice, measured by bench/gemm_tune.py (--apply writes it); the
+# row band is gemm_row_band(rows): 16, 32, 64 or 128 for 2-16, 17-32, 33-64 and 65-128 rows (a 64-node tree's verify:
+# 65). Forwards of more rows (prefill) keep the rule. One entry serves every format, so bf16 and BF12 keep one order.
 GEMM_TILES: dict[tuple[int, int, int], dict] = {}
 GEMM_FIELDS = frozenset({"block_m", "block_n", "num_warps", "num_stages", "groups", "split", "swap_ab", "m_fastest"})
 
@@ -98,8 +100,8 @@ def _split_for(blocks: int, iters: int) -> int:
 
 
 def gemm_row_band(m: int) -> int:
-    """The rule's GEMM block_m for m rows (the next power of two, 16 to 128): GEMM_TILES' row band."""
-    return min(128, max(16, 1 << (m - 1).bit_length()))
+    """GEMM_TILES' row band of m rows: the next power of two, at least 16 (the rule's block_m up to 128 rows)."""
+    return max(16, 1 << (m - 1).bit_length())
 
 
 def choose(m: int, n: int, k: int, fmt: str = "bf16") -> LinearConfig:
@@ -122,7 +124,7 @@ def choose(m: int, n: int, k: int, fmt: str = "bf16") -> LinearConfig:
             assert set(over) <= GEMV_ORDER_NEUTRAL, over
             cfg = replace(cfg, **over)
         return cfg
-    block_m = gemm_row_band(m)
+    block_m = min(128, gemm_row_band(m))
     # y^T = w x^T for every M: the decoded weights feed wgmma's A operand straight from registers
     # (block_n 64 x one group x 4 warps keeps Triton 3.6 from staging them through shared memory:
     # block_n 128 or 8 warps add a shared-memory round trip per weight, see bench/sass_count.py).
@@ -133,7 +135,7 @@ def choose(m: int, n: int, k: int, fmt: str = "bf16") -> LinearConfig:
     iters = -(-groups_total // groups)
     split = _split_for(-(-n // block_n) * -(-m // block_m), iters)
     cfg = LinearConfig("gemm", block_n, groups, split, block_m, num_warps, num_stages=2, swap_ab=swap)
-    over = GEMM_TILES.get((block_m, n, k))
+    over = GEMM_TILES.get((gemm_row_band(m), n, k))
     if over:
         assert set(over) <= GEMM_FIELDS, over
         cfg = replace(cfg, **over)

@@ -484,7 +484,7 @@ def _gemv_rows(x_ptr, up_ptr, act_ptr, w_ptr, mant_ptr, code_ptr, base_ptr, esc_
             acc_lo, acc_hi = _gemv_iteration(acc_lo, acc_hi, x_ptr, up_ptr, rstd, w_ptr, mant_ptr, code_ptr, base_ptr,
                                              esc_ptr, nn, it, K, stride_w, n_groups, FORMAT, WORDS, X_PAIRS, G, False,
                                              PRMT, PRO, act_dtype)
-    if last > n_full:
+    if last > tl.maximum(first, n_full):  # the masked tail iteration, n_full, is in this K range (not empty)
         acc_lo, acc_hi = _gemv_iteration(acc_lo, acc_hi, x_ptr, up_ptr, rstd, w_ptr, mant_ptr, code_ptr, base_ptr,
                                          esc_ptr, nn, n_full, K, stride_w, n_groups, FORMAT, WORDS, X_PAIRS, G, True,
                                          PRMT, PRO, act_dtype)
@@ -724,7 +724,7 @@ def gemm_kernel(x_ptr, up_ptr, y_ptr, bias_ptr, w_ptr, mant_ptr, code_ptr, base_
         acc = _gemm_iteration(acc, x_ptr, up_ptr, rstd, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, m, nn, it, M, K,
                               stride_xm, stride_um, stride_w, n_groups, FORMAT, BN, G, False, DOT_BF16, PRMT, SWAP,
                               PRO, act_dtype)
-    if last > n_full:
+    if last > tl.maximum(first, n_full):  # the masked tail iteration, n_full, is in this K range (not empty)
         acc = _gemm_iteration(acc, x_ptr, up_ptr, rstd, w_ptr, mant_ptr, code_ptr, base_ptr, esc_ptr, m, nn, n_full, M, K,
                               stride_xm, stride_um, stride_w, n_groups, FORMAT, BN, G, True, DOT_BF16, PRMT, SWAP,
                               PRO, act_dtype)
