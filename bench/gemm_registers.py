@@ -4,8 +4,8 @@
 
 For block_m x block_n x num_warps (bench/gemm_tune.py's stage 1), BF12 and bf16, the plain GEMM (no prologue or
 epilogue) compiled for sm_90 with Triton's bundled ptxas (compile_check.compile_all): registers a thread,
-spill bytes and shared memory a program. An SM has 65536 registers and 228 KB of shared memory, so these
-bound the programs an SM holds at once, which a memory-bound GEMM needs many of. Prints a table; writes JSON.
+spill bytes and shared memory a program. An SM has 65536 registers (given out 8 a thread, 256 a warp at a time)
+and 228 KB of shared memory, so these bound the programs an SM holds at once, which a memory-bound GEMM needs many of. Prints a table; writes JSON.
 """
 from __future__ import annotations
 
@@ -46,7 +46,8 @@ def main(argv=None) -> int:
         row = dict(format=fmt, block_m=int(bm), block_n=int(bn), num_warps=int(warps), ok=r["ok"],
                    regs=r.get("regs"), spill_bytes=r.get("local_bytes"), shared_bytes=r.get("shared_bytes"))
         if r["ok"] and r.get("regs", -1) > 0:
-            by_regs = SM_REGISTERS // (r["regs"] * 32 * int(warps))
+            per_warp = -(-(-(-r["regs"] // 8) * 8) * 32 // 256) * 256   # registers: 8 a thread, 256 a warp at a time
+            by_regs = SM_REGISTERS // (per_warp * int(warps))
             by_smem = SM_SHARED // max(r["shared_bytes"], 1)
             row["programs_per_sm"] = min(by_regs, by_smem)
         rows.append(row)

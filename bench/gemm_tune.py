@@ -18,7 +18,7 @@ For each Llama-3.1-8B linear (the grouped qkv and gate+up, o, down) and row coun
 - the best and the table's choice timed for bf16 too, with the output bits of BF12 == bf16 checked
   (the configuration is chosen from (M, N, K) alone, so both formats must run it), and cuBLAS for scale.
 Timing: CUDA graphs over enough weight copies that L2 never serves them (bench/gemv.py's method).
-Every field swept but m_fastest is part of the GEMM's order key, so a new table entry changes bits against the old
+Every field swept but num_stages and m_fastest is part of the GEMM's order key, so a new table entry changes bits against the old
 table but never between the formats. Writes JSON; prints a table last.
 """
 from __future__ import annotations
@@ -81,10 +81,19 @@ def apply(path: Path, min_gain: float, source: Path | None = None) -> int:
     """Rewrite GEMM_TILES in `source` (linear_config.py) with the entries of a gemm_tune JSON (others kept)."""
     from specir.backends.triton.kernels import linear_config
 
-    found = table_entries(json.loads(path.read_text())["entries"], min_gain)
+    entries = json.loads(path.read_text())["entries"]
+    bands = [(linear_config.gemm_row_band(e["M"]), e["N"], e["K"]) for e in entries]
+    if len(set(bands)) < len(bands):
+        print(f"{path}: two row counts of one row band (gemm_row_band) for one matrix; tune one per band",
+              file=sys.stderr)
+        return 1
+    found = table_entries(entries, min_gain)
     tiles = {**linear_config.GEMM_TILES, **found}
     source = source or Path(linear_config.__file__)
     text = source.read_text()
+    if not found:
+        print(f"no tiling beat the rule by more than {min_gain:.0%}; {source} unchanged")
+        return 0
     body = "".join(f"\n    {key}: {value!r}," for key, value in sorted(tiles.items()))
     new, count = re.subn(r"GEMM_TILES: dict\[tuple\[int, int, int\], dict\] = \{.*?\}\nGEMM_FIELDS",
                          lambda _: f"GEMM_TILES: dict[tuple[int, int, int], dict] = {{{body}\n}}\nGEMM_FIELDS",

@@ -55,6 +55,7 @@ FUSION_DEFAULTS = {"add_norm": True, "launch_overlap": True, "linear_groups": Tr
 FUSIONS = tuple(FUSION_DEFAULTS)
 # the fusions that were opt-in until session 25: the benchmarks' A/B builds and each fusion's tests turn these off
 LATE_DEFAULTS = ("swiglu_linear", "norm_linear", "linear_rope_kv", "launch_overlap")
+assert set(LATE_DEFAULTS) <= set(FUSION_DEFAULTS)
 
 
 def fusion_attrs(**fuse: bool) -> Attrs:

@@ -48,6 +48,22 @@ def test_rms_norm_gated_matches_the_reference(shape, gate_first, dtype, seed, de
     kt.close(out, ref.rms_norm_gated(params, None, x, gate), dtype)
 
 
+@pytest.mark.parametrize("gated", [False, True], ids=["1p", "gated"])
+def test_one_row_a_program_gives_the_same_bits(gated, seed, device, monkeypatch):
+    """ROWS (hybrid_norm._rows_per_program): the GPU's one row a program and the interpreter's many compute each
+    row alike (here 6 rows in one program against 6 programs, bf16, a per-group weight)."""
+    from specir.backends.triton.kernels import hybrid_norm
+
+    gen = torch.Generator().manual_seed(seed)
+    x = _slice_of_wider(2, 3, 512, torch.bfloat16, device, gen)
+    gate = _slice_of_wider(2, 3, 512, torch.bfloat16, device, gen)
+    w = (1 + torch.randn(128, generator=gen) * 0.2).to(device, torch.bfloat16)
+    run = (lambda: rms_norm_gated(x, gate, w, 1e-5, 128)) if gated else (lambda: rms_norm_1p(x, w, 1e-6, 128))
+    many = run()
+    monkeypatch.setattr(hybrid_norm, "_rows_per_program", lambda rows, block: 1)
+    assert torch.equal(run().view(torch.int16), many.view(torch.int16))
+
+
 def test_shapes_that_do_not_tile_are_refused(device):
     x = torch.zeros(1, 1, 100, device=device)
     with pytest.raises(ValueError, match="groups must tile"):

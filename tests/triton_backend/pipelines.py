@@ -16,8 +16,8 @@ KINDS = {
 PROMPTS = [[5, 6, 7, 5, 6, 7], [1, 2, 3]]
 
 
-# the fusions as they were by default before session 25 turned the last four on (passes/fusion.py): each fusion's
-# tests start here and state every flag, so they do not follow FUSION_DEFAULTS
+# the fusions as they were by default before session 25 turned the last four on (passes/fusion.LATE_DEFAULTS): each
+# fusion's tests start here, with those four off, and state every flag; the other defaults still reach them
 BASE_FUSIONS = {**FUSION_DEFAULTS, **{f: False for f in LATE_DEFAULTS}}
 
 

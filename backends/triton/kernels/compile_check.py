@@ -206,6 +206,10 @@ def _linear_cases(bf, f32):
          ["eps", "rope_scaling"], dict(gemm, FORMAT=0, HAS_ROWS=False, PRO=0, PDL=True), dict(num_warps=4, num_stages=2,
                                                                               launch_pdl=True)),
     ]
+    # the GEMM's grid with a weight block's row tiles launched together (LinearConfig.m_fastest)
+    cases.append(("plain gemm bf12, row tiles first", "linear_kernels", "gemm_kernel",
+                  dict(ptrs, x_ptr=bf, up_ptr=bf, w_ptr=bf), ["eps", "rope_scaling"],
+                  dict(gemm, FORMAT=1, HAS_ROWS=True, PRO=0, M_FASTEST=True), dict(num_warps=4, num_stages=2)))
     # the weights' cache policy (LinearConfig.weight_cache): L2-only and L1 evict-first loads
     cases += [
         (f"swiglu_linear gemv bf12, weights {policy}", "linear_kernels", "gemv_kernel",

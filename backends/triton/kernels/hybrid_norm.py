@@ -9,8 +9,9 @@ reference (backends/reference/hybrid.py), which ran them as some ten torch launc
 
 Each `group` consecutive channels are normalised on their own (group = width: the whole row);
 the weight is indexed by channel modulo its length (a per-group weight, or one repeated over the
-row). One program per (row, group) on a GPU (ROWS rows a program in the interpreter); rows are [B, T] of strided [B, T, width] views whose last
-stride is 1, so the inputs and outputs can be column slices of a wider buffer.
+row). One program per (row, group) on a GPU (ROWS rows a program in the interpreter); rows are
+[B, T] of strided [B, T, width] views whose last stride is 1, so the inputs and outputs can be
+column slices of a wider buffer.
 """
 
 from __future__ import annotations
