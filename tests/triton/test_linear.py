@@ -192,8 +192,6 @@ def test_an_unknown_weight_cache_policy_is_refused():
 def test_a_measured_gemm_tile_serves_every_format(seed, device, kt, monkeypatch):
     """linear_config.GEMM_TILES replaces the rule's tiling for a (row band, N, K): both formats take it, so a
     BF12 GEMM still gives the bf16 kernel's bits, rows past the band's first tile included."""
-    from dataclasses import replace
-
     from specir.backends.triton.kernels import linear_config
 
     n, k = 72, 128 * 3 + 44
@@ -206,7 +204,7 @@ def test_a_measured_gemm_tile_serves_every_format(seed, device, kt, monkeypatch)
         assert (cfg.block_m, cfg.block_n, cfg.split, cfg.m_fastest) == (16, 32, 2, True)
     assert choose(70, n, k).block_m == 128   # another band keeps the rule
     monkeypatch.setitem(linear_config.GEMM_TILES, (128, n, k), tile)
-    assert choose(100, n, k).block_m == 16 and choose(2048, n, k) == replace(choose(2048, n, k, "bf12"))
+    assert choose(100, n, k).block_m == 16 and choose(2048, n, k) == choose(2048, n, k, "bf12")
     assert choose(2048, n, k).block_m == 128   # a prefill past the measured band keeps the rule
     y16 = linear_bf16(x, w, out=kt.poisoned((40, n), x.dtype, device))
     y12 = linear_bf12(x, pack(w).to(device), out=kt.poisoned((40, n), x.dtype, device))
