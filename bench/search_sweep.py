@@ -5,7 +5,7 @@
                                  [--sweep-report DIR/sweep/report.json] [--space cpu|gpu]
                                  [--stages sweep,search,seeded]
 
-`--space gpu` is the space for the 8B shape on one GPU (chains, the lookup, trees up to 64 nodes);
+`--space gpu` is the space for the 8B shape on one GPU (chains, the lookup, trees up to 96 nodes, 14 levels deep);
 `--stages` runs part of the plan now and resumes the folders already started, so a GPU run can
 split over several device calls.
 
@@ -34,10 +34,11 @@ SPACES = {
     "cpu": (["", "draft-shape{k=1}", "draft-shape{k=2}", "draft-shape{k=3}", "draft-shape{k=6}"]
             + [f"ngram-draft{{k={k},max_ngram={n}}}" for k in (2, 3, 4) for n in (2, 3)]
             + [f"draft-shape{{k={k}}},tree-verify{{budget={b},topk={t}}}" for k in (2, 4) for t in (2, 4) for b in (8, 16)]),
-    # the 8B shape on one GPU at batch 1: chain depths, the lookup, trees up to 64 nodes
+    # the 8B shape on one GPU at batch 1: chain depths, the lookup, trees up to 96 nodes and 14 levels deep
     "gpu": (["", "draft-shape{k=2}", "draft-shape{k=3}", "draft-shape{k=6}", "ngram-draft{k=4}"]
             + [f"tree-verify{{budget={b},topk={t}}}" for b, t in ((16, 4), (32, 4), (32, 8), (64, 8))]
-            + [f"tree-verify{{budget={b},topk=8,depth={d}}}" for b, d in ((32, 6), (64, 6))]),
+            + [f"tree-verify{{budget={b},topk=8,depth={d}}}" for b, d in ((32, 6), (64, 6), (64, 10), (96, 14))]
+            + ["tree-verify{budget=64,topk=4,depth=10}"]),
 }
 
 

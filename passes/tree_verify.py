@@ -33,11 +33,11 @@ class TreeVerify(Pass):
     name = "tree-verify"
     options = {
         "depth": Option(int, 0, "tree depth; 0 takes the chain's k", min=0, max=MAX_DRAFT_TOKENS,
-                        search=(0, 2, 3, 4, 5, 6, 8)),
+                        search=(0, 2, 3, 4, 5, 6, 8, 10, 12, 16)),
         "topk": Option(int, 4, "children per node (at most the drafter's vocabulary)", min=1, max=MAX_DRAFT_TOKENS,
                        search=(1, 2, 3, 4, 6, 8)),
         "budget": Option(int, 32, "drafted nodes per step", min=1, max=MAX_TREE_BUDGET,
-                         search=(4, 8, 12, 16, 24, 32, 48, 64)),
+                         search=(4, 8, 12, 16, 24, 32, 48, 64, 96, 128)),
         "expand": Option(str, "static", "static or dynamic expansion", ("static", "dynamic")),
         "threshold": Option(float, 0.0, "dynamic expansion: minimum path probability", min=0.0, max=1.0,
                             search=(0.0, 0.01, 0.05, 0.1)),

@@ -1,4 +1,4 @@
-# Session 27's first call (issue 17), about 580 s, issue 17's four targets first. Run after session 15's setup, with
+# Session 27's first call (issue 17), about 500 s, issue 17's four targets first. Run after session 15's setup, with
 # carry=[".whl"]:
 #   . bench/results/gpu-h200-2026-12-03-session15/setup.sh; bash bench/results/gpu-2026-12-07-session27/call1.sh
 # 1. the GPU benchmark's AR step against its roofline, its launch breakdown and the 3-layer drafter's step
@@ -24,7 +24,7 @@ left=$((480 - SECONDS))
 [ $left -gt 30 ] && [ -d /tmp/zoo8b/build-tree-fr ] && timeout $left python3 bench/step_profile.py /tmp/zoo8b/build-tree-fr \
   --ar-as-built --per-op --batch-size 1 --limit 1 --max-new-tokens 32 --out $R/sp-tree-fr > $R/sp-tree-fr-log.txt 2>&1
 echo "sp tree-fr at ${SECONDS}s"; pack; grep -h "^  op" $R/sp-tree-fr-log.txt 2>/dev/null | head -8
-left=$((580 - SECONDS))
-[ $left -gt 40 ] && timeout $left python3 bench/gemm_tune.py --out $R/gemm_tune.json --shapes gate+up,down \
+left=$((500 - SECONDS))
+[ $left -gt 60 ] && timeout $left python3 bench/gemm_tune.py --out $R/gemm_tune.json --shapes gate+up,down \
   --budget-s $((left - 15)) > $R/gt-log.txt 2>&1
 echo "gemm_tune at ${SECONDS}s"; pack; tail -n 5 $R/gt-log.txt 2>/dev/null | cut -c1-250
