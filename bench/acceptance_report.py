@@ -24,6 +24,12 @@ PIPELINES = {
     "tree-b64": ["--draft", "tree", "--k", "8", "--budget", "64", "--topk", "6"],
     "tree-d6k8-b64": ["--draft", "tree", "--k", "6", "--budget", "64", "--topk", "8"],
     "tree-d8k6-b63": ["--draft", "tree", "--k", "8", "--budget", "63", "--topk", "6"],  # bench/hybrid_bench.py's tree
+    # deeper trees of the same 64 nodes (and 96 at depth 14): what tau depth buys at the GPU sweep's budget
+    "tree-d8k8-b64": ["--draft", "tree", "--k", "8", "--budget", "64", "--topk", "8"],
+    "tree-d10k4-b64": ["--draft", "tree", "--k", "10", "--budget", "64", "--topk", "4"],
+    "tree-d10k8-b64": ["--draft", "tree", "--k", "10", "--budget", "64", "--topk", "8"],
+    "tree-d12k8-b64": ["--draft", "tree", "--k", "12", "--budget", "64", "--topk", "8"],
+    "tree-d14k8-b96": ["--draft", "tree", "--k", "14", "--budget", "96", "--topk", "8"],
     "ngram-k4": ["--drafter", "ngram", "--k", "4"],
 }
 
