@@ -11,20 +11,22 @@
 # 5. the skinny GEMM's tiling at 65 rows for gate+up and down, with the time left (gemm_tune.py): the BF12 tree.
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 R=/tmp/c1; rm -rf $R; mkdir -p $R
+T=${T:-500}  # the call's seconds: each stage ends by its share of T
 pack() { tar -C $R -czf $OUT/call1.tgz --exclude="trace-*" . ; }
 timeout 105 python3 bench/gpu_bench.py --out $R/gb --quick --skip peers e2e verify packed_attn --budget-s 100 \
   > $R/gb-log.txt 2>&1; echo "gpu_bench rc=$? at ${SECONDS}s"; pack; tail -n 9 $R/gb-log.txt | cut -c1-200
-timeout 225 python3 bench/h200_session.py --out $R/s --stages inflate,compile,bench --builds tree-fr,tree-fr-d10k4b64,tree-fr-d10k8b64 \
-  --batch-sizes 1 --limit 4 --max-new-tokens 64 --bench-limit-s 55 --budget-s 220 > $R/s-log.txt 2>&1
+left=$((T * 330 / 500 - SECONDS))
+timeout $left python3 bench/h200_session.py --out $R/s --stages inflate,compile,bench --builds tree-fr,tree-fr-d10k8b64,tree-fr-d10k4b64 \
+  --batch-sizes 1 --limit 4 --max-new-tokens 64 --bench-limit-s 55 --budget-s $((left - 5)) > $R/s-log.txt 2>&1
 echo "8b rc=$? at ${SECONDS}s"; pack; grep -A5 "^build " $R/s-log.txt | head -6
-left=$((400 - SECONDS))
+left=$((T * 400 / 500 - SECONDS))
 [ $left -gt 40 ] && timeout $((left > 90 ? 90 : left)) python3 bench/bf12_step.py --out $R/bf12 > $R/bf12-log.txt 2>&1
 echo "bf12_step at ${SECONDS}s"; pack; tail -n 6 $R/bf12-log.txt 2>/dev/null
-left=$((480 - SECONDS))
+left=$((T * 480 / 500 - SECONDS))
 [ $left -gt 30 ] && [ -d /tmp/zoo8b/build-tree-fr ] && timeout $left python3 bench/step_profile.py /tmp/zoo8b/build-tree-fr \
   --ar-as-built --per-op --batch-size 1 --limit 1 --max-new-tokens 32 --out $R/sp-tree-fr > $R/sp-tree-fr-log.txt 2>&1
 echo "sp tree-fr at ${SECONDS}s"; pack; grep -h "^  op" $R/sp-tree-fr-log.txt 2>/dev/null | head -8
-left=$((500 - SECONDS))
+left=$((T - SECONDS))
 [ $left -gt 60 ] && timeout $left python3 bench/gemm_tune.py --out $R/gemm_tune.json --shapes gate+up,down \
   --budget-s $((left - 15)) > $R/gt-log.txt 2>&1
 echo "gemm_tune at ${SECONDS}s"; pack; tail -n 5 $R/gt-log.txt 2>/dev/null | cut -c1-250
