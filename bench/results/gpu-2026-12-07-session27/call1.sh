@@ -6,7 +6,7 @@
 # 2. `specir bench --check` at b1: tree-fr (depth 6, the shape session 15's sweep chose) and two deeper trees
 #    (tree-fr-d10k4b64, tree-fr-d10k8b64: tau 7.3-7.5 on the shipped pair against 5.6): target >= 4.5x;
 # 3. BF12 against bf16 through one AR step (bf12_step.py): target >= 1.20x, bits equal;
-# 4. tree-fr's step, every op priced apart, with the target's AR step as built (step_profile --per-op --ar-as-built):
+# 4. tree-fr's step (and tree-fr-d10k8b64's), every op priced apart, with the target's AR step as built (step_profile --per-op --ar-as-built):
 #    the breakdown where a target is missed;
 # 5. the skinny GEMM's tiling at 65 rows for gate+up and down, with the time left (gemm_tune.py): the BF12 tree.
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
@@ -24,6 +24,7 @@ left=$((T * 400 / 500 - SECONDS))
 echo "bf12_step at ${SECONDS}s"; pack; tail -n 6 $R/bf12-log.txt 2>/dev/null
 left=$((T * 480 / 500 - SECONDS))
 [ $left -gt 30 ] && [ -d /tmp/zoo8b/build-tree-fr ] && timeout $left python3 bench/step_profile.py /tmp/zoo8b/build-tree-fr \
+  $(ls -d /tmp/zoo8b/build-tree-fr-d10k8b64 2>/dev/null) \
   --ar-as-built --per-op --batch-size 1 --limit 1 --max-new-tokens 32 --out $R/sp-tree-fr > $R/sp-tree-fr-log.txt 2>&1
 echo "sp tree-fr at ${SECONDS}s"; pack; grep -h "^  op" $R/sp-tree-fr-log.txt 2>/dev/null | head -8
 left=$((T - SECONDS))
