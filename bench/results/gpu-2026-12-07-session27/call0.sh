@@ -5,8 +5,9 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 R=/tmp/c0; rm -rf $R; mkdir -p $R
 T=${T:-270}
 pack() { tar -C $R -czf $OUT/call0.tgz --exclude="trace-*" . ; }
-timeout 170 python3 bench/h200_session.py --out $R/s --stages inflate,compile,bench --builds tree-fr-d10k8b64,tree-fr \
-  --batch-sizes 1 --limit 4 --max-new-tokens 64 --bench-limit-s 50 --budget-s 165 > $R/s-log.txt 2>&1
+left=$((T < 185 ? T - 15 : 170))
+timeout $left python3 bench/h200_session.py --out $R/s --stages inflate,compile,bench --builds tree-fr-d10k8b64,tree-fr \
+  --batch-sizes 1 --limit 4 --max-new-tokens 64 --bench-limit-s 50 --budget-s $((left - 5)) > $R/s-log.txt 2>&1
 echo "8b rc=$? at ${SECONDS}s"; pack; grep -A3 "^build " $R/s-log.txt | head -4
 left=$((T - SECONDS))
 [ $left -gt 50 ] && timeout $left python3 bench/gpu_bench.py --out $R/gb --quick --skip peers e2e verify packed_attn \
