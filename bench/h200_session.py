@@ -42,7 +42,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ZOO = "/tmp/zoo8b"
 SHAPES = {"target": "llama-3.1-8b", "drafter": "llama-1b-width-3l"}
 TREE = "tree-verify{budget=64,topk=8,depth=6}"
-FR = TREE + ",draft-vocab{size=32768,order=frequency}"
+DRAFT_VOCAB = "draft-vocab{size=32768,order=frequency}"
+FR = TREE + "," + DRAFT_VOCAB
 ALL = LATE_DEFAULTS  # the fusions that were opt-in before session 25 (passes/fusion.py)
 
 
@@ -101,7 +102,7 @@ def build_passes(name: str) -> str:
     shape = re.fullmatch(r"tree-fr-d(\d+)k(\d+)b(\d+)", name)
     if name not in BUILDS and shape:
         depth, topk, budget = shape.groups()
-        return f"tree-verify{{budget={budget},topk={topk},depth={depth}}},draft-vocab{{size=32768,order=frequency}}"
+        return f"tree-verify{{budget={budget},topk={topk},depth={depth}}},{DRAFT_VOCAB}"
     return BUILDS[name]
 
 
