@@ -20,17 +20,18 @@ SM_REGISTERS, SM_SHARED = 65536, 228 * 1024
 
 
 def cases():
-    bf, f32 = "bf16", "fp32"
-    ptrs = dict(y_ptr=bf, bias_ptr=bf, mant_ptr="i64", code_ptr="i32", base_ptr="u8", esc_ptr="u8", rows_ptr="i32",
-                ws_ptr=f32, cnt_ptr="i32", res_ptr=bf, x_ptr=bf, up_ptr=bf, w_ptr=bf)
+    """compile_check's plain GEMM (its pointer types and constexprs) at each tiling, in compile_all's case form."""
+    from specir.backends.triton.kernels.compile_check import GEMM_CONSTEXPRS, linear_pointers
+
+    ptrs = dict(linear_pointers(), x_ptr="bf16", up_ptr="bf16", w_ptr="bf16")
     out = []
     for fmt, name in ((1, "bf12"), (0, "bf16")):
         for bm in (16, 32, 64, 128):
             for bn in (64, 128, 256):
                 for warps in (4, 8):
                     out.append((f"{name} {bm} {bn} {warps}", "linear_kernels", "gemm_kernel", ptrs, ["eps"],
-                                dict(BM=bm, BN=bn, G=1, SPLIT=4, HAS_BIAS=False, DOT_BF16=True, PRMT=True, SWAP=True,
-                                     PRO=0, FORMAT=fmt, HAS_ROWS=fmt == 1), dict(num_warps=warps, num_stages=2)))
+                                dict(GEMM_CONSTEXPRS, BM=bm, BN=bn, PRO=0, FORMAT=fmt, HAS_ROWS=fmt == 1),
+                                dict(num_warps=warps, num_stages=2)))
     return out
 
 

@@ -150,17 +150,27 @@ def _ranking_cases(bf, f32):
     ]
 
 
+# the skinny GEMM as linear.py launches it at M = 5 (16-row tiles), with the SwiGLU prologue
+GEMM_CONSTEXPRS = dict(BM=16, BN=64, G=1, SPLIT=4, HAS_BIAS=False, DOT_BF16=True, PRMT=True, SWAP=True, PRO=1)
+
+
+def linear_pointers(bf: str = "bf16", f32: str = "fp32") -> dict:
+    """The element types of the linear kernels' pointer arguments but x, up and w (which differ by kernel and
+    format); a kernel ignores the names it does not take."""
+    rope = dict(pos_ptr="i64", inv_freq_ptr=f32, k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", slots_ptr="i32",
+                offsets_ptr="i32", n_rows_ptr="i32")
+    return dict(y_ptr=bf, bias_ptr=bf, mant_ptr="i64", code_ptr="i32", base_ptr="u8", esc_ptr="u8", rows_ptr="i32",
+                ws_ptr=f32, cnt_ptr="i32", raw_ptr="i32", raw_rows_ptr="i32", res_ptr=bf, **rope)
+
+
 def _linear_cases(bf, f32):
     """The linear kernels as linear.py launches them at M = 1 (GEMV, pair words, prefetch) and M = 5
     (skinny GEMM): with the SwiGLU prologue (the down projection, 4096 x 14336), and with the RMSNorm
     prologue and the residual epilogue (same shapes)."""
-    rope = dict(pos_ptr="i64", inv_freq_ptr=f32, k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", slots_ptr="i32",
-                offsets_ptr="i32", n_rows_ptr="i32")
-    ptrs = dict(y_ptr=bf, bias_ptr=bf, mant_ptr="i64", code_ptr="i32", base_ptr="u8", esc_ptr="u8", rows_ptr="i32",
-                ws_ptr=f32, cnt_ptr="i32", raw_ptr="i32", raw_rows_ptr="i32", res_ptr=bf, **rope)
+    ptrs = linear_pointers(bf, f32)
     gemv = dict(WORDS=True, X_PAIRS=True, BN=64, G=1, SPLIT=2, HAS_BIAS=False, PRMT=True, PREFETCH=True,
                 DEPTH=1, RAW_PREFETCH=True, PRO=1)
-    gemm = dict(BM=16, BN=64, G=1, SPLIT=4, HAS_BIAS=False, DOT_BF16=True, PRMT=True, SWAP=True, PRO=1)
+    gemm = GEMM_CONSTEXPRS
     norm = dict(PRO=2, RESIDUAL=True, NORM_NCH=16)  # K = 4096: chunks(4096)
     cases = []
     for label, extra in (("swiglu_linear", {}), ("norm_linear + residual", norm)):
