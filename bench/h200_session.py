@@ -231,14 +231,14 @@ def main(argv=None) -> int:
                                   stdout=f, stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=180)
         s.data["stages"]["init"] = {"exit": proc.returncode, "stderr": proc.stderr[-2000:]}
         for b in builds:
-            build = f"{ZOO}/build-{b}"
-            stamp = json.dumps({"commit": _head(), "passes": build_passes(b)})
+            build, passes = f"{ZOO}/build-{b}", build_passes(b)
+            stamp = json.dumps({"commit": _head(), "passes": passes})
             if os.path.isfile(f"{build}/pipeline.spec") and _read(f"{build}.stamp") == stamp:
                 s.data["stages"][f"compile-{b}"] = "kept"  # a warm machine keeps the last call's builds
             else:
                 cmd = specir("compile", f"{ZOO}/p.spec", "--target", "h200", "-o", build)
-                if build_passes(b):
-                    cmd += ["-p", build_passes(b)]
+                if passes:
+                    cmd += ["-p", passes]
                 code, _ = s.sh(cmd, "compile", 240)
                 s.data["stages"][f"compile-{b}"] = code
                 if code == 0:
