@@ -48,6 +48,17 @@ LOG2E = 1.4426950408889634
 MAX_SPLITS = 64
 MERGE_ELEMENTS = 8192   # fp32 values per merge tile ([rows, splits, D]): 64 registers a thread at 4 warps
 
+# Measured launch parameters of the per-row mode by (row band, head_dim), replacing the rule's where one is
+# listed (`python bench/attention_tune.py --apply OUT/attention_tune.json` writes them; commit the JSON with it).
+# A row band is attention_row_band(T x G), the queries of one kv head. Grouped (packed) forwards keep the rule.
+ATTENTION_TILES: dict[tuple[int, int], dict] = {}
+ATTENTION_FIELDS = frozenset({"block_m", "block_n", "num_warps", "min_chunk"})
+
+
+def attention_row_band(rows: int) -> int:
+    """ATTENTION_TILES' row band of `rows` queries per kv head: the next power of two."""
+    return 1 << (max(rows, 1) - 1).bit_length()
+
 _counters: dict[torch.device, torch.Tensor] = {}
 _retired: list[torch.Tensor] = []  # outgrown counter buffers stay alive: captured graphs may point at them
 
@@ -306,9 +317,16 @@ def attention_config(B, T, H, KH, D, max_seq, device=None, num_splits=None, bloc
     GPU about four programs deep per SM (`sm`, default the device's SM count), capped by the
     cache length and MAX_SPLITS. The chunk length itself is computed on the device from the
     actual length, so short contexts use few splits and the other programs exit at once.
-    merge_rows x merge_splits x BLOCK_D is the tile the last split merges per step."""
+    merge_rows x merge_splits x BLOCK_D is the tile the last split merges per step. In the per-row mode
+    an ATTENTION_TILES entry for (attention_row_band(T x G), D) gives the fields it lists, where the call
+    states none."""
     G = H // KH
     rows = T * G
+    tile = {} if grouped else ATTENTION_TILES.get((attention_row_band(rows), D), {})
+    block_m = tile.get("block_m") if block_m is None else block_m
+    block_n = tile.get("block_n") if block_n is None else block_n
+    num_warps = tile.get("num_warps") if num_warps is None else num_warps
+    min_chunk = tile.get("min_chunk") if min_chunk is None else min_chunk
     if block_m is None:
         block_m = 16 if rows <= 16 else (32 if rows <= 32 else 64)
     if num_warps is None:

@@ -120,7 +120,7 @@ def _ranking_cases(bf, f32):
     tree = dict(vals_ptr=f32, toks_ptr="i64", score_ptr=f32, token_ptr="i64", parent_ptr="i64", depth_ptr="i64",
                 fed_ptr="i64", row_mask_ptr="i1", frontier_ptr="i64", ids_ptr="i64", mask_ptr="i1", offsets_ptr="i32",
                 pos_ptr="i64", lens_ptr="i32")
-    nodes = dict(score_ptr=f32, token_ptr="i64", parent_ptr="i64", depth_ptr="i64", pending_ptr="i64",
+    nodes = dict(score_ptr=f32, rank_ptr="i32", token_ptr="i64", parent_ptr="i64", depth_ptr="i64", pending_ptr="i64",
                  node_of_ptr="i32", tokens_ptr="i64", parents_ptr="i32", depths_ptr="i64", valid_ptr="i1",
                  nscore_ptr=f32, anc_ptr="i1")
     merge = dict(m_ptr=f32, s_ptr=f32, val_ptr=f32, id_ptr="i32", out_val_ptr=f32, out_id_ptr="i64", x_ptr=bf,
@@ -143,9 +143,12 @@ def _ranking_cases(bf, f32):
           for label, k, up, root, feed in (("root, top-8", 8, 64, True, True), ("level, top-8", 8, 64, False, True),
                                            ("last level, top-8", 8, 64, False, False),
                                            ("level, top-64", 64, 128, False, True))],
+        ("tree_nodes ranks", "tree_nodes", "_tree_ranks_kernel", dict(score_ptr=f32, rank_ptr="i32"), [],
+         dict(BI=64, BJ=64), dict(num_warps=4)),
         *[(f"tree_nodes {label}", "tree_nodes", "_tree_nodes_kernel", nodes, [],
-           dict(CP=cp, WP=wp, BJ=16, DEPTH=depth), dict(num_warps=8))
+           dict(CP=cp, WP=wp, DEPTH=depth), dict(num_warps=8))
           for label, cp, wp, depth in (("64 of 328 (topk 8, depth 6)", 512, 128, 6),
+                                       ("64 of 584 (topk 8, depth 10)", 1024, 128, 10),
                                        ("255 of 4096", 4096, 256, 8))],
     ]
 
