@@ -10,7 +10,7 @@ each of the drafter's 8-row level launches, where the K/V they read takes under 
 
 Cases (kernels/attention.py, per-row mode): the target's 65-node tree verify (head_dim 128), the 3-layer
 drafter's 8-row tree level (head_dim 64, 56 scratch rows before it) and the target's one-token decode, each at
-contexts 512 and 2048. For each: block_m x block_n x num_warps x min_chunk (a runtime argument: no compile of
+contexts 256, 512 and 2048 (--contexts). For each: block_m x block_n x num_warps x min_chunk (a runtime argument: no compile of
 its own), timed as a CUDA graph of 32 launches over 32 separate caches (a step's layers: L2 never serves the
 K/V), each output checked against kernel_reference's attention. A case's score is its mean time ratio to the
 rule's launch over the contexts; `--apply` writes a case's best into attention.ATTENTION_TILES when it beats
@@ -33,7 +33,7 @@ import torch
 from gemv import time_calls
 
 LAYERS = 32
-CONTEXTS = (512, 2048)
+CONTEXTS = (256, 512, 2048)  # the shipped workloads' prompts hold 84-353 tokens; serving runs longer
 # name: (T, heads, kv heads, head_dim, scratch rows before the new ones, tree mask)
 CASES = {"verify 8B tree-65": (65, 32, 8, 128, 0, True),
          "draft 1B-width level 8": (8, 32, 8, 64, 56, True),
@@ -192,6 +192,7 @@ def main(argv=None) -> int:
     ap.add_argument("--apply", type=Path, help="write a measured JSON's winners into attention.ATTENTION_TILES")
     ap.add_argument("--min-gain", type=float, default=0.05)
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
+    ap.add_argument("--contexts", default=",".join(map(str, CONTEXTS)), help="cached keys before the new rows")
     ap.add_argument("--budget-s", type=float, default=150.0, help="stop sweeping after this long (what ran is kept)")
     args = ap.parse_args(argv)
     if args.apply:
@@ -209,7 +210,8 @@ def main(argv=None) -> int:
     data = {"device": torch.cuda.get_device_name(), "layers": LAYERS, "max_err": MAX_ERR, "cases": []}
     for i, name in enumerate(names):  # each case gets an equal share of what is left
         end = time.time() + (args.budget_s - (time.time() - start)) / (len(names) - i)
-        data["cases"].append(run_case(name, CASES[name], end, lambda m: print(m, flush=True)))
+        data["cases"].append(run_case(name, CASES[name], end, lambda m: print(m, flush=True),
+                                      contexts=tuple(int(c) for c in args.contexts.split(","))))
         Path(args.out).write_text(json.dumps(data, indent=1))
     data["seconds"] = time.time() - start
     Path(args.out).write_text(json.dumps(data, indent=1))
