@@ -22,6 +22,7 @@ TILE = {"block_m": 16, "block_n": 32, "num_warps": 4, "min_chunk": 32}
 
 
 def test_a_listed_tile_sets_the_per_row_launch_only(monkeypatch):
+    monkeypatch.setattr(attention_module, "ATTENTION_TILES", {})
     rule = attention_config(1, 65, 32, 8, 128, 4096, sm=132)
     assert rule["min_chunk"] == 1088 and attention_row_band(65 * 4) == 512  # one split below 1088 keys
     monkeypatch.setitem(attention_module.ATTENTION_TILES, (512, 128), dict(TILE, min_chunk=128))

@@ -51,7 +51,12 @@ MERGE_ELEMENTS = 8192   # fp32 values per merge tile ([rows, splits, D]): 64 reg
 # Measured launch parameters of the per-row mode by (row band, head_dim), replacing the rule's where one is
 # listed (`python bench/attention_tune.py --apply OUT/attention_tune.json` writes them; commit the JSON with it).
 # A row band is attention_row_band(T x G), the queries of one kv head. Grouped (packed) forwards keep the rule.
-ATTENTION_TILES: dict[tuple[int, int], dict] = {}
+# (512, 128): the 8B target's 65-node tree verify, measured on an H100 (bench/results/gpu-2026-12-07-session28/
+# call4): 15.5 -> 12.6 us a launch at 256 cached keys, 21.7 -> 18.5 at 512, 37.4 -> 24.1 at 2048; `specir bench`
+# of a depth-10 tree at code completion 741.2 -> 744.0 tokens/s on that machine. Not measured on an H200.
+ATTENTION_TILES: dict[tuple[int, int], dict] = {
+    (512, 128): {'block_m': 64, 'block_n': 64, 'min_chunk': 512, 'num_warps': 4},
+}
 ATTENTION_FIELDS = frozenset({"block_m", "block_n", "num_warps", "min_chunk"})
 
 

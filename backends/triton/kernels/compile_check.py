@@ -22,6 +22,8 @@ import time
 
 def _cases():
     """(label, module, kernel, pointer dtypes, float args, constexprs, launch options)."""
+    from .attention import attention_config
+
     bf, f32 = "bf16", "fp32"
     att = dict(q_ptr=bf, k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", mask_ptr="u8", out_ptr=bf,
                o_part_ptr=f32, lse_part_ptr=f32, cnt_ptr="i32", slots_ptr="i32", offsets_ptr="i32", pos_ptr="i64",
@@ -29,7 +31,8 @@ def _cases():
     att_const = dict(KH=8, G=4, D=128, BLOCK_D=128, HAS_SLOTS=True, HAS_OFFSETS=True, HAS_WINDOW=False,
                      GROUPED=False)
     merge_t1 = dict(MR=4, SB=16, S_P2=64)      # attention_config at T = 1 (rows 4), 64 splits
-    merge_tree = dict(MR=64, SB=1, S_P2=4)     # T = 65 (rows 260), 3 splits
+    tree = attention_config(1, 65, 32, 8, 128, 2048 + 65, sm=132)  # T = 65 (rows 260) as launched (ATTENTION_TILES)
+    merge_tree = dict(MR=tree["merge_rows"], SB=tree["merge_splits"], S_P2=1 << (tree["num_splits"] - 1).bit_length())
     merge_packed = dict(MR=32, SB=2, S_P2=2)   # grouped, 64 requests of 8 packed rows (rows 32), 2 splits
     rope_ptrs = dict(q_ptr=bf, k_ptr=bf, v_ptr=bf, pos_ptr="i64", inv_freq_ptr=f32, q_out_ptr=bf, k_out_ptr=bf,
                      k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", slots_ptr="i32", offsets_ptr="i32",
@@ -83,14 +86,14 @@ def _cases():
          dict(att_const, BLOCK_M=16, BLOCK_N=64, SPLIT=True, HAS_TREE_MASK=False, **merge_t1),
          dict(num_warps=4, num_stages=2)),
         ("attention tree", "attention", "_attention_kernel", att, ["qk_scale_log2"],
-         dict(att_const, BLOCK_M=64, BLOCK_N=64, SPLIT=True, HAS_TREE_MASK=True, **merge_tree),
-         dict(num_warps=8, num_stages=2)),
+         dict(att_const, BLOCK_M=tree["block_m"], BLOCK_N=tree["block_n"], SPLIT=True, HAS_TREE_MASK=True,
+              **merge_tree), dict(num_warps=tree["num_warps"], num_stages=2)),
         ("attention window", "attention", "_attention_kernel", att, ["qk_scale_log2"],
          dict(att_const, BLOCK_M=16, BLOCK_N=64, SPLIT=True, HAS_TREE_MASK=False, HAS_WINDOW=True, **merge_t1),
          dict(num_warps=4, num_stages=2)),
         ("attention window tree", "attention", "_attention_kernel", att, ["qk_scale_log2"],
-         dict(att_const, BLOCK_M=64, BLOCK_N=64, SPLIT=True, HAS_TREE_MASK=True, HAS_WINDOW=True, **merge_tree),
-         dict(num_warps=8, num_stages=2)),
+         dict(att_const, BLOCK_M=tree["block_m"], BLOCK_N=tree["block_n"], SPLIT=True, HAS_TREE_MASK=True,
+              HAS_WINDOW=True, **merge_tree), dict(num_warps=tree["num_warps"], num_stages=2)),
         ("attention packed grouped", "attention", "_attention_kernel", att, ["qk_scale_log2"],
          dict(att_const, BLOCK_M=32, BLOCK_N=64, SPLIT=True, HAS_TREE_MASK=True, GROUPED=True, **merge_packed),
          dict(num_warps=4, num_stages=2)),
