@@ -12,9 +12,10 @@ Cases (kernels/attention.py, per-row mode): the target's 65-node tree verify (he
 drafter's 8-row tree level (head_dim 64, 56 scratch rows before it) and the target's one-token decode, each at
 contexts 256, 512 and 2048 (--contexts). For each: block_m x block_n x num_warps x min_chunk (a runtime argument: no compile of
 its own), timed as a CUDA graph of 32 launches over 32 separate caches (a step's layers: L2 never serves the
-K/V), each output checked against kernel_reference's attention. A case's score is its mean time ratio to the
-rule's launch over the contexts; `--apply` writes a case's best into attention.ATTENTION_TILES when it beats
-the rule by more than --min-gain and loses at no context by more than 2 %. Writes JSON; prints a table last.
+K/V), each output checked against kernel_reference's attention. "The rule" below is the launch attention_config
+chooses now (a listed tile included). A case's score is its mean time ratio to the rule's launch over the contexts;
+`--apply` writes a case's best into attention.ATTENTION_TILES when it beats the rule by more than --min-gain and
+loses at no context by more than 2 %. Writes JSON; prints a table last.
 Other splits sum the softmax partials in another order: outputs move within fp32 rounding, and
 `specir bench --check` token-forces what a build emits.
 """
