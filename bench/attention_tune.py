@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ from pathlib import Path
 import _checkout  # noqa: F401  (a plain checkout runs too)
 import torch
 from gemv import time_calls
+from tile_table import write_table
 
 LAYERS = 32
 CONTEXTS = (256, 512, 2048)  # the shipped workloads' prompts hold 84-353 tokens; serving runs longer
@@ -172,19 +172,8 @@ def apply(path: Path, min_gain: float, source: Path | None = None) -> int:
     if not found:
         print(f"no launch beat the rule by more than {min_gain:.0%}; {source} unchanged")
         return 0
-    tiles = {**attention.ATTENTION_TILES, **found}
-    body = "".join(f"\n    {key}: {value!r}," for key, value in sorted(tiles.items()))
-    new, count = re.subn(r"ATTENTION_TILES: dict\[tuple\[int, int\], dict\] = \{.*?\}\nATTENTION_FIELDS",
-                         lambda _: f"ATTENTION_TILES: dict[tuple[int, int], dict] = {{{body}\n}}\nATTENTION_FIELDS",
-                         source.read_text(), flags=re.S)
-    if count != 1:
-        print(f"{source}: ATTENTION_TILES not found", file=sys.stderr)
-        return 1
-    source.write_text(new)
-    for key, value in sorted(found.items()):
-        print(f"ATTENTION_TILES[{key}] = {value}")
-    print(f"wrote {len(found)} entries ({len(tiles)} in all) to {source}")
-    return 0
+    return write_table(source, "ATTENTION_TILES", "tuple[int, int]", "ATTENTION_FIELDS", attention.ATTENTION_TILES,
+                       found)
 
 
 def main(argv=None) -> int:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from dataclasses import asdict, replace
@@ -34,6 +33,7 @@ from pathlib import Path
 import _checkout  # noqa: F401  (a plain checkout runs too)
 import torch
 from gemv import copy_bandwidth, make_weights, time_calls
+from tile_table import write_table
 
 SHAPES = {"gate+up 28672x4096": (28672, 4096), "down 4096x14336": (4096, 14336),  # most of a verify's bytes first
           "qkv 6144x4096": (6144, 4096), "o 4096x4096": (4096, 4096)}
@@ -88,24 +88,11 @@ def apply(path: Path, min_gain: float, source: Path | None = None) -> int:
               file=sys.stderr)
         return 1
     found = table_entries(entries, min_gain)
-    tiles = {**linear_config.GEMM_TILES, **found}
     source = source or Path(linear_config.__file__)
     if not found:
         print(f"no tiling beat the rule by more than {min_gain:.0%}; {source} unchanged")
         return 0
-    text = source.read_text()
-    body = "".join(f"\n    {key}: {value!r}," for key, value in sorted(tiles.items()))
-    new, count = re.subn(r"GEMM_TILES: dict\[tuple\[int, int, int\], dict\] = \{.*?\}\nGEMM_FIELDS",
-                         lambda _: f"GEMM_TILES: dict[tuple[int, int, int], dict] = {{{body}\n}}\nGEMM_FIELDS",
-                         text, flags=re.S)
-    if count != 1:
-        print(f"{source}: GEMM_TILES not found", file=sys.stderr)
-        return 1
-    source.write_text(new)
-    for key, value in sorted(found.items()):
-        print(f"GEMM_TILES[{key}] = {value}")
-    print(f"wrote {len(found)} entries ({len(tiles)} in all) to {source}")
-    return 0
+    return write_table(source, "GEMM_TILES", "tuple[int, int, int]", "GEMM_FIELDS", linear_config.GEMM_TILES, found)
 
 
 def main(argv=None) -> int:

@@ -6,7 +6,7 @@
 # 3. bf12_step: BF12 against bf16 through one AR step, bits compared;
 # 4. tree-fr-d10k8b64's step, every op priced apart;
 # 5. the tree verify's attention swept on this card (attention_tune.py; its tile is an H100's), --apply, and the
-#    depth-10 bench again (the applied attention.py comes back).
+#    depth-10 bench again (the applied table comes back in attention_tiles.txt).
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 R=/tmp/c5; rm -rf $R; mkdir -p $R
 T=${T:-430}
@@ -31,7 +31,7 @@ left=$((T * 350 / 430 - SECONDS))
 [ $left -gt 30 ] && timeout $left python3 bench/attention_tune.py --out $R/attention_tune.json \
   --cases "verify 8B tree-65" --budget-s $((left - 8)) > $R/at-log.txt 2>&1
 python3 bench/attention_tune.py --apply $R/attention_tune.json > $R/apply-log.txt 2>&1; cat $R/apply-log.txt
-cp backends/triton/kernels/attention.py $R/; pack; tail -n 5 $R/at-log.txt 2>/dev/null | cut -c1-220
+grep -A4 "^ATTENTION_TILES" backends/triton/kernels/attention.py > $R/attention_tiles.txt; pack; tail -n 5 $R/at-log.txt 2>/dev/null | cut -c1-220
 rm -f /tmp/zoo8b/*.stamp
 left=$((T - SECONDS))
 [ $left -gt 40 ] && timeout $left python3 bench/h200_session.py --out $R/after --stages compile,bench \
