@@ -43,7 +43,7 @@ def test_a_launch_with_a_tile_computes_the_reference(monkeypatch, seed):
     mask = torch.tril(torch.rand(B, T, T) < 0.5) | torch.eye(T, dtype=torch.bool)
     want = ref.attention_reference(q, k_cache, v_cache, lens, mask)
     monkeypatch.setitem(attention_module.ATTENTION_TILES, (attention_row_band(T * H // KH), D), TILE)
-    assert attention_config(B, T, H, KH, D, k_cache.shape[2], sm=8)["num_splits"] > 1
+    assert attention_config(B, T, H, KH, D, k_cache.shape[2], q.device)["num_splits"] > 1  # as attention() launches
     got = attention(q, k_cache, v_cache, lens, mask)
     assert (got.float() - want.float()).abs().max() < 2e-2
 
@@ -97,3 +97,34 @@ def test_a_winner_that_loses_at_one_context_is_not_applied(tmp_path):
 def test_row_bands_are_powers_of_two_at_least_the_rows(rows):
     band = attention_row_band(rows)
     assert band >= rows and band & (band - 1) == 0 and band < 2 * rows + 1
+
+
+def _launch(fields, us, min_chunk):
+    return {"fields": fields, "us": us, "err": 0.0, "ok": True, "num_splits": 1, "min_chunk": min_chunk}
+
+
+def test_a_winner_is_written_with_the_chunk_it_ran_and_may_not_lose_anywhere():
+    """The rule's min_chunk is rounded to the rule's block_n: a winner that left min_chunk open ran with its own
+    rounding, and that is what the table must say. Among candidates, one that loses somewhere is passed over for
+    the best one that loses nowhere."""
+    rule = {"block_m": 16, "block_n": 64, "num_warps": 4, "min_chunk": 64, "num_splits": 8}
+    narrow = {"block_m": 16, "block_n": 32, "num_warps": 4, "min_chunk": None}
+    greedy = {"block_m": 16, "block_n": 64, "num_warps": 8, "min_chunk": 128}
+    contexts = {}
+    for ctx, greedy_us in (("40", 4.0), ("70", 11.0)):   # greedy: mean 0.75 of the rule, 10 % slower at 70
+        contexts[ctx] = {"rule": rule, "launches": [_launch(attention_tune.rule_fields(rule), 10.0, 64),
+                                                    _launch(narrow, 9.0, 32), _launch(greedy, greedy_us, 128)]}
+    entry = {"case": "decode", "T": 1, "heads": 4, "kv_heads": 2, "head_dim": 16, "contexts": contexts}
+    assert attention_tune.choose_best(entry)["fields"] == narrow
+    assert attention_tune.table_entries([entry], 0.05) == {(2, 16): dict(narrow, min_chunk=32)}
+    assert attention_tune.table_entries([entry], 0.2) == {}
+
+
+def test_with_a_tile_listed_the_sweep_still_times_the_launch_without_it(monkeypatch):
+    monkeypatch.setitem(attention_module.ATTENTION_TILES, (attention_row_band(5 * 2), 16), TILE)
+    e = attention_tune.run_case("tree", (5, 4, 2, 16, 0, True), time.time() + 300, lambda m: None, dev="cpu",
+                                contexts=(40,), layers=1, limit=2)
+    launches = next(iter(e["contexts"].values()))["launches"]
+    assert launches[0]["fields"] == attention_tune.rule_fields(TILE) and launches[0]["min_chunk"] == 32
+    assert launches[1]["fields"] == attention_tune.untiled_fields(5, 4, 2, 16, 4096, "cpu")
+    assert launches[1]["min_chunk"] == 64 and launches[1]["fields"]["min_chunk"] == 64

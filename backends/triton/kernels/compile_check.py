@@ -88,6 +88,9 @@ def _cases():
         ("attention tree", "attention", "_attention_kernel", att, ["qk_scale_log2"],
          dict(att_const, BLOCK_M=tree["block_m"], BLOCK_N=tree["block_n"], SPLIT=True, HAS_TREE_MASK=True,
               **merge_tree), dict(num_warps=tree["num_warps"], num_stages=2)),
+        ("attention tree, the rule", "attention", "_attention_kernel", att, ["qk_scale_log2"],  # bands with no tile
+         dict(att_const, BLOCK_M=64, BLOCK_N=64, SPLIT=True, HAS_TREE_MASK=True, MR=64, SB=1, S_P2=4),
+         dict(num_warps=8, num_stages=2)),
         ("attention window", "attention", "_attention_kernel", att, ["qk_scale_log2"],
          dict(att_const, BLOCK_M=16, BLOCK_N=64, SPLIT=True, HAS_TREE_MASK=False, HAS_WINDOW=True, **merge_t1),
          dict(num_warps=4, num_stages=2)),
