@@ -46,8 +46,10 @@ CACHE_ROWS = 4096  # a cache's capacity (its split count follows it, as the runt
 
 def candidates(T: int, G: int, D: int) -> list[dict]:
     """Launch fields to try at T x G queries per kv head (None: the rule's)."""
+    from specir.backends.triton.kernels.attention import attention_row_band
+
     rows = T * G
-    block_ms = [bm for bm in (16, 32, 64) if bm <= max(16, 1 << (rows - 1).bit_length())]
+    block_ms = [bm for bm in (16, 32, 64) if bm <= max(16, attention_row_band(rows))]
     block_ns = (32, 64) if D <= 64 or rows <= 16 else (64,)
     chunks = (None, 64, 128, 256, 512, 1024)
     return [dict(block_m=bm, block_n=bn, num_warps=nw, min_chunk=mc)
@@ -92,8 +94,7 @@ def run_case(name, spec, budget_end, log, dev="cuda", contexts=CONTEXTS, layers=
         rows = []
         first = rule_fields(rule)  # the rule's launch first: every ratio is to it
         plain = untiled_fields(T, H, KH, D, S, q.device)  # with a tile listed, the launch without it stays a candidate
-        tried = [first, *([plain] if plain["min_chunk"] != rule["min_chunk"] or plain["num_warps"] != rule["num_warps"]
-                          or plain["block_m"] != rule["block_m"] or plain["block_n"] != rule["block_n"] else [])]
+        tried = [first, *([plain] if plain != dict(first, min_chunk=rule["min_chunk"]) else [])]
         for fields in [*tried, *[f for f in candidates(T, G, D) if f not in tried]][:limit]:
             if time.time() > budget_end:
                 log(f"  {name} ctx {ctx}: budget spent after {len(rows)} launches")
