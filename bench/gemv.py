@@ -1,6 +1,6 @@
 """GEMV / skinny-GEMM benchmark: Triton bf16 and BF12 kernels vs cuBLAS, against copy bandwidth.
 
-    python bench/gemv.py --out OUT [--quick] [--tune]
+    python bench/gemv.py --out OUT [--quick] [--tune] [--ms 1,8,64,65] [--as-launched]
 
 - copy bandwidth: device-to-device copy of a 2 GiB buffer, read + write bytes counted;
 - Llama-3.1-8B linear shapes (q/o, k/v, gate/up, down, lm_head) at M = 1 (GEMV) and the skinny
@@ -33,6 +33,9 @@ SHAPES = {  # name: (N, K) of w[N, K]
     "down 4096x14336": (4096, 14336),
     "lm_head 128256x4096": (128256, 4096),
 }
+# the matrices a pipeline's forward launches: qkv and gate+up grouped (`--as-launched`)
+LAUNCHED = {"qkv 6144x4096": (6144, 4096), "o 4096x4096": (4096, 4096), "gate+up 28672x4096": (28672, 4096),
+            "down 4096x14336": (4096, 14336), "lm_head 128256x4096": (128256, 4096)}
 MS = (1, 8, 16, 32, 64, 128)
 L2_BYTES = 60 * 2**20
 
@@ -233,6 +236,10 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="M = 1 and M = 16 on q/o, gate/up and lm_head only")
     ap.add_argument("--tune", action="store_true",
                     help="instead of the benchmark, sweep GEMV launch parameters (a few minutes)")
+    ap.add_argument("--ms", default="", help="row counts, comma-separated (default 1,8,16,32,64,128; --quick 1,16); "
+                    "a tree verify launches budget + 1 rows")
+    ap.add_argument("--as-launched", action="store_true",
+                    help="the matrices as a pipeline launches them (qkv and gate+up grouped), not one per projection")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -244,8 +251,10 @@ def main(argv=None) -> int:
     start = time.time()
     copy_gbps = copy_bandwidth()
     print(f"copy bandwidth {copy_gbps:.0f} GB/s on {torch.cuda.get_device_name()}", flush=True)
-    shapes = {k: v for k, v in SHAPES.items() if not args.quick or k.split()[0] in ("q/o", "gate/up", "lm_head")}
-    ms = (1, 16) if args.quick else MS
+    table = LAUNCHED if args.as_launched else SHAPES
+    shapes = {k: v for k, v in table.items()
+              if not args.quick or k.split()[0] in ("q/o", "gate/up", "gate+up", "o", "lm_head")}
+    ms = tuple(int(m) for m in args.ms.split(",")) if args.ms else (1, 16) if args.quick else MS
     rows, tune = [], []
     if args.tune:
         for name, (n, k) in shapes.items():
