@@ -10,7 +10,9 @@ def _inv_freq(d, base=500000.0):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("heads,kv_heads,d,rotary", [(4, 4, 16, 16), (8, 2, 24, 24), (4, 2, 32, 8)])
+# 12 and 20 q heads: a token's q heads over several programs (Q_HEADS_PER_PROGRAM), the last group partial
+@pytest.mark.parametrize("heads,kv_heads,d,rotary", [(4, 4, 16, 16), (8, 2, 24, 24), (4, 2, 32, 8), (12, 4, 16, 16),
+                                                     (20, 4, 32, 16)])
 def test_rope_out_of_place(seed, device, kt, dtype, heads, kv_heads, d, rotary):
     n = 7
     q = torch.randn(n, heads, d).to(dtype).to(device)
@@ -26,8 +28,9 @@ def test_rope_out_of_place(seed, device, kt, dtype, heads, kv_heads, d, rotary):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("rotary", [16, 8])
-def test_rope_in_place_on_fused_qkv_views(seed, device, kt, dtype, rotary):
-    B, T, H, KH, D = 2, 3, 4, 2, 16
+@pytest.mark.parametrize("H", [4, 12])
+def test_rope_in_place_on_fused_qkv_views(seed, device, kt, dtype, rotary, H):
+    B, T, KH, D = 2, 3, 2, 16
     qkv = torch.randn(B, T, (H + 2 * KH) * D).to(dtype).to(device)
     q = qkv[..., : H * D].view(B, T, H, D)
     k = qkv[..., H * D: (H + KH) * D].view(B, T, KH, D)
@@ -43,8 +46,9 @@ def test_rope_in_place_on_fused_qkv_views(seed, device, kt, dtype, rotary):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("slots_offsets_partial", [False, True])
-def test_rope_kv_write(seed, device, kt, dtype, slots_offsets_partial):
-    B, T, H, KH, D, S = 3, 4, 8, 2, 16, 12
+@pytest.mark.parametrize("H", [8, 20])
+def test_rope_kv_write(seed, device, kt, dtype, slots_offsets_partial, H):
+    B, T, KH, D, S = 3, 4, 2, 16, 12
     q = torch.randn(B, T, H, D).to(dtype).to(device)
     k = torch.randn(B, T, KH, D).to(dtype).to(device)
     v = torch.randn(B, T, KH, D).to(dtype).to(device)

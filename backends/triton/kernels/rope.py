@@ -8,8 +8,8 @@ activation dtype. For fp32 activations every rounding is exact, i.e. plain fp32 
 With inv_freq of R/2 < D/2 entries only the first R dims rotate (partial rotary); the rest pass
 through unchanged.
 
-One program per token; it rotates every q head and every k head of that token, so cos/sin are
-computed once per token. Positions are arbitrary (tree positions need not be contiguous).
+A token's work spreads over several programs: groups of its q heads, its k heads, its v heads (each part
+computes the token's cos/sin). Positions are arbitrary (tree positions need not be contiguous).
 """
 
 from __future__ import annotations
@@ -75,6 +75,23 @@ def _copy_heads(src_ptr, stride_src_h, dst_ptr, stride_dst_h, n_heads, store_ok,
 
 
 @triton.jit
+def _cache_dst(n, lens_ptr, slots_ptr, offsets_ptr, n_rows_ptr, stride_cb, stride_cs, T, max_seq,
+               HAS_SLOTS: tl.constexpr, HAS_OFFSETS: tl.constexpr, HAS_N_ROWS: tl.constexpr):
+    """(offset of token n's cache row in a cache, whether it is written): rope_kv_write's row rule."""
+    b = n // T
+    row = tl.load(lens_ptr + b).to(tl.int64) + n % T
+    if HAS_OFFSETS:
+        row += tl.load(offsets_ptr + b).to(tl.int64)
+    cache_b = b
+    if HAS_SLOTS:
+        cache_b = tl.load(slots_ptr + b).to(tl.int64)
+    in_cache = row < max_seq
+    if HAS_N_ROWS:  # a packed forward's pad rows (n >= its real rows) write nothing
+        in_cache = in_cache & (n < tl.load(n_rows_ptr))
+    return cache_b * stride_cb + row * stride_cs, in_cache
+
+
+@triton.jit
 def _rope_kernel(
     q_ptr, k_ptr, v_ptr, pos_ptr, inv_freq_ptr, q_out_ptr, k_out_ptr,
     k_cache_ptr, v_cache_ptr, lens_ptr, slots_ptr, offsets_ptr, n_rows_ptr,
@@ -88,38 +105,49 @@ def _rope_kernel(
     COPY_Q_TAIL: tl.constexpr, COPY_K_TAIL: tl.constexpr,
     WRITE_CACHE: tl.constexpr, HAS_SLOTS: tl.constexpr, HAS_OFFSETS: tl.constexpr, HAS_N_ROWS: tl.constexpr,
 ):
-    """Token n: rotate dims [0, 2*HALF) of its q and k heads; dims [2*HALF, D) pass through."""
+    """Program (n, part) of token n: part < cdiv(H, BLOCK_H) rotates q heads [part * BLOCK_H, ..), the next
+    part rotates the k heads (into k_out, or into the cache), and with WRITE_CACHE the last copies the v heads
+    into the cache. Dims [0, 2*HALF) rotate; dims [2*HALF, D) pass through. The parts touch disjoint
+    memory, so in-place launches stay race-free, and no part waits on another's loads."""
     launch_dependents()
     n = tl.program_id(0).to(tl.int64)
+    part = tl.program_id(1)
+    q_parts = (H + BLOCK_H - 1) // BLOCK_H
     act_dtype = q_out_ptr.dtype.element_ty
-    cos, sin = rope_cos_sin(tl.load(pos_ptr + n), inv_freq_ptr, attention_scaling, HALF, BLOCK_HALF, act_dtype)
-    q_src = q_ptr + n * stride_qn
-    q_dst = q_out_ptr + n * stride_qon
-    _rotate_heads(q_src, stride_qh, q_dst, stride_qoh, cos, sin, H, True, HALF, BLOCK_H, BLOCK_HALF)
-    if COPY_Q_TAIL:
-        _copy_heads(q_src, stride_qh, q_dst, stride_qoh, H, True, 2 * HALF, D, BLOCK_H, BLOCK_TAIL)
-    k_src = k_ptr + n * stride_kn
-    if WRITE_CACHE:
-        b = n // T
-        row = tl.load(lens_ptr + b).to(tl.int64) + n % T
-        if HAS_OFFSETS:
-            row += tl.load(offsets_ptr + b).to(tl.int64)
-        cache_b = b
-        if HAS_SLOTS:
-            cache_b = tl.load(slots_ptr + b).to(tl.int64)
-        in_cache = row < max_seq
-        if HAS_N_ROWS:  # a packed forward's pad rows (n >= its real rows) write nothing
-            in_cache = in_cache & (n < tl.load(n_rows_ptr))
-        dst = cache_b * stride_cb + row * stride_cs
-        _rotate_heads(k_src, stride_kh, k_cache_ptr + dst, stride_ch, cos, sin, KH, in_cache, HALF, BLOCK_KH, BLOCK_HALF)
-        if COPY_K_TAIL:
-            _copy_heads(k_src, stride_kh, k_cache_ptr + dst, stride_ch, KH, in_cache, 2 * HALF, D, BLOCK_KH, BLOCK_TAIL)
-        _copy_heads(v_ptr + n * stride_vn, stride_vh, v_cache_ptr + dst, stride_ch, KH, in_cache, 0, D, BLOCK_KH, BLOCK_D)
-    else:
-        k_dst = k_out_ptr + n * stride_kon
-        _rotate_heads(k_src, stride_kh, k_dst, stride_koh, cos, sin, KH, True, HALF, BLOCK_KH, BLOCK_HALF)
-        if COPY_K_TAIL:
-            _copy_heads(k_src, stride_kh, k_dst, stride_koh, KH, True, 2 * HALF, D, BLOCK_KH, BLOCK_TAIL)
+    if part < q_parts:
+        cos, sin = rope_cos_sin(tl.load(pos_ptr + n), inv_freq_ptr, attention_scaling, HALF, BLOCK_HALF, act_dtype)
+        h0 = part * BLOCK_H
+        q_src = q_ptr + n * stride_qn + h0 * stride_qh
+        q_dst = q_out_ptr + n * stride_qon + h0 * stride_qoh
+        _rotate_heads(q_src, stride_qh, q_dst, stride_qoh, cos, sin, H - h0, True, HALF, BLOCK_H, BLOCK_HALF)
+        if COPY_Q_TAIL:
+            _copy_heads(q_src, stride_qh, q_dst, stride_qoh, H - h0, True, 2 * HALF, D, BLOCK_H, BLOCK_TAIL)
+    elif part == q_parts:
+        cos, sin = rope_cos_sin(tl.load(pos_ptr + n), inv_freq_ptr, attention_scaling, HALF, BLOCK_HALF, act_dtype)
+        k_src = k_ptr + n * stride_kn
+        if WRITE_CACHE:
+            dst, in_cache = _cache_dst(n, lens_ptr, slots_ptr, offsets_ptr, n_rows_ptr, stride_cb, stride_cs, T,
+                                       max_seq, HAS_SLOTS, HAS_OFFSETS, HAS_N_ROWS)
+            _rotate_heads(k_src, stride_kh, k_cache_ptr + dst, stride_ch, cos, sin, KH, in_cache, HALF, BLOCK_KH,
+                          BLOCK_HALF)
+            if COPY_K_TAIL:
+                _copy_heads(k_src, stride_kh, k_cache_ptr + dst, stride_ch, KH, in_cache, 2 * HALF, D, BLOCK_KH,
+                            BLOCK_TAIL)
+        else:
+            k_dst = k_out_ptr + n * stride_kon
+            _rotate_heads(k_src, stride_kh, k_dst, stride_koh, cos, sin, KH, True, HALF, BLOCK_KH, BLOCK_HALF)
+            if COPY_K_TAIL:
+                _copy_heads(k_src, stride_kh, k_dst, stride_koh, KH, True, 2 * HALF, D, BLOCK_KH, BLOCK_TAIL)
+    elif WRITE_CACHE:
+        dst, in_cache = _cache_dst(n, lens_ptr, slots_ptr, offsets_ptr, n_rows_ptr, stride_cb, stride_cs, T,
+                                   max_seq, HAS_SLOTS, HAS_OFFSETS, HAS_N_ROWS)
+        _copy_heads(v_ptr + n * stride_vn, stride_vh, v_cache_ptr + dst, stride_ch, KH, in_cache, 0, D, BLOCK_KH,
+                    BLOCK_D)
+
+
+# q heads a program rotates: a token's heads spread over several programs (one per token left a launch of a
+# few rows, a drafter level's or a verify's, latency-bound on one dependent load-store chain per token)
+Q_HEADS_PER_PROGRAM = 8
 
 
 def _tokens(x: torch.Tensor, name: str) -> torch.Tensor:
@@ -161,7 +189,8 @@ def _launch(q, k, v, pos, inv_freq, q_out, k_out, attention_scaling,
         k_cache = v_cache = lens = q3
         cache_strides, max_seq = (0, 0, 0), 0
         copy_k_tail = partial and not _same_memory(k3, k_out3)
-    _rope_kernel[(n,)](
+    block_h = min(triton.next_power_of_2(heads), Q_HEADS_PER_PROGRAM)
+    _rope_kernel[(n, triton.cdiv(heads, block_h) + 1 + int(write_cache))](
         q3, k3, v3, pos_flat.contiguous(), inv_freq.contiguous(), q_out3, k_out3,
         k_cache, v_cache, lens, lens if slots is None else slots, lens if offsets is None else offsets,
         lens if n_rows is None else n_rows,
@@ -170,7 +199,7 @@ def _launch(q, k, v, pos, inv_freq, q_out, k_out, attention_scaling,
         *cache_strides,
         tokens_per_request, max_seq, float(attention_scaling),
         H=heads, KH=kv_heads, D=d, HALF=half,
-        BLOCK_H=triton.next_power_of_2(heads), BLOCK_KH=triton.next_power_of_2(kv_heads),
+        BLOCK_H=block_h, BLOCK_KH=triton.next_power_of_2(kv_heads),
         BLOCK_HALF=triton.next_power_of_2(half), BLOCK_D=triton.next_power_of_2(d),
         BLOCK_TAIL=triton.next_power_of_2(max(d - 2 * half, 1)),
         COPY_Q_TAIL=partial and not _same_memory(q3, q_out3), COPY_K_TAIL=copy_k_tail,
