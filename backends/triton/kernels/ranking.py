@@ -113,13 +113,20 @@ def fits(vocab: int, k: int) -> bool:
     return 1 <= k <= min(MAX_K, vocab) and triton.cdiv(vocab, MAX_CHUNK) * k <= MAX_CANDIDATES
 
 
-def _run(logits: torch.Tensor, k: int, token: torch.Tensor | None):
+def _run(logits: torch.Tensor, k: int, token: torch.Tensor | None, chunk: int | None = None,
+         num_warps: int | None = None):
+    """The two launches; chunk and num_warps (pass 1's) default to `chunking`'s and the rule below
+    (bench/ranking_sweep.py times others; any power-of-two chunk of at most MAX_CHUNK ranks the same)."""
     vocab = logits.shape[-1]
     if logits.stride(-1) != 1:
         logits = logits.contiguous()
     x = logits.reshape(-1, vocab)
     rows = x.shape[0]
-    chunks, chunk = chunking(rows, vocab, k, logits.device)
+    if chunk is None:
+        chunks, chunk = chunking(rows, vocab, k, logits.device)
+    else:
+        chunks = triton.cdiv(vocab, chunk)
+    num_warps = num_warps or (8 if chunk >= 4096 else 4)
     f32 = dict(dtype=torch.float32, device=logits.device)
     m, s = torch.empty(rows, chunks, **f32), torch.empty(rows, chunks, **f32)
     vals = torch.empty(rows, chunks * max(k, 1), **f32)
@@ -130,7 +137,7 @@ def _run(logits: torch.Tensor, k: int, token: torch.Tensor | None):
     k_pad = triton.next_power_of_2(max(k, 1))
     if rows:
         _chunk_kernel[(rows, chunks)](x, m, s, vals, ids, x.stride(0), vocab, chunks, CHUNK=chunk, K=k, K_PAD=k_pad,
-                                      num_warps=8 if chunk >= 4096 else 4)
+                                      num_warps=num_warps)
         _merge_kernel[(rows,)](m, s, vals, ids, out_vals, out_ids, x, tok, x.stride(0), vocab, chunks,
                                C_PAD=triton.next_power_of_2(chunks), K=k, K_PAD=k_pad,
                                CAND_PAD=triton.next_power_of_2(chunks * max(k, 1)), num_warps=4)
