@@ -1,6 +1,6 @@
 """GEMV / skinny-GEMM benchmark: Triton bf16 and BF12 kernels vs cuBLAS, against copy bandwidth.
 
-    python bench/gemv.py --out OUT [--quick] [--tune] [--ms 1,8,64,65] [--as-launched]
+    python bench/gemv.py --out OUT [--quick] [--tune] [--ms 1,8,64,65] [--as-launched [8b|drafter]]
 
 - copy bandwidth: device-to-device copy of a 2 GiB buffer, read + write bytes counted;
 - Llama-3.1-8B linear shapes (q/o, k/v, gate/up, down, lm_head) at M = 1 (GEMV) and the skinny
@@ -33,9 +33,14 @@ SHAPES = {  # name: (N, K) of w[N, K]
     "down 4096x14336": (4096, 14336),
     "lm_head 128256x4096": (128256, 4096),
 }
-# the matrices a pipeline's forward launches: qkv and gate+up grouped (`--as-launched`)
-LAUNCHED = {"qkv 6144x4096": (6144, 4096), "o 4096x4096": (4096, 4096), "gate+up 28672x4096": (28672, 4096),
-            "down 4096x14336": (4096, 14336), "lm_head 128256x4096": (128256, 4096)}
+# the matrices as a pipeline's forward launches them, qkv and gate+up grouped (`--as-launched`): the 8B target's,
+# and the 3-layer 1B-width drafter's (`--as-launched drafter`; its head cut to a 32768-id draft vocabulary)
+LAUNCHED = {"8b": {"qkv 6144x4096": (6144, 4096), "o 4096x4096": (4096, 4096),
+                   "gate+up 28672x4096": (28672, 4096), "down 4096x14336": (4096, 14336),
+                   "lm_head 128256x4096": (128256, 4096)},
+            "drafter": {"qkv 3072x2048": (3072, 2048), "o 2048x2048": (2048, 2048),
+                        "gate+up 16384x2048": (16384, 2048), "down 2048x8192": (2048, 8192),
+                        "head 32768x2048": (32768, 2048)}}
 MS = (1, 8, 16, 32, 64, 128)
 L2_BYTES = 60 * 2**20
 
@@ -238,8 +243,9 @@ def main(argv=None) -> int:
                     help="instead of the benchmark, sweep GEMV launch parameters (a few minutes)")
     ap.add_argument("--ms", default="", help="row counts, comma-separated (default 1,8,16,32,64,128; --quick 1,16); "
                     "a tree verify launches budget + 1 rows")
-    ap.add_argument("--as-launched", action="store_true",
-                    help="the matrices as a pipeline launches them (qkv and gate+up grouped), not one per projection")
+    ap.add_argument("--as-launched", nargs="?", const="8b", choices=sorted(LAUNCHED),
+                    help="the matrices as a pipeline launches them (qkv and gate+up grouped), not one per projection: "
+                         "the 8B target's (the default) or the drafter's")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -251,7 +257,7 @@ def main(argv=None) -> int:
     start = time.time()
     copy_gbps = copy_bandwidth()
     print(f"copy bandwidth {copy_gbps:.0f} GB/s on {torch.cuda.get_device_name()}", flush=True)
-    table = LAUNCHED if args.as_launched else SHAPES
+    table = LAUNCHED[args.as_launched] if args.as_launched else SHAPES
     shapes = {k: v for k, v in table.items()
               if not args.quick or k.split()[0] in ("q/o", "gate/up", "gate+up", "o", "lm_head")}
     ms = tuple(int(m) for m in args.ms.split(",")) if args.ms else (1, 16) if args.quick else MS

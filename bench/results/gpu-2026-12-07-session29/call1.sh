@@ -2,8 +2,8 @@
 # smaller draft vocabulary pay at depth 10, and what do the split rope launch and the ranking's slicing cost?
 # Run after session 15's setup, with carry=[".whl"]:
 #   . bench/results/gpu-h200-2026-12-03-session15/setup.sh; bash bench/results/gpu-2026-12-07-session29/call1.sh
-# 1. bench/gemv.py --as-launched: cuBLAS and Triton at 8 (a drafter level), 56, 64 and 65 rows (budget + 1) on the
-#    8B matrices as the forward launches them;
+# 1. bench/gemv.py --as-launched: cuBLAS and Triton at 56, 64 and 65 rows (budget + 1) on the 8B matrices as the
+#    forward launches them, and at 8 rows (a tree level) on the drafter's;
 # 2. bench/ranking_sweep.py: the ranking's pass-1 chunk x warps at a tree level's shapes;
 # 3. `specir bench --check` at b1, code completion 4 x 64: depth 10 with budget 64 (65 rows), 63 (64 rows), and 63
 #    with a 16384-id draft vocabulary;
@@ -11,8 +11,10 @@
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 R=/tmp/c1; rm -rf $R; mkdir -p $R
 pack() { tar -C $R -czf $OUT/call1.tgz --exclude="trace-*" . ; }
-timeout 100 python3 bench/gemv.py --out $R/gemv --as-launched --ms 8,56,64,65 > $R/gemv-log.txt 2>&1
+timeout 80 python3 bench/gemv.py --out $R/gemv --as-launched --ms 56,64,65 > $R/gemv-log.txt 2>&1
 echo "gemv rc=$? at ${SECONDS}s"; pack; grep -E "^\| (qkv|o |gate|down|lm)" $R/gemv-log.txt | cut -c1-100
+timeout 50 python3 bench/gemv.py --out $R/gemv-drafter --as-launched drafter --ms 8 > $R/gemv-drafter-log.txt 2>&1
+echo "gemv drafter rc=$? at ${SECONDS}s"; pack; grep -E "^\| (qkv|o |gate|down|head)" $R/gemv-drafter-log.txt | cut -c1-100
 timeout 60 python3 bench/ranking_sweep.py --out $R/ranking_sweep.json > $R/rk-log.txt 2>&1
 echo "ranking rc=$? at ${SECONDS}s"; pack; tail -n 6 $R/rk-log.txt
 left=$((505 - SECONDS))
