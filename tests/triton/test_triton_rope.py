@@ -13,14 +13,15 @@ def _inv_freq(d, base=500000.0):
 # 12 and 20 q heads: a token's q heads over several programs (Q_HEADS_PER_PROGRAM), the last group partial
 @pytest.mark.parametrize("heads,kv_heads,d,rotary", [(4, 4, 16, 16), (8, 2, 24, 24), (4, 2, 32, 8), (12, 4, 16, 16),
                                                      (20, 4, 32, 16)])
-def test_rope_out_of_place(seed, device, kt, dtype, heads, kv_heads, d, rotary):
+@pytest.mark.parametrize("split_heads", [True, False], ids=["split", "token"])
+def test_rope_out_of_place(seed, device, kt, dtype, heads, kv_heads, d, rotary, split_heads):
     n = 7
     q = torch.randn(n, heads, d).to(dtype).to(device)
     k = torch.randn(n, kv_heads, d).to(dtype).to(device)
     pos = torch.randint(0, 6000, (n,), device=device)       # arbitrary, not contiguous
     inv_freq = _inv_freq(rotary).to(device)
     q_out, k_out = kt.poisoned(q.shape, dtype, device), kt.poisoned(k.shape, dtype, device)
-    rope(q, k, pos, inv_freq, 0.9, q_out=q_out, k_out=k_out)
+    rope(q, k, pos, inv_freq, 0.9, q_out=q_out, k_out=k_out, split_heads=split_heads)
     want_q, want_k = ref.rope_reference(q, k, pos, inv_freq, 0.9)
     kt.close(q_out, want_q)
     kt.close(k_out, want_k)
@@ -29,7 +30,8 @@ def test_rope_out_of_place(seed, device, kt, dtype, heads, kv_heads, d, rotary):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("rotary", [16, 8])
 @pytest.mark.parametrize("H", [4, 12])
-def test_rope_in_place_on_fused_qkv_views(seed, device, kt, dtype, rotary, H):
+@pytest.mark.parametrize("split_heads", [True, False], ids=["split", "token"])
+def test_rope_in_place_on_fused_qkv_views(seed, device, kt, dtype, rotary, H, split_heads):
     B, T, KH, D = 2, 3, 2, 16
     qkv = torch.randn(B, T, (H + 2 * KH) * D).to(dtype).to(device)
     q = qkv[..., : H * D].view(B, T, H, D)
@@ -38,7 +40,7 @@ def test_rope_in_place_on_fused_qkv_views(seed, device, kt, dtype, rotary, H):
     pos = torch.randint(0, 100, (B, T), device=device)
     inv_freq = _inv_freq(rotary).to(device)
     want_q, want_k = ref.rope_reference(q.reshape(-1, H, D), k.reshape(-1, KH, D), pos, inv_freq)
-    rope(q, k, pos, inv_freq, inplace=True)
+    rope(q, k, pos, inv_freq, inplace=True, split_heads=split_heads)
     kt.close(q.reshape(-1, H, D), want_q)
     kt.close(k.reshape(-1, KH, D), want_k)
     assert torch.equal(qkv[..., (H + KH) * D:], v_before)
@@ -47,7 +49,8 @@ def test_rope_in_place_on_fused_qkv_views(seed, device, kt, dtype, rotary, H):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("slots_offsets_partial", [False, True])
 @pytest.mark.parametrize("H", [8, 20])
-def test_rope_kv_write(seed, device, kt, dtype, slots_offsets_partial, H):
+@pytest.mark.parametrize("split_heads", [True, False], ids=["split", "token"])
+def test_rope_kv_write(seed, device, kt, dtype, slots_offsets_partial, H, split_heads):
     B, T, KH, D, S = 3, 4, 2, 16, 12
     q = torch.randn(B, T, H, D).to(dtype).to(device)
     k = torch.randn(B, T, KH, D).to(dtype).to(device)
@@ -66,7 +69,8 @@ def test_rope_kv_write(seed, device, kt, dtype, slots_offsets_partial, H):
     want_q, want_k = ref.rope_reference(q.reshape(-1, H, D), k.reshape(-1, KH, D), pos, inv_freq)
     ref.kv_write_reference(want_k_cache, want_v_cache, want_k.view(B, T, KH, D), v, lens, slots=slots, offsets=offsets)
     q_out = kt.poisoned(q.shape, dtype, device)
-    rope_kv_write(q, k, v, pos, inv_freq, k_cache, v_cache, lens, q_out=q_out, slots=slots, offsets=offsets)
+    rope_kv_write(q, k, v, pos, inv_freq, k_cache, v_cache, lens, q_out=q_out, slots=slots, offsets=offsets,
+                  split_heads=split_heads)
     kt.close(q_out.view(-1, H, D), want_q)
     written = ~torch.isnan(want_k_cache)
     assert torch.equal(written, ~torch.isnan(k_cache)) and torch.equal(written, ~torch.isnan(v_cache))

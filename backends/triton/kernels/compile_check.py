@@ -37,7 +37,7 @@ def _cases():
     rope_ptrs = dict(q_ptr=bf, k_ptr=bf, v_ptr=bf, pos_ptr="i64", inv_freq_ptr=f32, q_out_ptr=bf, k_out_ptr=bf,
                      k_cache_ptr=bf, v_cache_ptr=bf, lens_ptr="i32", slots_ptr="i32", offsets_ptr="i32",
                      n_rows_ptr="i32")
-    rope_const = dict(H=32, KH=8, D=128, HALF=64, BLOCK_H=8, BLOCK_KH=8, BLOCK_HALF=64, BLOCK_D=128,
+    rope_const = dict(H=32, KH=8, D=128, HALF=64, BLOCK_H=8, BLOCK_KH=8, SPLIT=True, BLOCK_HALF=64, BLOCK_D=128,
                       BLOCK_TAIL=1, COPY_Q_TAIL=False, COPY_K_TAIL=False, HAS_SLOTS=True, HAS_OFFSETS=True,
                       HAS_N_ROWS=True)
     return [
@@ -66,6 +66,8 @@ def _cases():
          dict(num_warps=4)),
         ("rope_kv_write fp16", "rope", "_rope_kernel", {k: "fp16" if v == bf else v for k, v in rope_ptrs.items()},
          ["attention_scaling"], dict(rope_const, WRITE_CACHE=True), dict(num_warps=4)),  # round_product's f16 branch
+        ("rope_kv_write a token a program", "rope", "_rope_kernel", rope_ptrs, ["attention_scaling"],
+         dict(rope_const, BLOCK_H=32, SPLIT=False, WRITE_CACHE=True), dict(num_warps=4)),
         ("rope partial", "rope", "_rope_kernel", rope_ptrs, ["attention_scaling"],
          dict(rope_const, HALF=32, BLOCK_HALF=32, BLOCK_TAIL=64, COPY_Q_TAIL=True, COPY_K_TAIL=True, WRITE_CACHE=True),
          dict(num_warps=4)),

@@ -19,6 +19,7 @@ import triton
 import triton.language as tl
 
 from ._numerics import precise_cos, precise_sin, round_product, round_to
+from ._interpreter_compat import interpreting
 from .launch_overlap import launch_dependents
 
 
@@ -104,18 +105,50 @@ def _rope_kernel(
     BLOCK_D: tl.constexpr, BLOCK_TAIL: tl.constexpr,
     COPY_Q_TAIL: tl.constexpr, COPY_K_TAIL: tl.constexpr,
     WRITE_CACHE: tl.constexpr, HAS_SLOTS: tl.constexpr, HAS_OFFSETS: tl.constexpr, HAS_N_ROWS: tl.constexpr,
+    SPLIT: tl.constexpr,
 ):
-    """Program (n, part) of token n: part < cdiv(H, BLOCK_H) rotates q heads [part * BLOCK_H, ..), the next
-    part rotates the k heads (into k_out, or into the cache), and with WRITE_CACHE the last copies the v heads
-    into the cache. Dims [0, 2*HALF) rotate; dims [2*HALF, D) pass through. The parts touch disjoint
-    memory, so in-place launches stay race-free, and no part waits on another's loads."""
+    """SPLIT: program (n, part) of token n: part < cdiv(H, BLOCK_H) rotates q heads [part * BLOCK_H, ..), the
+    next part rotates the k heads (into k_out, or into the cache), and with WRITE_CACHE the last copies the v
+    heads into the cache. The parts touch disjoint memory, so in-place launches stay race-free, and no part
+    waits on another's loads. Not SPLIT: program n does all of token n (BLOCK_H >= H). Dims [0, 2*HALF)
+    rotate; dims [2*HALF, D) pass through."""
     launch_dependents()
     n = tl.program_id(0).to(tl.int64)
-    part = tl.program_id(1)
+    cos, sin = rope_cos_sin(tl.load(pos_ptr + n), inv_freq_ptr, attention_scaling, HALF, BLOCK_HALF,
+                            q_out_ptr.dtype.element_ty)
+    if SPLIT:
+        _rope_part(q_ptr, k_ptr, v_ptr, q_out_ptr, k_out_ptr, k_cache_ptr, v_cache_ptr,
+                   lens_ptr, slots_ptr, offsets_ptr, n_rows_ptr, stride_qn, stride_qh, stride_kn, stride_kh,
+                   stride_vn, stride_vh, stride_qon, stride_qoh, stride_kon, stride_koh, stride_cb, stride_ch,
+                   stride_cs, T, max_seq, cos, sin, n, tl.program_id(1), H, KH, D, HALF, BLOCK_H,
+                   BLOCK_KH, BLOCK_HALF, BLOCK_D, BLOCK_TAIL, COPY_Q_TAIL, COPY_K_TAIL, WRITE_CACHE, HAS_SLOTS,
+                   HAS_OFFSETS, HAS_N_ROWS)
+    else:
+        for part in tl.static_range(2 + WRITE_CACHE):
+            _rope_part(q_ptr, k_ptr, v_ptr, q_out_ptr, k_out_ptr, k_cache_ptr, v_cache_ptr,
+                       lens_ptr, slots_ptr, offsets_ptr, n_rows_ptr, stride_qn, stride_qh, stride_kn, stride_kh,
+                       stride_vn, stride_vh, stride_qon, stride_qoh, stride_kon, stride_koh, stride_cb, stride_ch,
+                       stride_cs, T, max_seq, cos, sin, n, part, H, KH, D, HALF, BLOCK_H,
+                       BLOCK_KH, BLOCK_HALF, BLOCK_D, BLOCK_TAIL, COPY_Q_TAIL, COPY_K_TAIL, WRITE_CACHE, HAS_SLOTS,
+                       HAS_OFFSETS, HAS_N_ROWS)
+
+
+@triton.jit
+def _rope_part(q_ptr, k_ptr, v_ptr, q_out_ptr, k_out_ptr,
+               k_cache_ptr, v_cache_ptr, lens_ptr, slots_ptr, offsets_ptr, n_rows_ptr,
+               stride_qn, stride_qh, stride_kn, stride_kh, stride_vn, stride_vh,
+               stride_qon, stride_qoh, stride_kon, stride_koh,
+               stride_cb, stride_ch, stride_cs,
+               T, max_seq, cos, sin, n, part,
+               H: tl.constexpr, KH: tl.constexpr, D: tl.constexpr, HALF: tl.constexpr,
+               BLOCK_H: tl.constexpr, BLOCK_KH: tl.constexpr, BLOCK_HALF: tl.constexpr,
+               BLOCK_D: tl.constexpr, BLOCK_TAIL: tl.constexpr,
+               COPY_Q_TAIL: tl.constexpr, COPY_K_TAIL: tl.constexpr,
+               WRITE_CACHE: tl.constexpr, HAS_SLOTS: tl.constexpr, HAS_OFFSETS: tl.constexpr,
+               HAS_N_ROWS: tl.constexpr):
+    """Part `part` of token n (the kernel's docstring), with the token's cos and sin."""
     q_parts = (H + BLOCK_H - 1) // BLOCK_H
-    act_dtype = q_out_ptr.dtype.element_ty
     if part < q_parts:
-        cos, sin = rope_cos_sin(tl.load(pos_ptr + n), inv_freq_ptr, attention_scaling, HALF, BLOCK_HALF, act_dtype)
         h0 = part * BLOCK_H
         q_src = q_ptr + n * stride_qn + h0 * stride_qh
         q_dst = q_out_ptr + n * stride_qon + h0 * stride_qoh
@@ -123,7 +156,6 @@ def _rope_kernel(
         if COPY_Q_TAIL:
             _copy_heads(q_src, stride_qh, q_dst, stride_qoh, H - h0, True, 2 * HALF, D, BLOCK_H, BLOCK_TAIL)
     elif part == q_parts:
-        cos, sin = rope_cos_sin(tl.load(pos_ptr + n), inv_freq_ptr, attention_scaling, HALF, BLOCK_HALF, act_dtype)
         k_src = k_ptr + n * stride_kn
         if WRITE_CACHE:
             dst, in_cache = _cache_dst(n, lens_ptr, slots_ptr, offsets_ptr, n_rows_ptr, stride_cb, stride_cs, T,
@@ -145,8 +177,10 @@ def _rope_kernel(
                     BLOCK_D)
 
 
-# q heads a program rotates: a token's heads spread over several programs (one per token left a launch of a
-# few rows, a drafter level's or a verify's, latency-bound on one dependent load-store chain per token)
+# q heads a program rotates when a token's heads spread over several programs (split_heads): one program a token
+# left a launch of a few rows, a drafter level's or a verify's, latency-bound on one dependent load-store chain a
+# token. The interpreter runs one program a token (its cost is per program, and each part computes cos/sin again);
+# both layouts write the same bits (tests/triton/test_triton_rope.py runs both).
 Q_HEADS_PER_PROGRAM = 8
 
 
@@ -162,7 +196,8 @@ def _same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _launch(q, k, v, pos, inv_freq, q_out, k_out, attention_scaling,
-            k_cache=None, v_cache=None, lens=None, tokens_per_request=1, slots=None, offsets=None, n_rows=None):
+            k_cache=None, v_cache=None, lens=None, tokens_per_request=1, slots=None, offsets=None, n_rows=None,
+            split_heads=None):
     q3, k3, q_out3 = _tokens(q, "q"), _tokens(k, "k"), _tokens(q_out, "q_out")
     n, heads, d = q3.shape
     kv_heads = k3.shape[1]
@@ -189,8 +224,13 @@ def _launch(q, k, v, pos, inv_freq, q_out, k_out, attention_scaling,
         k_cache = v_cache = lens = q3
         cache_strides, max_seq = (0, 0, 0), 0
         copy_k_tail = partial and not _same_memory(k3, k_out3)
-    block_h = min(triton.next_power_of_2(heads), Q_HEADS_PER_PROGRAM)
-    _rope_kernel[(n, triton.cdiv(heads, block_h) + 1 + int(write_cache))](
+    if split_heads is None:
+        split_heads = not interpreting()
+    block_h = triton.next_power_of_2(heads)
+    if split_heads:
+        block_h = min(block_h, Q_HEADS_PER_PROGRAM)
+    parts = triton.cdiv(heads, block_h) + 1 + int(write_cache) if split_heads else 1
+    _rope_kernel[(n, parts)](
         q3, k3, v3, pos_flat.contiguous(), inv_freq.contiguous(), q_out3, k_out3,
         k_cache, v_cache, lens, lens if slots is None else slots, lens if offsets is None else offsets,
         lens if n_rows is None else n_rows,
@@ -204,11 +244,12 @@ def _launch(q, k, v, pos, inv_freq, q_out, k_out, attention_scaling,
         BLOCK_TAIL=triton.next_power_of_2(max(d - 2 * half, 1)),
         COPY_Q_TAIL=partial and not _same_memory(q3, q_out3), COPY_K_TAIL=copy_k_tail,
         WRITE_CACHE=write_cache, HAS_SLOTS=slots is not None, HAS_OFFSETS=offsets is not None,
-        HAS_N_ROWS=n_rows is not None, num_warps=4,
+        HAS_N_ROWS=n_rows is not None, SPLIT=split_heads, num_warps=4,
     )
 
 
-def rope(q, k, pos, inv_freq, attention_scaling: float = 1.0, *, inplace: bool = False, q_out=None, k_out=None):
+def rope(q, k, pos, inv_freq, attention_scaling: float = 1.0, *, inplace: bool = False, q_out=None, k_out=None,
+         split_heads=None):
     """Rotate q [..., H, D] and k [..., KH, D] at positions pos [...] (int, one per token).
 
     inv_freq: [R/2] fp32; the first R <= D dims rotate (R < D: partial rotary), the rest pass
@@ -219,12 +260,12 @@ def rope(q, k, pos, inv_freq, attention_scaling: float = 1.0, *, inplace: bool =
         q_out, k_out = q, k
     q_out = torch.empty_like(q) if q_out is None else q_out
     k_out = torch.empty_like(k) if k_out is None else k_out
-    _launch(q, k, None, pos, inv_freq, q_out, k_out, attention_scaling)
+    _launch(q, k, None, pos, inv_freq, q_out, k_out, attention_scaling, split_heads=split_heads)
     return q_out, k_out
 
 
 def rope_kv_write(q, k, v, pos, inv_freq, k_cache, v_cache, lens, attention_scaling: float = 1.0, *,
-                  q_out=None, slots=None, offsets=None, n_rows=None):
+                  q_out=None, slots=None, offsets=None, n_rows=None, split_heads=None):
     """Rope on q (into q_out; q_out=q for in place) and on k, and the contract's kv_write of the
     rotated k and of v in the same launch: token t of request b goes to cache row
     lens[b] + offsets[b] + t of cache slot slots[b] (offsets default 0, slots default b).
@@ -237,5 +278,5 @@ def rope_kv_write(q, k, v, pos, inv_freq, k_cache, v_cache, lens, attention_scal
         raise ValueError("pos must be [B, T]")
     q_out = torch.empty_like(q) if q_out is None else q_out
     _launch(q, k, v, pos, inv_freq, q_out, None, attention_scaling,
-            k_cache, v_cache, lens, pos.shape[1], slots, offsets, n_rows)
+            k_cache, v_cache, lens, pos.shape[1], slots, offsets, n_rows, split_heads)
     return q_out
