@@ -1,13 +1,11 @@
-# Session 29's first call (issue 17), about 500 s: does a 64-row verify (one GEMM row tile) beat 65 rows, does a
+# Session 29's first call (issue 17), about 420 s: does a 64-row verify (one GEMM row tile) beat 65 rows, does a
 # smaller draft vocabulary pay at depth 10, and what do the split rope launch and the ranking's slicing cost?
 # Run after session 15's setup, with carry=[".whl"]:
 #   . bench/results/gpu-h200-2026-12-03-session15/setup.sh; bash bench/results/gpu-2026-12-07-session29/call1.sh
 # 1. `specir bench --check` at b1, code completion 4 x 64: depth 10 with budget 64 (65 rows), 63 (64 rows), and 63
 #    with a 16384-id draft vocabulary;
 # 2. bench/ranking_sweep.py: the ranking's pass-1 chunk x warps at a tree level's shapes;
-# 3. bench/gemv.py --as-launched: cuBLAS and Triton at 64 and 65 rows (budget + 1) on the 8B matrices as the
-#    forward launches them, and at 8 rows (a tree level) on the drafter's;
-# 4. step_profile --per-op of the depth-10 build (the rope launch split over a token's heads since session 28).
+# 3. step_profile --per-op of the depth-10 build (the rope launch split over a token's heads since session 28).
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 R=/tmp/c1; rm -rf $R; mkdir -p $R
 pack() { tar -C $R -czf $OUT/call1.tgz --exclude="trace-*" . ; }
@@ -18,11 +16,7 @@ timeout $left python3 bench/h200_session.py --out $R/s --stages inflate,compile,
 echo "8b rc=$? at ${SECONDS}s"; pack; grep -A5 "^build " $R/s-log.txt | head -6
 timeout 45 python3 bench/ranking_sweep.py --out $R/ranking_sweep.json > $R/rk-log.txt 2>&1
 echo "ranking rc=$? at ${SECONDS}s"; pack; tail -n 6 $R/rk-log.txt
-timeout 50 python3 bench/gemv.py --out $R/gemv --as-launched --ms 64,65 > $R/gemv-log.txt 2>&1
-echo "gemv rc=$? at ${SECONDS}s"; pack; grep -E "^\| (qkv|o |gate|down|lm)" $R/gemv-log.txt | cut -c1-100
-timeout 30 python3 bench/gemv.py --out $R/gemv-drafter --as-launched drafter --ms 8 > $R/gemv-drafter-log.txt 2>&1
-echo "gemv drafter rc=$? at ${SECONDS}s"; pack; grep -E "^\| (qkv|o |gate|down|head)" $R/gemv-drafter-log.txt | cut -c1-100
-left=$((495 - SECONDS))
+left=$((420 - SECONDS))
 [ $left -gt 20 ] && [ -d /tmp/zoo8b/build-tree-fr-d10k8b64 ] && timeout $left python3 bench/step_profile.py \
   /tmp/zoo8b/build-tree-fr-d10k8b64 --per-op --batch-size 1 --limit 1 --max-new-tokens 32 \
   --out $R/sp > $R/sp-log.txt 2>&1
