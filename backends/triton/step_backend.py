@@ -22,7 +22,6 @@ from .kernels.kv_cache import kv_compact
 
 class TritonStepBackend(StepBackend):
     name = "triton"
-    prefill_quantum = 32
     pads_packed_rows = True  # kernels compile (and graphs capture) per forward size: keep the sizes few
     # the kernel behind each hook below (a build's manifest lists those of the hooks its ops call)
     hook_kernels = {"top_log_probs": "ranking.top_log_probs", "log_prob_of": "ranking.log_prob_of",
@@ -42,6 +41,12 @@ class TritonStepBackend(StepBackend):
             # the linear kernels' split-K counters: grown once now, since a captured graph keeps their address
             _counter_buffer(self.device, 1 << 20)
             self.stream = torch.cuda.Stream(self.device)  # warm-ups and captures run here (per-stream lazy state)
+
+    @property
+    def prefill_quantum(self) -> int:
+        """Prefills pad to multiples of 32 tokens on a GPU (kernels compile per forward size); the interpreter
+        compiles nothing and pays per token (a 9-token prompt ran as 32), so it pads nothing."""
+        return 1 if interpreting() else 32
 
     def executor(self, model, weights):
         return CompiledModel(model, weights, self.device)
