@@ -1,23 +1,17 @@
-# Session 29's first call (issue 17), about 420 s: does a 64-row verify (one GEMM row tile) beat 65 rows, does a
+# Session 29's first call (issue 17), about 345 s: does a 64-row verify (one GEMM row tile) beat 65 rows, does a
 # smaller draft vocabulary pay at depth 10, and what do the split rope launch and the ranking's slicing cost?
 # Run after session 15's setup, with carry=[".whl"]:
 #   . bench/results/gpu-h200-2026-12-03-session15/setup.sh; bash bench/results/gpu-2026-12-07-session29/call1.sh
 # 1. `specir bench --check` at b1, code completion 4 x 64: depth 10 with budget 64 (65 rows), 63 (64 rows), and 63
 #    with a 16384-id draft vocabulary;
 # 2. bench/ranking_sweep.py: the ranking's pass-1 chunk x warps at a tree level's shapes;
-# 3. step_profile --per-op of the depth-10 build (the rope launch split over a token's heads since session 28).
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 R=/tmp/c1; rm -rf $R; mkdir -p $R
 pack() { tar -C $R -czf $OUT/call1.tgz --exclude="trace-*" . ; }
-left=$((330 - SECONDS))
+left=$((300 - SECONDS))
 timeout $left python3 bench/h200_session.py --out $R/s --stages inflate,compile,bench \
   --builds tree-fr-d10k8b64,tree-fr-d10k8b63,tree-fr-d10k8b63v16384 \
   --batch-sizes 1 --limit 4 --max-new-tokens 64 --bench-limit-s 70 --budget-s $((left - 5)) > $R/s-log.txt 2>&1
 echo "8b rc=$? at ${SECONDS}s"; pack; grep -A5 "^build " $R/s-log.txt | head -6
-timeout 45 python3 bench/ranking_sweep.py --out $R/ranking_sweep.json > $R/rk-log.txt 2>&1
+timeout 40 python3 bench/ranking_sweep.py --out $R/ranking_sweep.json > $R/rk-log.txt 2>&1
 echo "ranking rc=$? at ${SECONDS}s"; pack; tail -n 6 $R/rk-log.txt
-left=$((420 - SECONDS))
-[ $left -gt 20 ] && [ -d /tmp/zoo8b/build-tree-fr-d10k8b64 ] && timeout $left python3 bench/step_profile.py \
-  /tmp/zoo8b/build-tree-fr-d10k8b64 --per-op --batch-size 1 --limit 1 --max-new-tokens 32 \
-  --out $R/sp > $R/sp-log.txt 2>&1
-echo "sp at ${SECONDS}s"; pack; grep -h -E "op  [01]" $R/sp-log.txt 2>/dev/null | head -4
