@@ -16,6 +16,25 @@ COMPACT_BLOCK = 512
 
 
 @triton.jit
+def cache_row(n, lens_ptr, slots_ptr, offsets_ptr, n_rows_ptr, stride_cb, stride_cs, T, max_seq,
+              HAS_SLOTS: tl.constexpr, HAS_OFFSETS: tl.constexpr, HAS_N_ROWS: tl.constexpr):
+    """(offset of token n's cache row in a cache, whether it is written): the row rule of kv_write and
+    rope_kv_write (token t = n % T of request b = n // T: row lens[b] + offsets[b] + t of slot slots[b]; none
+    past max_seq, nor with n_rows for pad rows n >= n_rows[0])."""
+    b = n // T
+    row = tl.load(lens_ptr + b).to(tl.int64) + n % T
+    if HAS_OFFSETS:
+        row += tl.load(offsets_ptr + b).to(tl.int64)
+    cache_b = b
+    if HAS_SLOTS:
+        cache_b = tl.load(slots_ptr + b).to(tl.int64)
+    in_cache = row < max_seq
+    if HAS_N_ROWS:  # a packed forward's pad rows (n >= its real rows) write nothing
+        in_cache = in_cache & (n < tl.load(n_rows_ptr))
+    return cache_b * stride_cb + row * stride_cs, in_cache
+
+
+@triton.jit
 def _kv_write_kernel(k_new_ptr, v_new_ptr, k_cache_ptr, v_cache_ptr, lens_ptr, n_new_ptr, slots_ptr, offsets_ptr,
                      n_rows_ptr,
                      stride_kn, stride_kh, stride_vn, stride_vh, stride_cb, stride_ch, stride_cs,
@@ -24,23 +43,14 @@ def _kv_write_kernel(k_new_ptr, v_new_ptr, k_cache_ptr, v_cache_ptr, lens_ptr, n
                      HAS_N_NEW: tl.constexpr, HAS_SLOTS: tl.constexpr, HAS_OFFSETS: tl.constexpr,
                      HAS_N_ROWS: tl.constexpr):
     n = tl.program_id(0).to(tl.int64)
-    b = n // T
-    t = n % T
-    row = tl.load(lens_ptr + b).to(tl.int64) + t
-    if HAS_OFFSETS:
-        row += tl.load(offsets_ptr + b).to(tl.int64)
-    cache_b = b
-    if HAS_SLOTS:
-        cache_b = tl.load(slots_ptr + b).to(tl.int64)
-    write = row < max_seq
+    row_at, write = cache_row(n, lens_ptr, slots_ptr, offsets_ptr, n_rows_ptr, stride_cb, stride_cs, T, max_seq,
+                              HAS_SLOTS, HAS_OFFSETS, HAS_N_ROWS)
     if HAS_N_NEW:
-        write = write & (t < tl.load(n_new_ptr + b))
-    if HAS_N_ROWS:
-        write = write & (n < tl.load(n_rows_ptr))
+        write = write & (n % T < tl.load(n_new_ptr + n // T))
     heads = tl.arange(0, BLOCK_KH)[:, None]
     cols = tl.arange(0, BLOCK_D)[None, :]
     ok = (heads < KH) & (cols < D)
-    dst = cache_b * stride_cb + row * stride_cs + heads * stride_ch + cols
+    dst = row_at + heads * stride_ch + cols
     ok = tl.where(write, ok, False)  # not `ok & write`: Triton 3.9's interpreter mistypes tensor & scalar
     k = tl.load(k_new_ptr + n * stride_kn + heads * stride_kh + cols, mask=ok, other=0.0)
     v = tl.load(v_new_ptr + n * stride_vn + heads * stride_vh + cols, mask=ok, other=0.0)

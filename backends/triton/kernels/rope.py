@@ -20,6 +20,7 @@ import triton.language as tl
 
 from ._numerics import precise_cos, precise_sin, round_product, round_to
 from ._interpreter_compat import interpreting
+from .kv_cache import cache_row
 from .launch_overlap import launch_dependents
 
 
@@ -73,23 +74,6 @@ def _copy_heads(src_ptr, stride_src_h, dst_ptr, stride_dst_h, n_heads, store_ok,
     ok = (heads < n_heads) & (cols < D)
     x = tl.load(src_ptr + heads * stride_src_h + cols, mask=ok, other=0.0)
     tl.store(dst_ptr + heads * stride_dst_h + cols, x.to(dst_ptr.dtype.element_ty), mask=tl.where(store_ok, ok, False))
-
-
-@triton.jit
-def _cache_dst(n, lens_ptr, slots_ptr, offsets_ptr, n_rows_ptr, stride_cb, stride_cs, T, max_seq,
-               HAS_SLOTS: tl.constexpr, HAS_OFFSETS: tl.constexpr, HAS_N_ROWS: tl.constexpr):
-    """(offset of token n's cache row in a cache, whether it is written): rope_kv_write's row rule."""
-    b = n // T
-    row = tl.load(lens_ptr + b).to(tl.int64) + n % T
-    if HAS_OFFSETS:
-        row += tl.load(offsets_ptr + b).to(tl.int64)
-    cache_b = b
-    if HAS_SLOTS:
-        cache_b = tl.load(slots_ptr + b).to(tl.int64)
-    in_cache = row < max_seq
-    if HAS_N_ROWS:  # a packed forward's pad rows (n >= its real rows) write nothing
-        in_cache = in_cache & (n < tl.load(n_rows_ptr))
-    return cache_b * stride_cb + row * stride_cs, in_cache
 
 
 @triton.jit
@@ -158,8 +142,8 @@ def _rope_part(q_ptr, k_ptr, v_ptr, q_out_ptr, k_out_ptr,
     elif part == q_parts:
         k_src = k_ptr + n * stride_kn
         if WRITE_CACHE:
-            dst, in_cache = _cache_dst(n, lens_ptr, slots_ptr, offsets_ptr, n_rows_ptr, stride_cb, stride_cs, T,
-                                       max_seq, HAS_SLOTS, HAS_OFFSETS, HAS_N_ROWS)
+            dst, in_cache = cache_row(n, lens_ptr, slots_ptr, offsets_ptr, n_rows_ptr, stride_cb, stride_cs, T,
+                                      max_seq, HAS_SLOTS, HAS_OFFSETS, HAS_N_ROWS)
             _rotate_heads(k_src, stride_kh, k_cache_ptr + dst, stride_ch, cos, sin, KH, in_cache, HALF, BLOCK_KH,
                           BLOCK_HALF)
             if COPY_K_TAIL:
@@ -171,8 +155,8 @@ def _rope_part(q_ptr, k_ptr, v_ptr, q_out_ptr, k_out_ptr,
             if COPY_K_TAIL:
                 _copy_heads(k_src, stride_kh, k_dst, stride_koh, KH, True, 2 * HALF, D, BLOCK_KH, BLOCK_TAIL)
     elif WRITE_CACHE:
-        dst, in_cache = _cache_dst(n, lens_ptr, slots_ptr, offsets_ptr, n_rows_ptr, stride_cb, stride_cs, T,
-                                   max_seq, HAS_SLOTS, HAS_OFFSETS, HAS_N_ROWS)
+        dst, in_cache = cache_row(n, lens_ptr, slots_ptr, offsets_ptr, n_rows_ptr, stride_cb, stride_cs, T,
+                                  max_seq, HAS_SLOTS, HAS_OFFSETS, HAS_N_ROWS)
         _copy_heads(v_ptr + n * stride_vn, stride_vh, v_cache_ptr + dst, stride_ch, KH, in_cache, 0, D, BLOCK_KH,
                     BLOCK_D)
 
