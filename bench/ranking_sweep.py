@@ -34,8 +34,8 @@ def sweep_case(rows: int, vocab: int, k: int, timer, device) -> dict:
 
     logits = torch.randn(rows, vocab, device=device).to(torch.bfloat16)
     want_vals, want_ids = ranking._run(logits, k, None)
-    rule_chunks, rule_chunk = ranking.chunking(rows, vocab, k, device)
-    out = {"rule": {"chunk": rule_chunk, "num_warps": 8 if rule_chunk >= 4096 else 4,
+    _, rule_chunk = ranking.chunking(rows, vocab, k, device)
+    out = {"rule": {"chunk": rule_chunk, "num_warps": ranking.chunk_warps(rule_chunk),
                     "us": timer(lambda: ranking._run(logits, k, None)) * 1e6}, "candidates": []}
     for chunk in CHUNKS:
         if chunk > vocab * 2 or ranking.triton.cdiv(vocab, chunk) * k > ranking.MAX_CANDIDATES:

@@ -113,9 +113,14 @@ def fits(vocab: int, k: int) -> bool:
     return 1 <= k <= min(MAX_K, vocab) and triton.cdiv(vocab, MAX_CHUNK) * k <= MAX_CANDIDATES
 
 
+def chunk_warps(chunk: int) -> int:
+    """Pass 1's warps for a slice of `chunk` columns (the rule; bench/ranking_sweep.py times others)."""
+    return 8 if chunk >= 4096 else 4
+
+
 def _run(logits: torch.Tensor, k: int, token: torch.Tensor | None, chunk: int | None = None,
          num_warps: int | None = None):
-    """The two launches; chunk and num_warps (pass 1's) default to `chunking`'s and the rule below
+    """The two launches; chunk and num_warps (pass 1's) default to `chunking`'s and `chunk_warps`'s
     (bench/ranking_sweep.py times others; any power-of-two chunk of at most MAX_CHUNK ranks the same)."""
     vocab = logits.shape[-1]
     if logits.stride(-1) != 1:
@@ -126,7 +131,7 @@ def _run(logits: torch.Tensor, k: int, token: torch.Tensor | None, chunk: int | 
         chunks, chunk = chunking(rows, vocab, k, logits.device)
     else:
         chunks = triton.cdiv(vocab, chunk)
-    num_warps = num_warps or (8 if chunk >= 4096 else 4)
+    num_warps = num_warps or chunk_warps(chunk)
     f32 = dict(dtype=torch.float32, device=logits.device)
     m, s = torch.empty(rows, chunks, **f32), torch.empty(rows, chunks, **f32)
     vals = torch.empty(rows, chunks * max(k, 1), **f32)
