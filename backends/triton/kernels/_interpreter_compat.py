@@ -4,8 +4,18 @@ The interpreter keeps every scalar (program ids, kernel int arguments, scalar lo
 one-element 1-D array and converts it to a Python int with ``int(array)`` when a scalar is used
 as a ``range`` bound. NumPy 2.4 made ``int()`` of an array with ``ndim > 0`` a TypeError, so any
 kernel loop with a runtime bound fails under the interpreter. ``install()`` re-registers the
-``__index__`` hook to read the single element explicitly. It changes nothing on a GPU (compiled
-kernels never reach the interpreter) and is idempotent.
+``__index__`` hook to read the single element explicitly.
+
+It also lists each language module's builtins once: the interpreter re-patches ``triton.language``
+for every launch and every call of a ``@triton.jit`` helper inside a kernel, and found the builtins with
+``inspect.getmembers`` each time, about a sixth of a Triton pipeline test's time. What is patched is the
+same (the builtins not patched already), so no result changes.
+
+And it turns off the interpreter's integer-overflow assertion on every add, sub and mul (a sixth of a
+pipeline test's time): a GPU compiles that assertion only in debug builds, so kernels run here as they
+run there. Test shapes are far too small for index arithmetic to overflow.
+
+Nothing here runs on a GPU (compiled kernels never reach the interpreter); ``install()`` is idempotent.
 """
 
 from __future__ import annotations
@@ -37,4 +47,27 @@ def install() -> None:
         scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
 
     interpreter._patch_lang_tensor = _patch_lang_tensor
+    interpreter._patch_builtin = _cached_patch_builtin(interpreter)
+    import dataclasses
+    builder = interpreter.interpreter_builder
+    builder.options = dataclasses.replace(builder.options, sanitize_overflow=False)
     _installed = True
+
+
+def _cached_patch_builtin(interpreter):
+    """The interpreter's `_patch_builtin` with each package's builtins listed on its first launch only."""
+    import inspect
+
+    from triton.language.core import is_builtin
+
+    builtins: dict = {}
+
+    def _patch_builtin(pkg, builder, scope):
+        members = builtins.get(pkg)
+        if members is None:  # the first launch, before anything is patched
+            members = builtins[pkg] = [(name, m) for name, m in inspect.getmembers(pkg) if is_builtin(m)]
+        for name, member in members:
+            if getattr(pkg, name, None) is member:  # a device function's call finds its kernel's patch in place
+                interpreter._patch_attr(pkg, name, member, builder, scope)
+
+    return _patch_builtin

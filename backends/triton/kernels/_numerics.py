@@ -19,11 +19,11 @@ INTERPRET = tl.constexpr(interpreting())
 def round_to(x, dtype: tl.constexpr):
     """Round fp32 `x` to `dtype`, round-to-nearest-even on every platform."""
     if INTERPRET and dtype == tl.bfloat16:
+        # the interpreter's own conversion truncates; integer ops only (its float conversion is slow), adds that
+        # may wrap for large NaN payloads (NaN is replaced after: 0x7FC0, as torch).
         bits = x.to(tl.uint32, bitcast=True)
-        is_nan = x != x
-        bits = bits + 0x7FFF + ((bits >> 16) & 1)
-        rounded = (bits >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
-        return tl.where(is_nan, x.to(tl.bfloat16), rounded)
+        rne = tl.add(bits, tl.add((bits >> 16) & 1, 0x7FFF, sanitize_overflow=False), sanitize_overflow=False) >> 16
+        return tl.where(x != x, 0x7FC0, rne).to(tl.uint16).to(tl.bfloat16, bitcast=True)
     else:
         return x.to(dtype)
 
