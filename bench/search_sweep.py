@@ -34,10 +34,11 @@ SPACES = {
     "cpu": (["", "draft-shape{k=1}", "draft-shape{k=2}", "draft-shape{k=3}", "draft-shape{k=6}"]
             + [f"ngram-draft{{k={k},max_ngram={n}}}" for k in (2, 3, 4) for n in (2, 3)]
             + [f"draft-shape{{k={k}}},tree-verify{{budget={b},topk={t}}}" for k in (2, 4) for t in (2, 4) for b in (8, 16)]),
-    # the 8B shape on one GPU at batch 1: chain depths, the lookup, trees up to 96 nodes and 14 levels deep
+    # the 8B shape on one GPU at batch 1: chain depths, the lookup, trees up to 96 nodes and 14 levels deep (63 nodes:
+    # 64 verify rows, one GEMM row tile; session 30)
     "gpu": (["", "draft-shape{k=2}", "draft-shape{k=3}", "draft-shape{k=6}", "ngram-draft{k=4}"]
             + [f"tree-verify{{budget={b},topk={t}}}" for b, t in ((16, 4), (32, 4), (32, 8), (64, 8))]
-            + [f"tree-verify{{budget={b},topk=8,depth={d}}}" for b, d in ((32, 6), (64, 6), (64, 10), (96, 14))]
+            + [f"tree-verify{{budget={b},topk=8,depth={d}}}" for b, d in ((32, 6), (64, 6), (63, 10), (64, 10), (96, 14))]
             + ["tree-verify{budget=64,topk=4,depth=10}"]),
 }
 
