@@ -19,5 +19,6 @@ $(VENV)/.installed: pyproject.toml requirements/cpu-constraints.txt
 demo: setup
 	$(BIN)/specir run --prompt "$(PROMPT)" --max-new-tokens 64
 
+# One worker a CPU the machine gives this process (2 here), at most 4: each holds models and interpreter state.
 test: setup
-	TRITON_INTERPRET=1 LITELLM_LOCAL_MODEL_COST_MAP=True HF_HUB_OFFLINE=1 $(BIN)/python -m pytest tests -n 2 --dist loadfile
+	TRITON_INTERPRET=1 LITELLM_LOCAL_MODEL_COST_MAP=True HF_HUB_OFFLINE=1 $(BIN)/python -m pytest tests -n auto --maxprocesses 4 --dist loadfile
