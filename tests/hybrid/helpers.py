@@ -56,3 +56,32 @@ def prefill(runner, slot: int, tokens: list[int]) -> torch.Tensor:
 
 def committed_states(runner, slot: int) -> dict:
     return {k: v[slot].clone() for k, v in runner.cache.recurrent.committed.items()}
+
+
+# the pass tests' pair (tests/hybrid/conftest.py's `pass_checkpoints`): a byte-level tokenizer's size, which
+# draft-vocab{order=frequency} ranks with; a Gated DeltaNet family and a Mamba2 one
+PASS_VOCAB = 259
+PASS_FAMILIES = ["qwen3_5", "bamba"]
+PASS_PROMPTS = [[5, 6, 7, 5, 6, 7, 9, 5, 6], [1, 2, 3]]
+
+
+def pass_pipeline(target, drafter):
+    """The template pipeline (a k = 3 chain) of `target` drafted by `drafter`."""
+    from specir.pipeline_template import pipeline_text
+    return load_pipeline("<test>", text=pipeline_text("p", str(target), str(drafter), 3))
+
+
+def mid_level_accepts_whole_proposals(tree: bool, backend: str, pass_checkpoints) -> None:
+    """The hybrid target drafts for itself and kind=window past the context makes @mid the target too: @mid
+    accepts the draft's greedy path (k = 3 tokens of a chain; at least the first of a tree) and the target
+    all `extend` tokens of the mid's extension every step, which holds only if each extension continues from
+    the right recurrent state (the accepted path's last node, before the feed is committed)."""
+    from specir.pass_infra import PassManager, build_passes
+    from specir.runtime.session import make_engine
+    device = "cuda" if backend == "triton" and torch.cuda.is_available() else "cpu"
+    targets, _, _ = pass_checkpoints
+    passes = ("tree-verify{budget=6,topk=2,depth=3}," if tree else "") + "two-level-verify{kind=window,window=4096,extend=3}"
+    pipeline = PassManager(build_passes(passes)).run(pass_pipeline(targets["qwen3_5"], targets["qwen3_5"]))
+    for r in make_engine(pipeline, backend, device, None).generate(PASS_PROMPTS, 16):
+        steps = r.accept_lengths[:-1]  # the last step stops at the token limit
+        assert min(steps) >= 1 + 1 + 3 and (tree or min(steps) == 3 + 3 + 1), r.accept_lengths

@@ -2,48 +2,28 @@
 kind (a mid level of the target's first layers or of its windowed attention keeps its own recurrent
 state; an attention-only mid model under n-gram drafting), over chain and tree drafts, and
 draft-vocab{order=frequency} on the drafter decode as the hybrid target does (greedy, against its AR
-engine), on the reference and the Triton interpreter; `specir check` finds no mismatch; kind=layers cuts
-every family's graph at a decoder layer (batch-fusion: tests/hybrid/test_hybrid_batch_fusion.py)."""
+engine), on the reference backend (the Triton interpreter's runs: test_hybrid_two_level_triton.py and
+test_hybrid_mid_level_triton.py); `specir check` finds no mismatch; kind=layers cuts every family's graph at a
+decoder layer (batch-fusion: tests/hybrid/test_hybrid_batch_fusion.py)."""
 from __future__ import annotations
 
 import json
 
 import pytest
-import torch
 
 from specir.errors import SpecirError
-from specir.load import load_pipeline
 from specir.pass_infra import PassManager, build_passes
 from specir.pipeline_template import pipeline_text
 from specir.runtime.baseline import ar_pipeline
 from specir.runtime.session import make_engine
-from tests.helpers.checkpoints import make_checkpoint, write_tokenizer
+from tests.helpers.checkpoints import make_checkpoint
 from tests.helpers.specs import write_prompts
 from specir.passes.two_level_verify import decoder_layer
 from specir.ir.ops_recurrent import mixes_tokens, model_state_specs, state_specs
 from tests.hybrid.checkpoints import HYBRID_FAMILIES, make_hybrid_checkpoint
 from tests.hybrid.checkpoints import VOCAB as VOCAB_SMALL
-
-VOCAB = 259  # a byte-level tokenizer's size (draft-vocab{order=frequency} ranks with the drafter's tokenizer)
-PROMPTS = [[5, 6, 7, 5, 6, 7, 9, 5, 6], [1, 2, 3]]
-FAMILIES = ["qwen3_5", "bamba"]  # a Gated DeltaNet family and a Mamba2 one
-
-
-@pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    """{family: target folder}, the Llama drafter and a ranking corpus, all with a 259-id vocabulary."""
-    root = tmp_path_factory.mktemp("hybrid_passes")
-    drafter = make_checkpoint("llama", root / "d", seed=11, vocab_size=VOCAB, num_hidden_layers=1)
-    targets = {f: make_hybrid_checkpoint(f, root / f, seed=40 + i, vocab_size=VOCAB) for i, f in enumerate(FAMILIES)}
-    for folder in (drafter, *targets.values()):
-        write_tokenizer(folder, VOCAB)
-    corpus = root / "traffic.txt"
-    corpus.write_text("def parse(x):\n    return [t for t in x if t]\n" * 4)
-    return targets, drafter, corpus
-
-
-def _pipeline(target, drafter):
-    return load_pipeline("<test>", text=pipeline_text("p", str(target), str(drafter), 3))
+from tests.hybrid.helpers import PASS_FAMILIES as FAMILIES, PASS_PROMPTS as PROMPTS, PASS_VOCAB as VOCAB
+from tests.hybrid.helpers import mid_level_accepts_whole_proposals, pass_pipeline
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -55,9 +35,9 @@ def _pipeline(target, drafter):
                                     "tree-verify{budget=6,topk=2},draft-vocab{size=64,order=frequency,corpus=CORPUS}"],
                          ids=["two-level-model", "layers-chain", "layers-tree", "window-chain", "window-tree",
                               "draft-vocab-frequency"])
-def test_passes_decode_as_the_hybrid_target(family, passes, checkpoints):
-    targets, drafter, corpus = checkpoints
-    pipeline = PassManager(build_passes(passes.replace("CORPUS", f'"{corpus}"'))).run(_pipeline(targets[family], drafter))
+def test_passes_decode_as_the_hybrid_target(family, passes, pass_checkpoints):
+    targets, drafter, corpus = pass_checkpoints
+    pipeline = PassManager(build_passes(passes.replace("CORPUS", f'"{corpus}"'))).run(pass_pipeline(targets[family], drafter))
     got = make_engine(pipeline, "reference", "cpu", None).generate(PROMPTS, 10)
     want = make_engine(ar_pipeline(pipeline, stock=False), "reference", "cpu", None).generate(PROMPTS, 10)
     assert [r.tokens for r in got] == [r.tokens for r in want]
@@ -70,7 +50,7 @@ def test_layers_kind_cuts_every_family_at_a_decoder_layer(family, tmp_path):
     target = make_hybrid_checkpoint(family, tmp_path / family, seed=3)
     drafter = make_checkpoint("llama", tmp_path / "d", seed=4, vocab_size=VOCAB_SMALL, num_hidden_layers=1)
     pipeline = PassManager(build_passes("tree-verify{budget=6,topk=2,depth=3},two-level-verify{kind=layers,layers=1}")) \
-        .run(_pipeline(target, drafter))
+        .run(pass_pipeline(target, drafter))
     mid, full = pipeline.model("mid"), pipeline.model("target")
     names = {w.name for w in mid.weights}
     assert names < {w.name for w in full.weights}
@@ -83,33 +63,16 @@ def test_layers_kind_cuts_every_family_at_a_decoder_layer(family, tmp_path):
     assert [r.tokens for r in got] == [r.tokens for r in want]
 
 
-def test_layers_kind_needs_a_layer_to_cut_at(checkpoints):
-    targets, drafter, _ = checkpoints
+def test_layers_kind_needs_a_layer_to_cut_at(pass_checkpoints):
+    targets, drafter, _ = pass_checkpoints
     with pytest.raises(SpecirError, match="has 4 layers") as err:
-        PassManager(build_passes("two-level-verify{kind=layers,layers=4}")).run(_pipeline(targets["qwen3_5"], drafter))
+        PassManager(build_passes("two-level-verify{kind=layers,layers=4}")).run(pass_pipeline(targets["qwen3_5"], drafter))
     assert err.value.hint
 
 
-@pytest.mark.parametrize("passes", ["tree-verify{budget=6,topk=2,depth=3},two-level-verify{kind=layers,layers=2,extend=3}",
-                                    "two-level-verify{kind=window,window=3,extend=3}"], ids=["layers-tree", "window-chain"])
-def test_triton_two_level_of_a_hybrid_decodes_as_the_target(passes, checkpoints):
-    """The mid level's recurrent ops on Triton: a tree judged from the feed's chain, extensions that continue
-    from the accepted path's node states (the gated delta WY factors among them) before the feed is committed."""
-    import os
-    pytest.importorskip("triton")
-    if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
-        pytest.skip("needs the Triton interpreter or a GPU")
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    targets, drafter, _ = checkpoints
-    pipeline = PassManager(build_passes(passes)).run(_pipeline(targets["qwen3_5"], drafter))
-    got = make_engine(pipeline, "triton", device, None).generate(PROMPTS, 6)
-    want = make_engine(ar_pipeline(pipeline, stock=False), "triton", device, None).generate(PROMPTS, 6)
-    assert [r.tokens for r in got] == [r.tokens for r in want]
-
-
 @pytest.mark.parametrize("family", FAMILIES)
-def test_check_token_forces_a_two_level_hybrid(family, checkpoints, specir_cli, tmp_path):
-    targets, drafter, _ = checkpoints
+def test_check_token_forces_a_two_level_hybrid(family, pass_checkpoints, specir_cli, tmp_path):
+    targets, drafter, _ = pass_checkpoints
     spec = tmp_path / "p.spec"
     spec.write_text(pipeline_text("p", str(targets[family]), str(drafter), 3))
     prompts = write_prompts(tmp_path, 4, VOCAB, seed=5)
@@ -121,23 +84,11 @@ def test_check_token_forces_a_two_level_hybrid(family, checkpoints, specir_cli, 
     assert report["ok"] and report["mismatches"] == 0 and report["tokens_checked"] == report["tokens_asked"] == 32
 
 
-@pytest.mark.parametrize("backend", ["reference", "triton"])
-@pytest.mark.parametrize("tree", [False, True], ids=["chain", "tree"])
-def test_a_mid_level_equal_to_the_hybrid_target_accepts_its_whole_proposal(tree, backend, checkpoints):
-    """The hybrid target drafts for itself and kind=window past the context makes @mid the target too: @mid
-    accepts the draft's greedy path (k = 3 tokens of a chain; at least the first of a tree) and the target
-    all `extend` tokens of the mid's extension every step, which holds only if each extension continues from
-    the right recurrent state (the accepted path's last node, before the feed is committed)."""
-    import os
-    if backend == "triton" and os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
-        pytest.skip("needs the Triton interpreter or a GPU")
-    device = "cuda" if backend == "triton" and torch.cuda.is_available() else "cpu"
-    targets, _, _ = checkpoints
-    passes = ("tree-verify{budget=6,topk=2,depth=3}," if tree else "") + "two-level-verify{kind=window,window=4096,extend=3}"
-    pipeline = PassManager(build_passes(passes)).run(_pipeline(targets["qwen3_5"], targets["qwen3_5"]))
-    for r in make_engine(pipeline, backend, device, None).generate(PROMPTS, 16):
-        steps = r.accept_lengths[:-1]  # the last step stops at the token limit
-        assert min(steps) >= 1 + 1 + 3 and (tree or min(steps) == 3 + 3 + 1), r.accept_lengths
+def test_a_mid_level_equal_to_the_hybrid_target_accepts_its_whole_proposal(pass_checkpoints):
+    """tests.hybrid.helpers.mid_level_accepts_whole_proposals on the reference backend, chain and tree (the Triton
+    runs: tests/hybrid/test_hybrid_mid_level_triton.py)."""
+    for tree in (False, True):
+        mid_level_accepts_whole_proposals(tree, "reference", pass_checkpoints)
 
 
 @pytest.mark.parametrize("family", ["qwen3_5", "bamba", "falcon_h1", "nemotron_h"])
@@ -150,7 +101,7 @@ def test_a_graph_whose_weights_name_no_layer_is_cut_between_token_mixers(family,
     from specir.passes.two_level_verify import layer_cuts, layer_prefix
     target = make_hybrid_checkpoint(family, tmp_path / family, seed=3)
     drafter = make_checkpoint("llama", tmp_path / "d", seed=4, vocab_size=VOCAB_SMALL, num_hidden_layers=1)
-    model = _pipeline(target, drafter).model("target")
+    model = pass_pipeline(target, drafter).model("target")
     names = {w.name for w in model.weights}
     rename = lambda v: v.replace("layers.", "L") if isinstance(v, str) and v in names else v  # noqa: E731
     ops = tuple(replace(op, attrs=type(op.attrs)({k: rename(v) for k, v in op.attrs.items()})) for op in model.graph.ops)

@@ -1,4 +1,4 @@
-"""Make Triton 3.6's interpreter (TRITON_INTERPRET=1) work with NumPy >= 2.4.
+"""Triton 3.6's interpreter (TRITON_INTERPRET=1) made to work with NumPy >= 2.4, and made faster.
 
 The interpreter keeps every scalar (program ids, kernel int arguments, scalar loads) as a
 one-element 1-D array and converts it to a Python int with ``int(array)`` when a scalar is used
@@ -14,6 +14,9 @@ same (the builtins not patched already), so no result changes.
 And it turns off the interpreter's integer-overflow assertion on every add, sub and mul (a sixth of a
 pipeline test's time): a GPU compiles that assertion only in debug builds, so kernels run here as they
 run there. Test shapes are far too small for index arithmetic to overflow.
+
+``_get_np_dtype``, which rebuilt a 19-entry dtype table on every call (a few percent of a kernel's
+interpreted time), answers from a table kept across calls.
 
 Nothing here runs on a GPU (compiled kernels never reach the interpreter); ``install()`` is idempotent.
 """
@@ -48,6 +51,7 @@ def install() -> None:
 
     interpreter._patch_lang_tensor = _patch_lang_tensor
     interpreter._patch_builtin = _cached_patch_builtin(interpreter)
+    interpreter._get_np_dtype = _cached_np_dtype(interpreter._get_np_dtype)
     import dataclasses
     builder = interpreter.interpreter_builder
     builder.options = dataclasses.replace(builder.options, sanitize_overflow=False)
@@ -71,3 +75,23 @@ def _cached_patch_builtin(interpreter):
                 interpreter._patch_attr(pkg, name, member, builder, scope)
 
     return _patch_builtin
+
+
+def _cached_np_dtype(original):
+    """The interpreter's `_get_np_dtype` (a Triton dtype or block type -> its NumPy storage dtype), each scalar
+    type's answer computed once by the original."""
+    import numpy as np
+    import triton.language as tl
+
+    table: dict = {}
+
+    def _get_np_dtype(tt_dtype):
+        scalar = tt_dtype.element_ty if isinstance(tt_dtype, tl.block_type) else tt_dtype
+        if isinstance(scalar, tl.pointer_type):
+            return np.dtype(np.uint64)
+        found = table.get(scalar)
+        if found is None:
+            found = table[scalar] = original(scalar)
+        return found
+
+    return _get_np_dtype
