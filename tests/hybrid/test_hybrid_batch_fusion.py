@@ -12,7 +12,6 @@ import json
 import pytest
 import torch
 
-from specir.load import load_pipeline
 from specir.pass_infra import PassManager, build_passes
 from specir.pipeline_template import pipeline_text
 from specir.runtime.baseline import ar_pipeline
@@ -21,6 +20,7 @@ from specir.runtime.session import make_engine
 from tests.helpers.checkpoints import make_checkpoint, write_tokenizer
 from tests.helpers.specs import write_prompts
 from tests.hybrid.checkpoints import make_hybrid_checkpoint
+from tests.hybrid.helpers import pass_pipeline
 
 VOCAB = 259
 PROMPTS = [[5, 6, 7, 5, 6, 7, 9, 5, 6], [1, 2, 3], [9, 9, 9, 4], [7, 1, 7, 1, 7]]
@@ -42,8 +42,7 @@ def checkpoints(tmp_path_factory):
 
 def fused(checkpoints, family, passes):
     targets, drafter = checkpoints
-    pipeline = load_pipeline("<test>", text=pipeline_text("p", str(targets[family]), str(drafter), 3))
-    return PassManager(build_passes(passes)).run(pipeline)
+    return PassManager(build_passes(passes)).run(pass_pipeline(targets[family], drafter))
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -84,11 +84,11 @@ def test_check_token_forces_a_two_level_hybrid(family, pass_checkpoints, specir_
     assert report["ok"] and report["mismatches"] == 0 and report["tokens_checked"] == report["tokens_asked"] == 32
 
 
-def test_a_mid_level_equal_to_the_hybrid_target_accepts_its_whole_proposal(pass_checkpoints):
-    """tests.hybrid.helpers.mid_level_accepts_whole_proposals on the reference backend, chain and tree (the Triton
-    runs: tests/hybrid/test_hybrid_mid_level_triton.py)."""
-    for tree in (False, True):
-        mid_level_accepts_whole_proposals(tree, "reference", pass_checkpoints)
+@pytest.mark.parametrize("tree", [False, True], ids=["chain", "tree"])
+def test_a_mid_level_equal_to_the_hybrid_target_accepts_its_whole_proposal(tree, pass_checkpoints):
+    """tests.hybrid.helpers.mid_level_accepts_whole_proposals on the reference backend (the Triton runs:
+    tests/hybrid/test_hybrid_mid_level_triton.py)."""
+    mid_level_accepts_whole_proposals(tree, "reference", pass_checkpoints)
 
 
 @pytest.mark.parametrize("family", ["qwen3_5", "bamba", "falcon_h1", "nemotron_h"])

@@ -23,6 +23,7 @@ Nothing here runs on a GPU (compiled kernels never reach the interpreter); ``ins
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 _installed = False
@@ -52,7 +53,6 @@ def install() -> None:
     interpreter._patch_lang_tensor = _patch_lang_tensor
     interpreter._patch_builtin = _cached_patch_builtin(interpreter)
     interpreter._get_np_dtype = _cached_np_dtype(interpreter._get_np_dtype)
-    import dataclasses
     builder = interpreter.interpreter_builder
     builder.options = dataclasses.replace(builder.options, sanitize_overflow=False)
     _installed = True
