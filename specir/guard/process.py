@@ -4,6 +4,10 @@ Contract: `run_stage(module, job, timeout)` writes `job` as JSON, starts the mod
 session (process group), relays everything it prints to our stderr line by line, kills the whole
 group when `timeout` seconds pass, and returns the JSON object the stage wrote to OUT.json, or
 {"timeout": True} / {"died": status} when it wrote none.
+
+Without a `prefix` the stage is forked from this process's warm stage server (stage_server.py: the
+same clean start without importing torch, transformers and TVM again); with one (a sandbox launcher),
+or where the server cannot take it, it is a fresh `python -m MODULE` process.
 """
 from __future__ import annotations
 
@@ -35,26 +39,83 @@ def run_stage(module: str, job: dict, timeout: float | None = None, prefix: list
     with tempfile.TemporaryDirectory(prefix="specir-guard-", dir=folder or None) as tmp:
         job_path, out_path = Path(tmp) / "job.json", Path(tmp) / "out.json"
         job_path.write_text(json.dumps(job))
-        env = child_environment(dict(os.environ, PYTHONUNBUFFERED="1"))  # the stage dies with this process
-        proc = subprocess.Popen([*prefix, sys.executable, "-m", module, str(job_path), str(out_path)],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                env=env, start_new_session=True)
-        relay = threading.Thread(target=_relay, args=(proc.stdout,), daemon=True)
-        relay.start()
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        status = _MISSING
+        if not prefix:
+            status = _run_forked(module, [job_path, out_path], Path(tmp) / "stage.log", env, timeout)
+        if status is _MISSING:
+            status = _run_fresh([*prefix, sys.executable, "-m", module, str(job_path), str(out_path)], env, timeout)
+        if status is None:
             return {"timeout": True}
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            relay.join(timeout=5)
         try:
             result = json.loads(out_path.read_text())
         except (OSError, ValueError):
-            return {"died": proc.returncode}
-    return result if isinstance(result, dict) else {"died": proc.returncode}
+            return {"died": status}
+    return result if isinstance(result, dict) else {"died": status}
+
+
+_MISSING = object()
+
+
+def _run_fresh(argv: list, env: dict, timeout: float | None) -> int | None:
+    """`argv` as a new process in its own session, its output relayed; its exit status, None on timeout."""
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env=child_environment(env), start_new_session=True)  # the stage dies with us
+    relay = threading.Thread(target=_relay, args=(proc.stdout,), daemon=True)
+    relay.start()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        relay.join(timeout=5)
+    return proc.returncode
+
+
+def _run_forked(module: str, argv: list, log: Path, env: dict, timeout: float | None):
+    """The stage forked from the stage server, its log relayed; its exit status, None on timeout, or
+    _MISSING when no server could take it (the caller starts a fresh process)."""
+    from .stage_server import StageServerError, forget, server_for
+    server = server_for(env)
+    if server is None:
+        return _MISSING
+    log.touch()
+    done = threading.Event()
+    relay = threading.Thread(target=_tail, args=(log, done), daemon=True)
+    relay.start()
+    try:
+        return server.run(module, argv, log, env, timeout)
+    except StageServerError:
+        forget(server)
+        return _MISSING
+    finally:
+        done.set()
+        relay.join(timeout=5)
+
+
+def _tail(log: Path, done: threading.Event) -> None:
+    """Relay `log`'s lines to our stderr as they are written, until `done` and the file's end."""
+    with open(log, "rb") as f:
+        pending = b""
+        while True:
+            finished = done.is_set()
+            chunk = f.read()
+            if chunk:
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    sys.stderr.write(line.decode(errors="replace") + "\n")
+                sys.stderr.flush()
+            elif finished:
+                break
+            else:
+                done.wait(0.05)
+        if pending:
+            sys.stderr.write(pending.decode(errors="replace"))
+            sys.stderr.flush()
 
 
 def stage_main(fn, argv: list[str]) -> int:
