@@ -105,6 +105,8 @@ def serve() -> int:
     from ..pass_infra.registry import foreign_code_loaded
     if foreign_code_loaded():  # never: the preloads are specir's own; a server that is not clean serves nothing
         return 1
+    if "torch" in sys.modules and sys.modules["torch"].cuda.is_initialized():  # a forked child could not use it
+        return 1
     me = os.getpid()
     _send({"ready": me})
     pending, children = b"", {}

@@ -79,3 +79,10 @@ def test_a_server_that_went_away_is_replaced_and_each_environment_has_its_own(mo
     assert _server() is stage_server.server_for(dict(os.environ, PYTHONUNBUFFERED="1", PYTEST_CURRENT_TEST="x"))
     monkeypatch.setenv("SPECIR_PROBE_VARIABLE", "changed")
     assert run_stage(MODULE, {}, timeout=120)["variable"] == "changed"
+
+
+def test_a_forked_stage_runs_on_the_gpu():
+    import torch
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU: the stage server must leave CUDA uninitialised for its children")
+    assert run_stage(MODULE, {"cuda": True}, timeout=300) == {"cuda_sum": 6.0}

@@ -2,7 +2,8 @@
 
 It prints the job's `say` lines (stdout, then stderr), then per the job: imports `load` (a module path; the next
 stage must not see it), starts a grandchild that sleeps (`grandchild`: its pid is written to the job's `pid_file`),
-sleeps `sleep` seconds, exits with `exit` without writing OUT; else writes where and how it ran."""
+sleeps `sleep` seconds, exits with `exit` without writing OUT; with `cuda` runs a GPU op and writes its result;
+else writes where and how it ran."""
 from __future__ import annotations
 
 import os
@@ -29,6 +30,9 @@ def probe(job: dict) -> dict:
     if "exit" in job:
         os._exit(job["exit"])
     from specir.pass_infra.registry import foreign_code_loaded
+    if job.get("cuda"):  # a GPU op in the stage: the server it was forked from must not have started CUDA
+        import torch
+        return {"cuda_sum": float(torch.arange(4, device="cuda", dtype=torch.float32).sum().item())}
     return {"pid": os.getpid(), "sid": os.getsid(0), "cwd": os.getcwd(), "argv_ok": len(sys.argv) == 3,
             "variable": os.environ.get("SPECIR_PROBE_VARIABLE"), "foreign": foreign_code_loaded(),
             "saw_loaded": "probe_loaded_module" in sys.modules, "stdin_empty": sys.stdin.read() == ""}
