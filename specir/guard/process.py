@@ -88,9 +88,10 @@ def _run_forked(module: str, argv: list, log: Path, env: dict, timeout: float | 
     relay.start()
     try:
         return server.run(module, argv, log, env, timeout)
-    except StageServerError:
+    except StageServerError as exc:
         forget(server)
-        return _MISSING
+        # a stage that had begun is not run twice (its group is killed): it died with its server
+        return -signal.SIGKILL if exc.started else _MISSING
     finally:
         done.set()
         relay.join(timeout=5)

@@ -27,10 +27,12 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
+# the stage modules themselves (specir.guard.child, .judge) are not preloaded: runpy runs them as __main__ afresh
 PRELOAD = ("numpy", "torch", "safetensors", "transformers", "tvm", "triton",
-           "specir.runtime.session", "specir.plugins", "specir.guard.child", "specir.guard.judge")
+           "specir.runtime.session", "specir.runtime.token_forcing", "specir.plugins", "specir.guard.process")
 MAX_SERVERS = 2
 READY_TIMEOUT_S = 300.0
 # variables that change between a process's requests without bearing on what the libraries imported
@@ -38,7 +40,12 @@ VOLATILE = frozenset({"PYTEST_CURRENT_TEST"})
 
 
 class StageServerError(RuntimeError):
-    """The server did not start or went away: the caller runs the stage as a fresh process instead."""
+    """The server could not run a stage. `started`: the stage had begun (it is killed, and is not run again);
+    otherwise the caller runs it as a fresh process."""
+
+    def __init__(self, message: str, started: bool = False):
+        super().__init__(message)
+        self.started = started
 
 
 # ---------------------------------------------------------------------------------------- in the server
@@ -56,6 +63,7 @@ def _child(request: dict, server_pid: int) -> None:
     try:
         os.setsid()
         os.close(_PROTOCOL_FD[0])  # else the requester would not see the server's end if the server died
+        _set_dumpable(True)  # the server is not (serve); its children are, as fresh processes are
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
@@ -80,13 +88,41 @@ def _child(request: dict, server_pid: int) -> None:
             import traceback
             traceback.print_exc()
             code = 1
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001
-                pass
+        _finish_as_a_process_would()
     finally:
         os._exit(code)
+
+
+def _finish_as_a_process_would() -> None:
+    """What interpreter exit does that os._exit skips: the atexit handlers, then Python's and C's stdio flushed."""
+    import atexit
+    try:
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001 - as at exit: reported, not raised
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    try:
+        import ctypes
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):
+        pass
+
+
+PR_SET_DUMPABLE = 4
+
+
+def _set_dumpable(on: bool) -> None:
+    """prctl(PR_SET_DUMPABLE): a server that is not dumpable cannot be traced, nor its /proc fds opened, by the
+    same user's processes (a plugin in one of its children)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, int(on), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 def serve() -> int:
@@ -95,12 +131,14 @@ def serve() -> int:
 
     from ..parent_death import die_with_parent
     die_with_parent()
+    _set_dumpable(False)
     _PROTOCOL_FD[0] = os.dup(1)
     os.dup2(2, 1)
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # torch.cuda.is_available() without starting the driver
     for name in PRELOAD:
         try:
             importlib.import_module(name)
-        except ImportError:
+        except Exception:  # noqa: BLE001 - a library that does not import is one a stage imports itself
             pass
     from ..pass_infra.registry import foreign_code_loaded
     if foreign_code_loaded():  # never: the preloads are specir's own; a server that is not clean serves nothing
@@ -109,13 +147,12 @@ def serve() -> int:
         return 1
     me = os.getpid()
     _send({"ready": me})
-    pending, children = b"", {}
-    while True:
-        readable, _, _ = select.select([0], [], [], 0.05)
+    pending, children, open_ = b"", {}, True
+    while open_ or children:  # after the requester's end closes, the stages running finish (they die with us)
+        readable, _, _ = select.select([0] if open_ else [], [], [], 0.05)
         if readable:
             chunk = os.read(0, 1 << 16)
-            if not chunk:  # the requester closed its end: nothing more will come
-                return 0
+            open_ = bool(chunk)
             pending += chunk
             *lines, pending = pending.split(b"\n")
             for line in lines:
@@ -133,6 +170,7 @@ def serve() -> int:
             if pid == 0:
                 break
             _send({"id": children.pop(pid), "exit": os.waitstatus_to_exitcode(status)})
+    return 0
 
 
 # ---------------------------------------------------------------------------------------- in the requester
@@ -142,51 +180,81 @@ class StageServer:
 
     def __init__(self, env: dict):
         from ..parent_death import child_environment
+        self.key = _env_key(env)
         self.proc = subprocess.Popen([sys.executable, "-m", "specir.guard.stage_server"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      env=child_environment(env), start_new_session=True)
         self._lock = threading.Lock()
         self._next_id = 0
+        self._users = 0
         self._waiting: dict[int, dict] = {}  # id -> {"pid": ..., "exit": ..., "event": ...}
         self._ready = threading.Event()
+        self._was_ready = False
         self._gone = False
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
-        for line in self.proc.stdout:
-            message = json.loads(line)
-            if "ready" in message:
-                self._ready.set()
-                continue
+        """Dispatch the server's replies; on its end (or a reply that is not the protocol's), wake every waiter."""
+        try:
+            for line in self.proc.stdout:
+                message = json.loads(line)
+                if "ready" in message:
+                    self._was_ready = True
+                    self._ready.set()
+                    continue
+                with self._lock:
+                    slot = self._waiting.get(message["id"])
+                if slot is not None:
+                    slot.update({k: v for k, v in message.items() if k != "id"})
+                    slot["event"].set()
+        except (ValueError, KeyError, TypeError, OSError):
+            pass
+        finally:
+            self._gone = True
+            self._ready.set()
             with self._lock:
-                slot = self._waiting.get(message["id"])
-            if slot is not None:
-                slot.update({k: v for k, v in message.items() if k != "id"})
-                slot["event"].set()
-        self._gone = True
-        self._ready.set()
-        with self._lock:
-            for slot in self._waiting.values():
-                slot["event"].set()
+                for slot in self._waiting.values():
+                    slot["event"].set()
 
     def alive(self) -> bool:
         return not self._gone and self.proc.poll() is None
 
+    def busy(self) -> bool:
+        """A stage is running or waiting for the server to become ready."""
+        with self._lock:
+            return self._users > 0
+
+    def failed_to_start(self) -> bool:
+        return self._gone and not self._was_ready
+
     def run(self, module: str, argv: list[str], log: Path, env: dict, timeout: float | None) -> int | None:
         """Run `python -m module *argv` as a forked child writing to `log`; its exit status, or None after a
         timeout (its process group killed). StageServerError when the server cannot take it."""
+        with self._lock:
+            self._users += 1
+        try:
+            return self._run(module, argv, log, env, timeout)
+        finally:
+            with self._lock:
+                self._users -= 1
+
+    def _run(self, module: str, argv: list[str], log: Path, env: dict, timeout: float | None) -> int | None:
         if not self._ready.wait(READY_TIMEOUT_S) or not self.alive():
             raise StageServerError("the stage server did not start")
+        try:
+            cwd = os.getcwd()
+        except OSError as exc:  # the working directory is gone: a fresh process copes with that
+            raise StageServerError(f"no working directory: {exc}") from exc
         with self._lock:
             self._next_id += 1
             rid = self._next_id
             slot = self._waiting[rid] = {"event": threading.Event()}
             request = {"id": rid, "module": module, "argv": [str(a) for a in argv], "log": str(log),
-                       "cwd": os.getcwd(), "env": env}
+                       "cwd": cwd, "env": env}
             try:
                 self.proc.stdin.write((json.dumps(request) + "\n").encode())
                 self.proc.stdin.flush()
-            except OSError as exc:
+            except (OSError, ValueError) as exc:
                 del self._waiting[rid]
                 raise StageServerError(f"the stage server went away: {exc}") from exc
         try:
@@ -195,20 +263,33 @@ class StageServer:
             with self._lock:
                 self._waiting.pop(rid, None)
 
-    def _wait(self, slot: dict, timeout: float | None) -> int | None:
+    def _until(self, slot: dict, done, seconds: float | None) -> bool:
+        """Wait until done() or the server is gone, at most `seconds` (None: no limit); True when done()."""
+        deadline = None if seconds is None else time.monotonic() + seconds
         event = slot["event"]
-        if not event.wait(60.0) or "pid" not in slot:  # the fork is immediate; no pid means the server is gone
+        while not done():
+            if self._gone:
+                return done()
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            event.wait(1.0 if left is None else min(left, 1.0))  # re-checked each second: no wake-up is lost
+            event.clear()
+        return True
+
+    def _wait(self, slot: dict, timeout: float | None) -> int | None:
+        if not self._until(slot, lambda: "pid" in slot, 60.0):  # the fork is immediate
             raise StageServerError("the stage server did not start the stage")
-        event.clear()
-        if "exit" in slot or event.wait(timeout):
-            if "exit" in slot:
-                return slot["exit"]
-            raise StageServerError("the stage server went away during the stage")
+        if self._until(slot, lambda: "exit" in slot, timeout):
+            return slot["exit"]
         _kill_group(slot["pid"])
-        event.wait(30.0)
+        if self._gone:
+            raise StageServerError("the stage server went away during the stage", started=True)
+        self._until(slot, lambda: "exit" in slot, 30.0)
         return None
 
     def close(self) -> None:
+        """End the server once its running stages finish (it stops taking requests at once)."""
         try:
             self.proc.stdin.close()
         except OSError:
@@ -217,6 +298,8 @@ class StageServer:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            self.proc.wait()
+        self.proc.stdout.close()
 
 
 def _kill_group(pid: int) -> None:
@@ -230,6 +313,7 @@ def _kill_group(pid: int) -> None:
 
 
 _servers: dict[tuple, StageServer] = {}
+_failed: set[tuple] = set()  # environments whose server did not start: their stages are fresh processes
 _servers_lock = threading.Lock()
 
 
@@ -239,28 +323,37 @@ def _env_key(env: dict) -> tuple:
 
 def server_for(env: dict) -> StageServer | None:
     """This process's server for `env` (started now if there is none), or None where forking is not
-    available (not POSIX)."""
+    available (not POSIX) or this environment's server did not start before."""
     if not hasattr(os, "fork") or not hasattr(os, "setsid"):
         return None
     key = _env_key(env)
+    evicted = []
     with _servers_lock:
+        if key in _failed:
+            return None
         server = _servers.get(key)
         if server is not None and server.alive():
             _servers[key] = _servers.pop(key)  # most recently used last
             return server
         _servers.pop(key, None)
-        while len(_servers) >= MAX_SERVERS:
-            _servers.pop(next(iter(_servers))).close()
+        for old in list(_servers):  # the least recently used idle ones make room
+            if len(_servers) < MAX_SERVERS:
+                break
+            if not _servers[old].busy():
+                evicted.append(_servers.pop(old))
         server = _servers[key] = StageServer(env)
-        return server
+    for old in evicted:
+        old.close()
+    return server
 
 
 def forget(server: StageServer) -> None:
-    """Drop a server that failed (the next stage starts a new one)."""
+    """Drop a server that failed; one that never became ready is not tried again for its environment."""
     with _servers_lock:
-        for key, s in list(_servers.items()):
-            if s is server:
-                del _servers[key]
+        if _servers.get(server.key) is server:
+            del _servers[server.key]
+        if server.failed_to_start():
+            _failed.add(server.key)
     server.close()
 
 

@@ -1,7 +1,8 @@
 """Guard stages forked from the warm stage server behave as fresh `python -m MODULE` processes do: their own
 session, the requester's working directory and environment, an empty stdin, output relayed line by line,
 nothing foreign loaded and nothing left over from the stage before; a timeout kills the stage's whole
-process group; a server that went away is replaced."""
+process group; a stage whose server dies is killed and reported dead, and a new server takes the next; a busy
+server is not evicted for another environment's."""
 from __future__ import annotations
 
 import os
@@ -67,22 +68,50 @@ def test_a_timeout_kills_the_stages_group_and_a_stage_without_a_result_died(tmp_
     assert run_stage(MODULE, {"exit": 3}, timeout=120) == {"died": 3}
 
 
-def test_a_server_that_went_away_is_replaced_and_each_environment_has_its_own(monkeypatch):
-    first = _server()
-    assert run_stage(MODULE, {}, timeout=120)["variable"] == "from-the-requester"
-    first.proc.kill()
-    first.proc.wait()
-    got = run_stage(MODULE, {}, timeout=120)
-    assert got["variable"] == "from-the-requester" and got["foreign"] == []
-    assert _server() is not first and _server().alive()
-    monkeypatch.setenv("PYTEST_CURRENT_TEST", "another test")  # volatile: the same server
-    assert _server() is stage_server.server_for(dict(os.environ, PYTHONUNBUFFERED="1", PYTEST_CURRENT_TEST="x"))
-    monkeypatch.setenv("SPECIR_PROBE_VARIABLE", "changed")
-    assert run_stage(MODULE, {}, timeout=120)["variable"] == "changed"
-
-
 def test_a_forked_stage_runs_on_the_gpu():
     import torch
     if not torch.cuda.is_available():
         pytest.skip("needs a GPU: the stage server must leave CUDA uninitialised for its children")
     assert run_stage(MODULE, {"cuda": True}, timeout=300) == {"cuda_sum": 6.0}
+
+
+def test_a_stage_whose_server_dies_is_killed_and_reported_dead_not_run_again(tmp_path):
+    import threading
+    server = _server()
+    run_stage(MODULE, {}, timeout=120)  # warm
+    pid_file = tmp_path / "grandchild.pid"
+    got = {}
+    worker = threading.Thread(target=lambda: got.update(run_stage(
+        MODULE, {"grandchild": True, "pid_file": str(pid_file), "sleep": 120}, timeout=300)))
+    worker.start()
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    server.proc.kill()
+    worker.join(60)
+    assert not worker.is_alive() and got == {"died": -9}, got
+    grandchild = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while not _gone(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _gone(grandchild)
+    got = run_stage(MODULE, {}, timeout=120)  # a new server takes the next stage
+    assert got["variable"] == "from-the-requester" and got["foreign"] == []
+    assert _server() is not server and _server().alive()
+
+
+def test_a_busy_server_is_not_evicted_for_another_environment(monkeypatch):
+    import threading
+    monkeypatch.setattr(stage_server, "MAX_SERVERS", 1)
+    busy = _server()
+    assert run_stage(MODULE, {}, timeout=120)["variable"] == "from-the-requester"  # ready, then held busy below
+    got = {}
+    worker = threading.Thread(target=lambda: got.update(run_stage(MODULE, {"sleep": 4}, timeout=120)))
+    worker.start()
+    time.sleep(1.0)
+    monkeypatch.setenv("SPECIR_PROBE_VARIABLE", "another environment")
+    assert run_stage(MODULE, {}, timeout=120)["variable"] == "another environment"
+    worker.join(120)
+    assert got.get("variable") == "from-the-requester" and busy.alive()
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "another test")  # a volatile variable: the same server
+    assert _server() is stage_server.server_for(dict(os.environ, PYTHONUNBUFFERED="1", PYTEST_CURRENT_TEST="x"))
