@@ -13,7 +13,8 @@ children with it: die_with_parent).
 
 Client side, `server_for(env)`: one server per (requesting process, environment), started on the first
 stage and kept; a request in another environment starts another (at most MAX_SERVERS live), since the
-libraries read some variables at import. `StageServer.run` returns the stage's exit status, or None when
+libraries read some variables at import. Where CUDA is visible stages stay fresh processes (FORK_ON_CUDA).
+`StageServer.run` returns the stage's exit status, or None when
 `timeout` passed (the stage's process group is killed). Protocol: JSON lines on the server's stdin and
 stdout: {"ready": pid}; {"id", "module", "argv", "log", "cwd", "env"} -> {"id", "pid"}, then
 {"id", "exit"} when the child ends.
@@ -34,6 +35,10 @@ from pathlib import Path
 PRELOAD = ("numpy", "torch", "safetensors", "transformers", "tvm", "triton",
            "specir.runtime.session", "specir.runtime.token_forcing", "specir.plugins", "specir.guard.process")
 MAX_SERVERS = 2
+# Where the requester sees a CUDA device its stages are fresh processes: the server starts no CUDA (NVML's device
+# check, and it refuses to serve once torch's CUDA is up), but forked stages have not yet run on a GPU here
+# (tests/guard/test_stage_server.py's GPU test, which sets this, is the check that would lift it).
+FORK_ON_CUDA = False
 READY_TIMEOUT_S = 300.0
 # variables that change between a process's requests without bearing on what the libraries imported
 VOLATILE = frozenset({"PYTEST_CURRENT_TEST"})
@@ -324,7 +329,7 @@ def _env_key(env: dict) -> tuple:
 def server_for(env: dict) -> StageServer | None:
     """This process's server for `env` (started now if there is none), or None where forking is not
     available (not POSIX) or this environment's server did not start before."""
-    if not hasattr(os, "fork") or not hasattr(os, "setsid"):
+    if not hasattr(os, "fork") or not hasattr(os, "setsid") or (not FORK_ON_CUDA and _cuda_visible()):
         return None
     key = _env_key(env)
     evicted = []
@@ -345,6 +350,14 @@ def server_for(env: dict) -> StageServer | None:
     for old in evicted:
         old.close()
     return server
+
+
+def _cuda_visible() -> bool:
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001 - no torch, or no driver: no CUDA
+        return False
 
 
 def forget(server: StageServer) -> None:

@@ -22,6 +22,7 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the stage serve
 @pytest.fixture(autouse=True)
 def probe_environment(monkeypatch):
     monkeypatch.setenv("SPECIR_PROBE_VARIABLE", "from-the-requester")
+    monkeypatch.setattr(stage_server, "FORK_ON_CUDA", True)  # on a GPU machine too (these stages use no CUDA)
 
 
 def _server():
@@ -68,11 +69,15 @@ def test_a_timeout_kills_the_stages_group_and_a_stage_without_a_result_died(tmp_
     assert run_stage(MODULE, {"exit": 3}, timeout=120) == {"died": 3}
 
 
-def test_a_forked_stage_runs_on_the_gpu():
+def test_a_forked_stage_runs_on_the_gpu(monkeypatch):
     import torch
     if not torch.cuda.is_available():
         pytest.skip("needs a GPU: the stage server must leave CUDA uninitialised for its children")
+    monkeypatch.setattr(stage_server, "FORK_ON_CUDA", False)
+    assert _server() is None  # stages are fresh processes where CUDA is visible, until this test passes on a GPU
+    monkeypatch.setattr(stage_server, "FORK_ON_CUDA", True)
     assert run_stage(MODULE, {"cuda": True}, timeout=300) == {"cuda_sum": 6.0}
+    assert _server() is not None and _server().alive()
 
 
 def test_a_stage_whose_server_dies_is_killed_and_reported_dead_not_run_again(tmp_path):
