@@ -143,7 +143,7 @@ def _shape_tuples(interpreter):
             found = block_types[key] = core.block_type(element_ty, shape)
         return found
 
-    original_tuple_eq, original_tuple_hash = core.tuple.__eq__, core.tuple.__hash__
+    original_tuple_eq = core.tuple.__eq__
 
     def tuple_eq(self, other):
         """tl.tuple == a list of ints (the broadcast's shape test, every binary op): compared as they are, which
@@ -153,8 +153,7 @@ def _shape_tuples(interpreter):
         return original_tuple_eq(self, other)
 
     import math
-    core.tuple.__eq__ = tuple_eq
-    core.tuple.__hash__ = original_tuple_hash
+    core.tuple.__eq__ = tuple_eq  # assigned after the class exists: its __hash__ stays
     core.block_type.__init__ = block_type_init
     core.block_type.with_element_ty = lambda self, scalar_ty: block_type_of(scalar_ty, self.shape)
     core.tensor.__init__ = tensor_init
