@@ -26,7 +26,9 @@ later section that fails or runs out of time loses nothing before it):
                grouped by request (row_start: each request's KV read once) vs per row (once per
                row), against the byte floor of reading each request's KV once
   draft        draft-step cost: drafter forwards, whole chain / tree / AR steps (captured),
-               chain and tree with each drafter shape (chain-3l, tree-3l: the 1B-3L drafter)
+               chain and tree with each drafter shape (chain-3l, tree-3l: the 1B-3L drafter),
+               and tree-3l-v (tree-3l with the README pipeline's draft-vocab{size=Sizes.draft_vocab}:
+               the drafter's head narrowed to its first ids; the step's cost, not its acceptance)
   e2e          end to end at batch 1 per workload: AR, chain, tree and n-gram pipelines
                (chain and tree also with the 1B-3L drafter: chain-3l, tree-3l),
                tokens/s, tau, speedup over AR in the same engine; token forcing of every output
@@ -75,6 +77,7 @@ class Sizes:
     device: str = "cuda"
     tiny: dict | None = None        # smoke test: explicit shapes instead of the named ones
     e2e_pipelines: tuple | None = None  # e2e: these pipelines only (None: all)
+    draft_vocab: int = 16384        # draft: tree-3l-v's draft-vocab size (the README GPU pipeline's)
     packed: tuple = (64, 7, 65)     # packed_attn: requests x packed rows per request x mask width (the tree's verify width)
 
 
@@ -86,12 +89,14 @@ TINY_TARGET = dict(name="tiny-target", hidden_size=64, num_hidden_layers=1, num_
                    tie_word_embeddings=False)
 TINY_DRAFTER = dict(TINY_TARGET, name="tiny-drafter", tie_word_embeddings=True)
 SMOKE = dict(contexts=(16,), tree_sizes=(1, 3), reps=1, chain_k=2, tree=(2, 2, 3), ngram_k=2, packed=(2, 5, 5),
+             draft_vocab=128,
              workloads=("code-completion",), prompts_per_workload=1, max_new=2, peer_tokens=2,
              activations="f32", device="cpu",
              tiny={"target": TINY_TARGET, "drafter": TINY_DRAFTER,
                    "drafter_3l": dict(TINY_DRAFTER, name="tiny-drafter-3l")})
 DRAFTER_LABEL = {"drafter": "1B-16L", "drafter_3l": "1B-3L"}
 SECOND_DRAFTER = {"chain-3l": "chain", "tree-3l": "tree"}   # pipelines with the 1B-3L drafter
+NARROWED = {"tree-3l-v": "tree-3l"}   # draft section only: the pipeline with draft-vocab{size=Sizes.draft_vocab}
 ROPE_8B = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
            "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
 
@@ -279,6 +284,20 @@ def pipelines(target, drafter, z: Sizes) -> dict:
     return {name: with_backend_policy(p) for name, p in out.items()}
 
 
+def narrowed_draft_vocab(pipeline, weights: dict, size: int):
+    """`pipeline` after draft-vocab{size} (order=id: no tokenizer or corpus needed; the step's bytes are the same as
+    with order=frequency) and the weights with each narrowed head (a `rows_of` weight: its tensor's first rows) added."""
+    from specir.backends.triton.lowering import with_backend_policy
+    from specir.pass_infra import PassManager, build_passes
+    out = with_backend_policy(PassManager(build_passes(f"draft-vocab{{size={size}}}")).run(pipeline))
+    weights = {role: dict(w) for role, w in weights.items()}
+    for model in out.models:
+        for w in model.weights:
+            if "rows_of" in w.attrs:
+                weights[model.name][w.name] = weights[model.name][str(w.attrs["rows_of"])][: w.type.shape[0]].clone()
+    return out, weights
+
+
 # the AR step's A/B: the fusions that were opt-in until session 25 (passes/fusion.py) turned off
 UNFUSED = "fusion{" + ",".join(f"{f}=false" for f in LATE_DEFAULTS) + ",models=target}"
 
@@ -459,6 +478,9 @@ class Bench:
                 for name, base in SECOND_DRAFTER.items():
                     pipes[name] = pipes_3l[base]
                     engines[name] = StepEngine(pipes_3l[base], backend, weights=weights_3l)
+                for name, base in NARROWED.items():
+                    pipes[name], narrowed = narrowed_draft_vocab(pipes[base], weights_3l, self.z.draft_vocab)
+                    engines[name] = StepEngine(pipes[name], backend, weights=narrowed)
             self.state["pipelines"] = pipes
             self.state["engines"] = engines
         return self.state["engines"]
@@ -649,9 +671,9 @@ class Bench:
     def draft(self):
         ctx = self.z.contexts[0]
         rows = {}
-        names = ["ar", "chain", "tree"] + [n for n in SECOND_DRAFTER if n in self._engines()]
+        names = ["ar", "chain", "tree"] + [n for n in (*SECOND_DRAFTER, *NARROWED) if n in self._engines()]
         for name in names:
-            if name in SECOND_DRAFTER and self.report.left() < 15:
+            if (name in SECOND_DRAFTER or name in NARROWED) and self.report.left() < 15:
                 rows[name] = {"skipped": "time budget"}
                 continue
             sess, step = self._step_session(name, ctx)
@@ -659,7 +681,7 @@ class Bench:
             key = next(k for k in target.forwards if k[0] == "verify")
             rows[name] = {"step_ms": self.clock.ms(step), "verify_nodes": key[1],
                           "drafter": None if name == "ar" else
-                          DRAFTER_LABEL["drafter_3l" if name in SECOND_DRAFTER else "drafter"],
+                          DRAFTER_LABEL["drafter_3l" if name in SECOND_DRAFTER or name in NARROWED else "drafter"],
                           "verify_forward_ms": self.clock.ms(self.clock.graph(target.forwards[key][1].run))}
             drafter = sess.ctx.models.get(("drafter", "draft"))
             for label, kind in (("drafter_one_token_ms", "draft"), ("drafter_catch_up_ms", "catch-up"),

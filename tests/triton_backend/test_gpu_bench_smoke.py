@@ -34,6 +34,7 @@ def test_gpu_bench_runs_every_section(tmp_path, capsys):
     steps = sections["draft"]["steps"]
     assert {"chain", "tree", "chain-3l", "tree-3l"} <= set(steps) and steps["tree-3l"]["drafter"] == "1B-3L"
     assert "drafter_level_ms" in steps["tree-3l"] and "drafter_one_token_ms" in steps["chain-3l"]
+    assert steps["tree-3l-v"]["drafter"] == "1B-3L" and "drafter_level_ms" in steps["tree-3l-v"]
     assert all("error" not in r for r in sections["ar_step"]["torch"]), sections["ar_step"]["torch"]
     assert all(r["unfused_step_ms"] > 0 for r in sections["ar_step"]["triton"])  # the A/B without the fusions too
     assert all("error" not in r for r in sections["peers"].values()), sections["peers"]

@@ -43,9 +43,14 @@ import triton.language as tl
 
 from ._device import sm_count
 from ._numerics import dot_f32acc, round_to
+from .launch_overlap import launch_dependents
 
 LOG2E = 1.4426950408889634
 MAX_SPLITS = 64
+# Whether the launch lets the next one (an overlapped o projection) be scheduled as soon as every attention program has
+# started, so that its programs prefetch their weights into L2 while the attention runs (launch_overlap.py). A probe
+# switch, off: session 23 measured the attention slower with the o projection's programs waiting beside it (no prefetch)
+LETS_NEXT_START = False
 MERGE_ELEMENTS = 8192   # fp32 values per merge tile ([rows, splits, D]): 64 registers a thread at 4 warps
 
 # Measured launch parameters of the per-row mode by (row band, head_dim), replacing the rule's where one is
@@ -173,10 +178,12 @@ def _attention_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
     SPLIT: tl.constexpr, HAS_TREE_MASK: tl.constexpr, HAS_SLOTS: tl.constexpr, HAS_OFFSETS: tl.constexpr,
     HAS_WINDOW: tl.constexpr, GROUPED: tl.constexpr,
-    MR: tl.constexpr, SB: tl.constexpr, S_P2: tl.constexpr,
+    MR: tl.constexpr, SB: tl.constexpr, S_P2: tl.constexpr, LET_NEXT_START: tl.constexpr = False,
 ):
-    # no launch_dependents() here: with it the overlapped o projection's programs sat waiting beside
-    # the attention's and the attention took 0.235 ms a step instead of 0.170 (session 23, H100)
+    # launch_dependents() only with LETS_NEXT_START: without a prefetch, the overlapped o projection's programs sat
+    # waiting beside the attention's and the attention took 0.235 ms a step instead of 0.170 (session 23, H100)
+    if LET_NEXT_START:
+        launch_dependents()
     pid_m = tl.program_id(1)
     b = tl.program_id(0) // KH
     kh = tl.program_id(0) % KH
@@ -465,6 +472,6 @@ def attention(q, k_cache, v_cache, lens, tree_mask=None, scale=None, *, out=None
         SPLIT=splits > 1, HAS_TREE_MASK=tree_mask is not None,
         HAS_SLOTS=slots is not None, HAS_OFFSETS=offsets is not None, HAS_WINDOW=bool(window), GROUPED=grouped,
         MR=cfg["merge_rows"], SB=cfg["merge_splits"], S_P2=triton.next_power_of_2(splits),
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+        LET_NEXT_START=LETS_NEXT_START, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
     )
     return out
