@@ -112,17 +112,18 @@ def _chain_calls(layers, h, overlap: bool, iters: int, fields: dict | None = Non
 
 
 def run_variant(layers, h0, overlap: bool, iters: int, replays: int, fields: dict | None = None, attention=None,
-                o_iters: int | None = None, attention_lets_next_start: bool = False):
+                o_iters: int | None = None, attention_lets_next_start: bool = False, attention_overlapped: bool = False):
     from specir.backends.triton.kernels import attention as attention_kernel
     calls, out = _chain_calls(layers, h0, overlap, iters, fields, attention, o_iters)
     # replays change nothing: every launch reads h0 (never written) or the chain's own outputs; the o
     # projection reads qkv[:, :4096] (a 4096-wide stand-in for attention's output) or the attention's output
-    before = attention_kernel.LETS_NEXT_START
-    attention_kernel.LETS_NEXT_START = attention_lets_next_start   # read at each launch: the captured kernels keep it
+    before = attention_kernel.LETS_NEXT_START, attention_kernel.OVERLAPPED
+    # read at each launch: the captured kernels keep them
+    attention_kernel.LETS_NEXT_START, attention_kernel.OVERLAPPED = attention_lets_next_start, attention_overlapped
     try:
         seconds = graph_timer(calls, replays)()
     finally:
-        attention_kernel.LETS_NEXT_START = before
+        attention_kernel.LETS_NEXT_START, attention_kernel.OVERLAPPED = before
     return seconds, out.clone()
 
 
@@ -173,6 +174,10 @@ def main(argv=None) -> int:
             s, out = run_variant(layers, h0, True, 0, a.replays, attention=att, o_iters=it,
                                  attention_lets_next_start=True)
             variants.append((f"overlap, attention lets o start, o prefetches {it}", s, _same_bits(out, base_out)))
+            print(f"{fmt} {variants[-1][0]}: {s * 1e3:.3f} ms, bits equal {variants[-1][2]}", flush=True)
+            s, out = run_variant(layers, h0, True, 0, a.replays, attention=att, o_iters=it,
+                                 attention_lets_next_start=True, attention_overlapped=True)
+            variants.append((f"the same, attention overlapped too, o prefetches {it}", s, _same_bits(out, base_out)))
             print(f"{fmt} {variants[-1][0]}: {s * 1e3:.3f} ms, bits equal {variants[-1][2]}", flush=True)
         for vfmt, fields in extra:
             if vfmt != fmt:

@@ -43,7 +43,7 @@ import triton.language as tl
 
 from ._device import sm_count
 from ._numerics import dot_f32acc, round_to
-from .launch_overlap import launch_dependents
+from .launch_overlap import await_inputs, launch_dependents, overlap_available
 
 LOG2E = 1.4426950408889634
 MAX_SPLITS = 64
@@ -51,6 +51,9 @@ MAX_SPLITS = 64
 # started, so that its programs prefetch their weights into L2 while the attention runs (launch_overlap.py). A probe
 # switch, off: session 23 measured the attention slower with the o projection's programs waiting beside it (no prefetch)
 LETS_NEXT_START = False
+# Whether the launch itself asks for launch_pdl (its programs wait for the launch before it at their first instruction;
+# launch_overlap.py): a probe switch, off
+OVERLAPPED = False
 MERGE_ELEMENTS = 8192   # fp32 values per merge tile ([rows, splits, D]): 64 registers a thread at 4 warps
 
 # Measured launch parameters of the per-row mode by (row band, head_dim), replacing the rule's where one is
@@ -179,11 +182,13 @@ def _attention_kernel(
     SPLIT: tl.constexpr, HAS_TREE_MASK: tl.constexpr, HAS_SLOTS: tl.constexpr, HAS_OFFSETS: tl.constexpr,
     HAS_WINDOW: tl.constexpr, GROUPED: tl.constexpr,
     MR: tl.constexpr, SB: tl.constexpr, S_P2: tl.constexpr, LET_NEXT_START: tl.constexpr = False,
+    PDL: tl.constexpr = False,
 ):
     # launch_dependents() only with LETS_NEXT_START: without a prefetch, the overlapped o projection's programs sat
     # waiting beside the attention's and the attention took 0.235 ms a step instead of 0.170 (session 23, H100)
     if LET_NEXT_START:
         launch_dependents()
+    await_inputs(PDL)
     pid_m = tl.program_id(1)
     b = tl.program_id(0) // KH
     kh = tl.program_id(0) % KH
@@ -457,6 +462,7 @@ def attention(q, k_cache, v_cache, lens, tree_mask=None, scale=None, *, out=None
     else:
         o_part = lse_part = counters = out
     grid = attention_grid(cfg)
+    pdl = dict(PDL=True, launch_pdl=True) if OVERLAPPED and overlap_available(q.device) else {}
     _attention_kernel[grid](
         q, k_cache, v_cache, lens, mask, out, o_part, lse_part, counters,
         lens if slots is None else slots, lens if offsets is None else offsets, lens if not window else pos,
@@ -472,6 +478,6 @@ def attention(q, k_cache, v_cache, lens, tree_mask=None, scale=None, *, out=None
         SPLIT=splits > 1, HAS_TREE_MASK=tree_mask is not None,
         HAS_SLOTS=slots is not None, HAS_OFFSETS=offsets is not None, HAS_WINDOW=bool(window), GROUPED=grouped,
         MR=cfg["merge_rows"], SB=cfg["merge_splits"], S_P2=triton.next_power_of_2(splits),
-        LET_NEXT_START=LETS_NEXT_START, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+        LET_NEXT_START=LETS_NEXT_START, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl,
     )
     return out
