@@ -12,7 +12,7 @@ so L2 never holds the next matrix), each launch reading what the one before it w
 rope are left out: the chain times the GEMVs and the gaps between them. With `--attention CTX` each layer's
 decode attention over CTX cached keys (random K/V, the 8B's 32/8 heads x 128) runs between qkv and o, and
 o reads its output; `--o-iters` then adds overlapped variants in which the attention lets the o projection
-start at once (attention.LETS_NEXT_START) and o prefetches that many K iterations into L2 while it runs.
+start at once (attention's lets_next_start; also with the attention itself overlapped) and o prefetches that many K iterations into L2 while it runs.
 
 Variants, each a CUDA graph of the whole chain, replayed (median): plain launches; overlapped with
 the first `--iters` (0, 4 ...) K iterations of each program's weights prefetched into L2 before its wait
@@ -72,9 +72,10 @@ def _caches(count: int, ctx: int, seed: int, capacity: int = 2432):
 
 
 def _chain_calls(layers, h, overlap: bool, iters: int, fields: dict | None = None, attention=None,
-                 o_iters: int | None = None):
+                 o_iters: int | None = None, lets_next_start: bool = False, attention_overlapped: bool = False):
     """The chain as zero-argument calls writing preallocated buffers; returns (calls, output). With `attention`
-    (`_caches`' result) each layer's attention runs between qkv and o; `o_iters` replaces o's overlap_iters."""
+    (`_caches`' result) each layer's attention runs between qkv and o (`lets_next_start`, `attention_overlapped`: its
+    launch overlap, kernels/attention.py); `o_iters` replaces o's overlap_iters."""
     from specir.backends.triton.kernels.attention import attention as attend
     from specir.backends.triton.kernels.linear import linear_bf12, linear_bf16
     from specir.backends.triton.kernels.linear_config import choose
@@ -96,8 +97,9 @@ def _chain_calls(layers, h, overlap: bool, iters: int, fields: dict | None = Non
                                                                              overlap=overlap, config=c))
         if attention is not None:
             (k_cache, v_cache), lens = attention[0][i], attention[1]
-            calls.append(lambda k=k_cache, v=v_cache, n=lens: attend(qkv[:, :HIDDEN].view(1, 1, HEADS, HEAD_DIM), k, v,
-                                                                     n, out=att))
+            calls.append(lambda k=k_cache, v=v_cache, n=lens: attend(
+                qkv[:, :HIDDEN].view(1, 1, HEADS, HEAD_DIM), k, v, n, out=att, lets_next_start=lets_next_start,
+                overlapped=attention_overlapped))
             o_in = att.view(1, HIDDEN)
         calls += [
             lambda x=cur, m=mats[1], o=mid, c=cfg(mats[1], it=iters if o_iters is None else o_iters), f=linear, a=o_in:
@@ -113,17 +115,11 @@ def _chain_calls(layers, h, overlap: bool, iters: int, fields: dict | None = Non
 
 def run_variant(layers, h0, overlap: bool, iters: int, replays: int, fields: dict | None = None, attention=None,
                 o_iters: int | None = None, attention_lets_next_start: bool = False, attention_overlapped: bool = False):
-    from specir.backends.triton.kernels import attention as attention_kernel
-    calls, out = _chain_calls(layers, h0, overlap, iters, fields, attention, o_iters)
+    calls, out = _chain_calls(layers, h0, overlap, iters, fields, attention, o_iters, attention_lets_next_start,
+                              attention_overlapped)
     # replays change nothing: every launch reads h0 (never written) or the chain's own outputs; the o
     # projection reads qkv[:, :4096] (a 4096-wide stand-in for attention's output) or the attention's output
-    before = attention_kernel.LETS_NEXT_START, attention_kernel.OVERLAPPED
-    # read at each launch: the captured kernels keep them
-    attention_kernel.LETS_NEXT_START, attention_kernel.OVERLAPPED = attention_lets_next_start, attention_overlapped
-    try:
-        seconds = graph_timer(calls, replays)()
-    finally:
-        attention_kernel.LETS_NEXT_START, attention_kernel.OVERLAPPED = before
+    seconds = graph_timer(calls, replays)()
     return seconds, out.clone()
 
 

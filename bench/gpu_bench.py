@@ -77,6 +77,7 @@ class Sizes:
     device: str = "cuda"
     tiny: dict | None = None        # smoke test: explicit shapes instead of the named ones
     e2e_pipelines: tuple | None = None  # e2e: these pipelines only (None: all)
+    passes: str = ""                # passes run on every pipeline before the backend policy (--passes)
     draft_vocab: int = 16384        # draft: tree-3l-v's draft-vocab size (the README GPU pipeline's)
     packed: tuple = (64, 7, 65)     # packed_attn: requests x packed rows per request x mask width (the tree's verify width)
 
@@ -281,6 +282,8 @@ def pipelines(target, drafter, z: Sizes) -> dict:
     from specir.backends.triton.lowering import with_backend_policy
     # the backend policy `specir compile --target h200` writes (gemm routing, fusions): the same engines
     out = {"ar": ar_pipeline(chain, stock=False), "chain": chain, "tree": tree, "ngram": ngram}
+    if z.passes:   # e.g. fusion{attention_prefetch=true}: the A/B of a policy
+        out = {name: PassManager(build_passes(z.passes)).run(p) for name, p in out.items()}
     return {name: with_backend_policy(p) for name, p in out.items()}
 
 
@@ -962,11 +965,14 @@ def main(argv=None) -> int:
                         help="the e2e section on `specir bench`'s settings, for the agreement check: e.g. "
                              "code-completion:8:96:1,8:tree-3l,chain-3l (workload: one, several joined by '+', or "
                              "all; --limit per workload, --max-new-tokens, --batch-size, pipelines)")
+    parser.add_argument("--passes", default="", metavar="PIPELINE",
+                        help="passes run on every pipeline before the backend policy, e.g. "
+                             "'fusion{attention_prefetch=true}' (the A/B of a fusion)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("error: no CUDA GPU (the CPU smoke test runs this script at tiny shapes)", file=sys.stderr)
         return 2
-    z = Sizes(**(QUICK if args.quick else {}))
+    z = dataclasses.replace(Sizes(**(QUICK if args.quick else {})), passes=args.passes)
     if args.e2e:
         workload, prompts, tokens, batches, names = args.e2e.split(":")
         workloads = z.workloads if workload == "all" else tuple(workload.split("+"))

@@ -96,15 +96,16 @@ BUILDS = {"chain": "", "tree": TREE, "tree-bf12": TREE + ",pack-weights{format=b
 
 
 def build_passes(name: str) -> str:
-    """The -p of a build: BUILDS[name], or tree-fr's shape family `tree-fr-d<depth>k<topk>b<budget>[v<size>]`
+    """The -p of a build: BUILDS[name], or tree-fr's shape family `tree-fr-d<depth>k<topk>b<budget>[v<size>][-ap]`
     (deeper trees: on the shipped pair, whose tau the inflated 8B pair matches, depth 10 accepts 7.3-7.5
     tokens a step at code completion against 5.6 at depth 6; v: the draft vocabulary's size, 32768 if not
-    given; a budget of 63 verifies 64 rows, one GEMM row tile)."""
-    shape = re.fullmatch(r"tree-fr-d(\d+)k(\d+)b(\d+)(?:v(\d+))?", name)
+    given; a budget of 63 verifies 64 rows, one GEMM row tile; -ap: with fusion{attention_prefetch=true})."""
+    shape = re.fullmatch(r"tree-fr-d(\d+)k(\d+)b(\d+)(?:v(\d+))?(-ap)?", name)
     if name not in BUILDS and shape:
-        depth, topk, budget, size = shape.groups()
+        depth, topk, budget, size, prefetch = shape.groups()
         vocab = DRAFT_VOCAB if size is None else f"draft-vocab{{size={size},order=frequency}}"
-        return f"tree-verify{{budget={budget},topk={topk},depth={depth}}},{vocab}"
+        return (f"tree-verify{{budget={budget},topk={topk},depth={depth}}},{vocab}"
+                + (",fusion{attention_prefetch=true}" if prefetch else ""))
     return BUILDS[name]
 
 

@@ -1,9 +1,14 @@
 """fusion: which neighbouring model-graph ops the GPU backend fuses into one launch, stated in the IR.
 
 Preconditions: none. Postconditions: each selected model region (all by default, or `models`,
-comma-separated) has the attribute `fuse = {add_norm, launch_overlap, linear_groups, linear_rope_kv,
-norm_linear, rope_kv_write, swiglu_linear}` (booleans):
+comma-separated) has the attribute `fuse = {add_norm, attention_prefetch, launch_overlap, linear_groups,
+linear_rope_kv, norm_linear, rope_kv_write, swiglu_linear}` (booleans):
 - add_norm: a residual `add` followed by the `rms_norm` of its sum runs as one launch;
+- attention_prefetch (with launch_overlap; off by default until timed on a GPU): an attention launch
+  whose output feeds an overlapped linear (the o projection) lets that linear start as soon as every
+  attention program has started; where that linear runs as a GEMV (a one-row forward) its programs
+  prefetch all of their weights into L2 while the latency-bound attention runs, then wait for it.
+  Same values;
 - launch_overlap: each Triton linear launch starts while the launch before it drains (programmatic
   dependent launch, sm_90+; backends/triton/kernels/launch_overlap.py): its programs prefetch their
   first weights into L2, then wait for the earlier launches before they read anything else. No
@@ -50,7 +55,7 @@ from specir.pass_infra import Option, Pass, models_option, selected_models
 
 # each fusion's default, where a region states none (backends/triton/program.py reads it): all on, the last
 # four since session 25 timed them on an H100 (module docstring)
-FUSION_DEFAULTS = {"add_norm": True, "launch_overlap": True, "linear_groups": True, "linear_rope_kv": True,
+FUSION_DEFAULTS = {"add_norm": True, "attention_prefetch": False, "launch_overlap": True, "linear_groups": True, "linear_rope_kv": True,
                    "norm_linear": True, "rope_kv_write": True, "swiglu_linear": True}
 FUSIONS = tuple(FUSION_DEFAULTS)
 # the fusions that were opt-in until session 25: the benchmarks' A/B builds and each fusion's tests turn these off
@@ -70,6 +75,9 @@ class Fusion(Pass):
     name = "fusion"
     options = {
         "add_norm": Option(bool, FUSION_DEFAULTS["add_norm"], "fuse a residual add with the following rms_norm"),
+        "attention_prefetch": Option(bool, FUSION_DEFAULTS["attention_prefetch"],
+                                     "let the overlapped linear after an attention start at once and prefetch its "
+                                     "weights while the attention runs (one-row forwards, sm_90+)"),
         "launch_overlap": Option(bool, FUSION_DEFAULTS["launch_overlap"],
                                  "start each linear launch while the launch before it drains (sm_90+)"),
         "linear_groups": Option(bool, FUSION_DEFAULTS["linear_groups"],

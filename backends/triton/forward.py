@@ -253,6 +253,33 @@ class StaticForward:
         on_torch = launch.kind == "linear" and not self.model.weights.linear[index][2]
         return parts_apart(self.model.program, launch, self.B * self.T, on_torch)
 
+    def _gemv_prefetches(self, index: int) -> bool:
+        """Whether launch `index`, a linear that attention_prefetch marked (program.py: `prefetch_weights`), runs in
+        this forward as a Triton GEMV with nothing launched before it: then it prefetches all its weights while the
+        attention before it runs, and that attention lets it start at once."""
+        launches = self.model.program.launches
+        if index >= len(launches) or not launches[index].attrs.get("prefetch_weights"):
+            return False
+        launch, rows = launches[index], self.B * self.T
+        if launch.kind == "linear":
+            weight, _, use_triton = self.model.weights.linear[index]
+            if not use_triton or uses_cublas(self.model.program, launch, rows):
+                return False
+            fmt = "bf16"
+        else:
+            weight, fmt = self.model.weights.packed[index][0], "bf12"
+        n, k = weight.shape
+        return (linear_config(rows, n, k, fmt).kind == "gemv"
+                and "prologue_value" not in self._separate_parts(index, launch))
+
+    def _prefetching(self, index: int, cfg, k: int):
+        """`cfg`, with every K iteration of a program's range prefetched before its wait where `_gemv_prefetches`."""
+        if not self._gemv_prefetches(index):
+            return cfg
+        from dataclasses import replace
+        iterations = -(-(-(-k // 128)) // cfg.groups)
+        return replace(cfg, overlap_iters=-(-iterations // cfg.split))
+
     def _fused_operands(self, launch) -> dict:
         """The linear call's prologue, epilogue and overlap keyword arguments (kernels/linear.py)."""
         a, view = launch.attrs, self.views.get
@@ -435,7 +462,7 @@ class StaticForward:
             out = self._group_output(launch)
             if not use_triton or uses_cublas(m.program, launch, B * T):
                 return self._separate_linear(index, launch, x, fused, out, weight, bias, use_triton)
-            cfg = linear_config(B * T, n, k)
+            cfg = self._prefetching(index, linear_config(B * T, n, k), k)
             parts = self._separate_parts(index, launch)
             first, x, y, add = self._parts_around(index, launch, x, fused, out, parts)
             after = self._unfused_rope_kv(fused, B * T, n, 0)
@@ -448,7 +475,7 @@ class StaticForward:
             packed, bias = m.weights.packed[index]
             x, out, fused = view(launch.ins[0]), self._group_output(launch), self._fused_operands(launch)
             n, k = packed.shape
-            cfg = linear_config(B * T, n, k, "bf12")
+            cfg = self._prefetching(index, linear_config(B * T, n, k, "bf12"), k)
             parts = self._separate_parts(index, launch)
             first, x, y, add = self._parts_around(index, launch, x, fused, out, parts)
             after = self._unfused_rope_kv(fused, B * T, n, packed.raw_row_count)
@@ -502,8 +529,9 @@ class StaticForward:
                 workspace = self._scratch(B * T * H * cfg["num_splits"] * (D + 1), torch.float32)
                 counter_buffer(self.device, cfg["m_blocks"] * cfg["grid"][0])  # allocated now, never in a capture
             lens, slots, offsets, scale = inp.lens, inp.slots, inp.offsets, a["scale"] or None
+            lets = bool(a.get("lets_next_start")) and self._gemv_prefetches(index + 1)
             self.configs.append({"launch": index, "kernel": launch.kernel, "B": B, "T": T, "max_seq": max_seq,
-                                 "config": dict(cfg), "tree_mask": mask is not None,
+                                 "config": dict(cfg), "tree_mask": mask is not None, "lets_next_start": lets,
                                  **({"requests": requests} if row_start is not None else {})})
             over = {key: cfg[key] for key in ("num_splits", "block_m", "block_n", "min_chunk", "num_warps",
                                               "num_stages", "merge_rows", "merge_splits")}
@@ -513,7 +541,8 @@ class StaticForward:
                                   hint="verify a smaller tree (tree-verify{budget=...})")
             pos = inp.pos if window else None
             return lambda: attention(q, k_cache, v_cache, lens, mask, scale, out=out, workspace=workspace, slots=slots,
-                                     offsets=offsets, pos=pos, window=window, row_start=row_start, **over)
+                                     offsets=offsets, pos=pos, window=window, row_start=row_start,
+                                     lets_next_start=lets, **over)
         if kind == "swiglu":
             return self._silu_mul_call(index, view(launch.ins[0]), view(launch.ins[1]), view(launch.outs[0]))
         if kind in HYBRID_NORMS:

@@ -48,7 +48,11 @@ the IR's own op pattern (nothing outside the IR is read):
   either way; one launch a layer goes;
 - launch overlap (`launch_overlap`): every linear launch says `overlap = True`; the forward
   asks for programmatic dependent launch on sm_90+ (kernels/launch_overlap.py): same values, the
-  launch starts while the one before it drains.
+  launch starts while the one before it drains. With `attention_prefetch` too, an attention launch
+  whose output is the next (overlapped) linear's input says `lets_next_start = True` and that linear
+  `prefetch_weights = True`: in a forward where the linear runs as a GEMV right after it, the
+  attention lets it start at once and its programs prefetch all their weights into L2 first
+  (forward.py).
 The rest is one launch per op. Launch operands name IR values; `values` gives every value's
 width so the executor can size buffers.
 
@@ -378,10 +382,21 @@ def plan_program(model: Model) -> Program:
             launches.append(Launch("swiglu", (op.result,), op.values, {}, (op.result,)))
         elif name in RECURRENT_OPS or name in HYBRID_NORMS or name in POINTWISE_OPS or name == "vocab_scatter":
             launches.append(Launch(name, (op.result,), op.values, dict(op.attrs), (op.result,)))
+    if fuse["launch_overlap"] and fuse["attention_prefetch"]:
+        _prefetch_after_attention(launches)
     policy = model.attrs.get("cublas_min_rows")
     states = [spec for op in ops for spec in state_specs(op)]
     return Program(model.name, launches, values, params, model.graph.result, layers, states=states,
                    dtype=str(model.attrs.get("dtype", "bf16")), cublas_min_rows=None if policy is None else int(policy))
+
+
+def _prefetch_after_attention(launches: list[Launch]) -> None:
+    """attention_prefetch: mark each attention launch whose output the next launch, an overlapped linear, reads."""
+    for launch, nxt in zip(launches, launches[1:]):
+        if (launch.kind == "attention" and nxt.kind in ("linear", "packed_linear") and nxt.attrs.get("overlap")
+                and nxt.ins[:1] == launch.outs):
+            launch.attrs["lets_next_start"] = True
+            nxt.attrs["prefetch_weights"] = True
 
 
 def joined_norms(program: Program, separate) -> dict[int, int]:

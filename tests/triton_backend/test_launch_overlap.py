@@ -47,3 +47,42 @@ def test_packed_overlapped_and_plain_logits_are_the_same_bits(packed_pipeline): 
     overlapped = _forward(_compiled(model, fuse=Attrs({**BOTH, "launch_overlap": True})), 1)
     assert {c["kernel"] for c in overlapped.configs if c.get("overlap")} == {"linear.linear_bf12"}
     assert torch.equal(overlapped.run(), _forward(_compiled(model, fuse=Attrs(BOTH)), 1).run())
+
+
+PREFETCH = {**BOTH, "launch_overlap": True, "attention_prefetch": True}
+
+
+def test_attention_prefetch_marks_each_attention_and_the_linear_reading_it(tiny_pair):
+    from specir.backends.triton.program import plan_program
+    from specir.ir.printer import print_pipeline
+    from specir.pass_infra import PassManager, build_passes
+    p = pipeline("chain", *tiny_pair, dtype="bf16")
+    on = PassManager(build_passes(fusion_pass(launch_overlap=True, attention_prefetch=True))).run(p)
+    assert "attention_prefetch = true" in print_pipeline(on)
+    launches = plan_program(on.model("target")).launches
+    pairs = [(a, b) for a, b in zip(launches, launches[1:]) if a.kind == "attention"]
+    assert pairs and all(a.attrs.get("lets_next_start") and b.attrs.get("prefetch_weights") and b.ins[0] == a.outs[0]
+                         for a, b in pairs)
+    assert sum(bool(launch.attrs.get("prefetch_weights")) for launch in launches) == len(pairs)
+    for overlap, prefetch in ((False, True), (True, False)):  # it needs launch_overlap
+        off = PassManager(build_passes(fusion_pass(launch_overlap=overlap, attention_prefetch=prefetch))).run(p)
+        assert not any(launch.attrs.get("lets_next_start") or launch.attrs.get("prefetch_weights")
+                       for launch in plan_program(off.model("target")).launches)
+
+
+@pytest.mark.parametrize("T", [1, 3])
+def test_attention_prefetch_reaches_one_row_gemvs_only_and_keeps_the_bits(tiny_pair, T):
+    model = pipeline("chain", *tiny_pair, dtype="bf16").model("target")
+    on = _forward(_compiled(model, cublas_min_rows=0, fuse=Attrs(PREFETCH)), T)
+    attention = [c for c in on.configs if c["kernel"] == "attention.attention"]
+    prefetching = [c for c in on.configs if c["kernel"].startswith("linear.") and c["config"]["overlap_iters"]]
+    assert attention
+    if T == 1:  # each o projection prefetches every iteration of its K range
+        assert all(c["lets_next_start"] for c in attention) and len(prefetching) == len(attention)
+        assert all(c["config"]["overlap_iters"] * c["config"]["split"] * 128 * c["config"]["groups"] >= c["k"]
+                   for c in prefetching)
+    else:  # the linear after the attention is a GEMM: nothing prefetches, the attention lets nothing start
+        assert not prefetching and not any(c["lets_next_start"] for c in attention)
+    plain = _forward(_compiled(model, cublas_min_rows=0, fuse=Attrs({**PREFETCH, "attention_prefetch": False})), T)
+    assert not any(c["lets_next_start"] for c in plain.configs if c["kernel"] == "attention.attention")
+    assert torch.equal(on.run(), plain.run())

@@ -47,13 +47,6 @@ from .launch_overlap import await_inputs, launch_dependents, overlap_available
 
 LOG2E = 1.4426950408889634
 MAX_SPLITS = 64
-# Whether the launch lets the next one (an overlapped o projection) be scheduled as soon as every attention program has
-# started, so that its programs prefetch their weights into L2 while the attention runs (launch_overlap.py). A probe
-# switch, off: session 23 measured the attention slower with the o projection's programs waiting beside it (no prefetch)
-LETS_NEXT_START = False
-# Whether the launch itself asks for launch_pdl (its programs wait for the launch before it at their first instruction;
-# launch_overlap.py): a probe switch, off
-OVERLAPPED = False
 MERGE_ELEMENTS = 8192   # fp32 values per merge tile ([rows, splits, D]): 64 registers a thread at 4 warps
 
 # Measured launch parameters of the per-row mode by (row band, head_dim), replacing the rule's where one is
@@ -184,8 +177,9 @@ def _attention_kernel(
     MR: tl.constexpr, SB: tl.constexpr, S_P2: tl.constexpr, LET_NEXT_START: tl.constexpr = False,
     PDL: tl.constexpr = False,
 ):
-    # launch_dependents() only with LETS_NEXT_START: without a prefetch, the overlapped o projection's programs sat
-    # waiting beside the attention's and the attention took 0.235 ms a step instead of 0.170 (session 23, H100)
+    # launch_dependents() only where the next launch prefetches (lets_next_start): without a prefetch, the overlapped
+    # o projection's programs sat waiting beside the attention's and the attention took 0.235 ms a step instead of
+    # 0.170 (session 23, H100)
     if LET_NEXT_START:
         launch_dependents()
     await_inputs(PDL)
@@ -386,7 +380,8 @@ def attention_workspace(B, T, H, D, num_splits, device) -> torch.Tensor:
 
 
 def attention(q, k_cache, v_cache, lens, tree_mask=None, scale=None, *, out=None, workspace=None,
-              slots=None, offsets=None, pos=None, window: int = 0, row_start=None, **config):
+              slots=None, offsets=None, pos=None, window: int = 0, row_start=None, lets_next_start: bool = False,
+              overlapped: bool = False, **config):
     """q [B, T, H, D]; k_cache, v_cache [slots, KH, max_seq, D]; lens [B] int; tree_mask
     [B, T, U >= T] bool or None (causal). Returns out [B, T, H, D] in q.dtype.
 
@@ -411,7 +406,11 @@ def attention(q, k_cache, v_cache, lens, tree_mask=None, scale=None, *, out=None
     min_chunk, merge_rows, merge_splits: powers of two);
     see attention_config. `workspace` (attention_workspace(...)) avoids an allocation when
     num_splits > 1. One launch; with num_splits > 1 it uses this device's arrival counters
-    (counter_buffer), so launches sharing a device must run on one stream."""
+    (counter_buffer), so launches sharing a device must run on one stream.
+    Launch overlap (launch_overlap.py; same values): `lets_next_start` lets the next launch, if it asked for
+    launch_pdl, be scheduled once every attention program has started (for one that prefetches its weights
+    meanwhile); `overlapped` asks for launch_pdl itself on sm_90+ (every program waits for the launch before it
+    at its first instruction)."""
     B, T, H, D = q.shape
     _, KH, max_seq, Dk = k_cache.shape
     if Dk != D or H % KH or v_cache.shape != k_cache.shape or k_cache.stride() != v_cache.stride():
@@ -462,7 +461,7 @@ def attention(q, k_cache, v_cache, lens, tree_mask=None, scale=None, *, out=None
     else:
         o_part = lse_part = counters = out
     grid = attention_grid(cfg)
-    pdl = dict(PDL=True, launch_pdl=True) if OVERLAPPED and overlap_available(q.device) else {}
+    pdl = dict(PDL=True, launch_pdl=True) if overlapped and overlap_available(q.device) else {}
     _attention_kernel[grid](
         q, k_cache, v_cache, lens, mask, out, o_part, lse_part, counters,
         lens if slots is None else slots, lens if offsets is None else offsets, lens if not window else pos,
@@ -478,6 +477,6 @@ def attention(q, k_cache, v_cache, lens, tree_mask=None, scale=None, *, out=None
         SPLIT=splits > 1, HAS_TREE_MASK=tree_mask is not None,
         HAS_SLOTS=slots is not None, HAS_OFFSETS=offsets is not None, HAS_WINDOW=bool(window), GROUPED=grouped,
         MR=cfg["merge_rows"], SB=cfg["merge_splits"], S_P2=triton.next_power_of_2(splits),
-        LET_NEXT_START=LETS_NEXT_START, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl,
+        LET_NEXT_START=lets_next_start, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **pdl,
     )
     return out
