@@ -38,7 +38,7 @@ MAX_SERVERS = 2
 # Where the requester sees a CUDA device its stages are fresh processes: the server starts no CUDA (NVML's device
 # check, and it refuses to serve once torch's CUDA is up), but forked stages have not yet run on a GPU here
 # (tests/guard/test_stage_server.py's GPU test, which sets this, is the check that would lift it).
-FORK_ON_CUDA = False
+FORK_ON_CUDA = True
 READY_TIMEOUT_S = 300.0
 # variables that change between a process's requests without bearing on what the libraries imported
 VOLATILE = frozenset({"PYTEST_CURRENT_TEST"})
