@@ -4,11 +4,13 @@ Preconditions: none. Postconditions: each selected model region (all by default,
 comma-separated) has the attribute `fuse = {add_norm, attention_prefetch, launch_overlap, linear_groups,
 linear_rope_kv, norm_linear, rope_kv_write, swiglu_linear}` (booleans):
 - add_norm: a residual `add` followed by the `rms_norm` of its sum runs as one launch;
-- attention_prefetch (with launch_overlap; off by default until timed on a GPU): an attention launch
-  whose output feeds an overlapped linear (the o projection) lets that linear start as soon as every
-  attention program has started; where that linear runs as a GEMV (a one-row forward) its programs
-  prefetch all of their weights into L2 while the latency-bound attention runs, then wait for it.
-  Same values;
+- attention_prefetch (with launch_overlap; off): an attention launch whose output feeds an overlapped
+  linear (the o projection) lets that linear start as soon as every attention program has started;
+  where that linear runs as a GEMV (a one-row forward) its programs prefetch all of their weights
+  into L2 while the latency-bound attention runs, then wait for it. Same values. Off: on an H100
+  (session 32, bench/results/gpu-2026-12-07-session32) the 8B AR step took 5.761-5.765 ms with it
+  against 5.783-5.788 without (0.4 %), while bench/gemv_chain.py's layers with attention ran slower
+  with it (0.1699 against 0.1663 ms a layer): too small and mixed a gain to turn on;
 - launch_overlap: each Triton linear launch starts while the launch before it drains (programmatic
   dependent launch, sm_90+; backends/triton/kernels/launch_overlap.py): its programs prefetch their
   first weights into L2, then wait for the earlier launches before they read anything else. No

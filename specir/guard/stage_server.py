@@ -13,7 +13,7 @@ children with it: die_with_parent).
 
 Client side, `server_for(env)`: one server per (requesting process, environment), started on the first
 stage and kept; a request in another environment starts another (at most MAX_SERVERS live), since the
-libraries read some variables at import. Where CUDA is visible stages stay fresh processes (FORK_ON_CUDA).
+libraries read some variables at import. FORK_ON_CUDA off: where CUDA is visible stages are fresh processes.
 `StageServer.run` returns the stage's exit status, or None when
 `timeout` passed (the stage's process group is killed). Protocol: JSON lines on the server's stdin and
 stdout: {"ready": pid}; {"id", "module", "argv", "log", "cwd", "env"} -> {"id", "pid"}, then
@@ -35,9 +35,10 @@ from pathlib import Path
 PRELOAD = ("numpy", "torch", "safetensors", "transformers", "tvm", "triton",
            "specir.runtime.session", "specir.runtime.token_forcing", "specir.plugins", "specir.guard.process")
 MAX_SERVERS = 2
-# Where the requester sees a CUDA device its stages are fresh processes: the server starts no CUDA (NVML's device
-# check, and it refuses to serve once torch's CUDA is up), but forked stages have not yet run on a GPU here
-# (tests/guard/test_stage_server.py's GPU test, which sets this, is the check that would lift it).
+# Whether stages fork where the requester sees a CUDA device too (else fresh processes there). The server starts no
+# CUDA (NVML's device check, and it refuses to serve once torch's CUDA is up); each forked stage starts its own. On
+# since session 32: on an H100 the GPU test of tests/guard/test_stage_server.py and the README's GPU pipelines through
+# `specir check` passed with it (bench/results/gpu-2026-12-07-session32, call3).
 FORK_ON_CUDA = True
 READY_TIMEOUT_S = 300.0
 # variables that change between a process's requests without bearing on what the libraries imported

@@ -74,7 +74,7 @@ def test_a_forked_stage_runs_on_the_gpu(monkeypatch):
     if not torch.cuda.is_available():
         pytest.skip("needs a GPU: the stage server must leave CUDA uninitialised for its children")
     monkeypatch.setattr(stage_server, "FORK_ON_CUDA", False)
-    assert _server() is None  # stages are fresh processes where CUDA is visible, until this test passes on a GPU
+    assert _server() is None  # with the flag off, stages are fresh processes where CUDA is visible
     monkeypatch.setattr(stage_server, "FORK_ON_CUDA", True)
     assert run_stage(MODULE, {"cuda": True}, timeout=300) == {"cuda_sum": 6.0}
     assert _server() is not None and _server().alive()
