@@ -6,5 +6,5 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 V=""
 for f in depth=2 num_warps=8 num_warps=2 block_n=32 num_stages=1 num_stages=3 x_late=false weight_cache=cg \
          maxnreg=96 weight_cache=evict_first; do V="$V --variant bf12:$f"; done
-timeout 240 python3 bench/gemv_chain.py --out $OUT/chain-bf12 --layers 8 --iters "" --bf12-layers 8 --bf12-iters "" \
+timeout 180 python3 bench/gemv_chain.py --out $OUT/chain-bf12 --layers 8 --iters "" --bf12-layers 8 --bf12-iters "" \
   $V 2>&1 | tee $OUT/chain-bf12-log.txt | tail -n 16
