@@ -113,6 +113,14 @@ def _chain_calls(layers, h, overlap: bool, iters: int, fields: dict | None = Non
     return calls, cur
 
 
+def _o_iters(text: str, fmt: str) -> int:
+    """--o-iters' value: a count, or 'all' (the o projection's whole K range: linear_config.prefetching_its_range)."""
+    from specir.backends.triton.kernels.linear_config import choose, prefetching_its_range
+    if text != "all":
+        return int(text)
+    return prefetching_its_range(choose(1, HIDDEN, HIDDEN, fmt), HIDDEN).overlap_iters
+
+
 def run_variant(layers, h0, overlap: bool, iters: int, replays: int, fields: dict | None = None, attention=None,
                 o_iters: int | None = None, attention_lets_next_start: bool = False, attention_overlapped: bool = False):
     calls, out = _chain_calls(layers, h0, overlap, iters, fields, attention, o_iters, attention_lets_next_start,
@@ -142,8 +150,11 @@ def main(argv=None) -> int:
     ap.add_argument("--attention", type=int, default=0, metavar="CTX",
                     help="run each layer's decode attention over CTX cached keys between qkv and o")
     ap.add_argument("--o-iters", default="", help="with --attention: overlapped variants in which the attention lets "
-                                                  "o start at once and o prefetches this many iterations (each)")
+                                                  "o start at once and o prefetches this many K iterations (each, "
+                                                  "comma-separated; 'all': its whole range, as attention_prefetch does)")
     a = ap.parse_args(argv)
+    if a.o_iters and not a.attention:
+        ap.error("--o-iters needs --attention")
     extra = [parse_variant(v) for v in a.variant]
     if a.bf12_maxnreg:
         extra.append(("bf12", {"maxnreg": a.bf12_maxnreg}))
@@ -166,7 +177,7 @@ def main(argv=None) -> int:
             s, out = run_variant(layers, h0, True, it, a.replays, attention=att)
             variants.append((f"overlap, {it} iterations prefetched", s, _same_bits(out, base_out)))
             print(f"{fmt} overlap {it}: {s * 1e3:.3f} ms, bits equal {variants[-1][2]}", flush=True)
-        for it in [int(v) for v in a.o_iters.split(",") if v != ""] if att else ():
+        for it in [_o_iters(v, fmt) for v in a.o_iters.split(",") if v != ""] if att else ():
             s, out = run_variant(layers, h0, True, 0, a.replays, attention=att, o_iters=it,
                                  attention_lets_next_start=True)
             variants.append((f"overlap, attention lets o start, o prefetches {it}", s, _same_bits(out, base_out)))

@@ -967,7 +967,8 @@ def main(argv=None) -> int:
                              "all; --limit per workload, --max-new-tokens, --batch-size, pipelines)")
     parser.add_argument("--passes", default="", metavar="PIPELINE",
                         help="passes run on every pipeline before the backend policy, e.g. "
-                             "'fusion{attention_prefetch=true}' (the A/B of a fusion)")
+                             "'fusion{attention_prefetch=true}' (the A/B of a fusion; the AR step's unfused row "
+                             "states every fusion flag itself)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("error: no CUDA GPU (the CPU smoke test runs this script at tiny shapes)", file=sys.stderr)

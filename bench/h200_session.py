@@ -49,7 +49,7 @@ ALL = LATE_DEFAULTS  # the fusions that were opt-in before session 25 (passes/fu
 
 def _fusion(*on: str, models: str = "") -> str:
     """A fusion pass stating the four fusions of ALL (the pass sets every flag it is not given to its
-    default, now all on): those in `on` on, the others off."""
+    default: passes/fusion.py FUSION_DEFAULTS): those in `on` on, the others off."""
     flags = ",".join(f"{f}={'true' if f in on else 'false'}" for f in ALL)
     return f"fusion{{{flags}{',models=' + models if models else ''}}}"
 BUILDS = {"chain": "", "tree": TREE, "tree-bf12": TREE + ",pack-weights{format=bf12}",

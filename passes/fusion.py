@@ -9,8 +9,8 @@ linear_rope_kv, norm_linear, rope_kv_write, swiglu_linear}` (booleans):
   where that linear runs as a GEMV (a one-row forward) its programs prefetch all of their weights
   into L2 while the latency-bound attention runs, then wait for it. Same values. Off: on an H100
   (session 32, bench/results/gpu-2026-12-07-session32) the 8B AR step took 5.761-5.765 ms with it
-  against 5.783-5.788 without (0.4 %), while bench/gemv_chain.py's layers with attention ran slower
-  with it (0.1699 against 0.1663 ms a layer): too small and mixed a gain to turn on;
+  against 5.783-5.788 without, 0.4 %: too small a gain to turn on unmeasured elsewhere (an H200's
+  larger L2 may rank it differently: `gpu_bench.py --passes 'fusion{attention_prefetch=true}'`);
 - launch_overlap: each Triton linear launch starts while the launch before it drains (programmatic
   dependent launch, sm_90+; backends/triton/kernels/launch_overlap.py): its programs prefetch their
   first weights into L2, then wait for the earlier launches before they read anything else. No
@@ -36,7 +36,7 @@ linear_rope_kv, norm_linear, rope_kv_write, swiglu_linear}` (booleans):
   other norms sum their squares in the prologue's fixed order (about 1.3 us more a launch on an H100).
 Fused and unfused launches compute the same values (tests/triton_backend/test_fusion_policy.py
 compares them bit for bit under the interpreter). Without this pass the Triton lowering writes
-FUSION_DEFAULTS into build/pipeline.spec: every fusion on. The last four (swiglu_linear, norm_linear,
+FUSION_DEFAULTS into build/pipeline.spec: every fusion on but attention_prefetch. The last four (swiglu_linear, norm_linear,
 linear_rope_kv, launch_overlap) were opt-in until timed together on a GPU: on an H100 (session 25,
 bench/results/gpu-2026-12-07-session25) they made the 8B target's AR step 8.1 % faster (5.949 against
 6.470 ms, 204 launches against 333), with the same 65-row verify and, once norm_linear folded into
@@ -46,19 +46,19 @@ one-row forwards only (backends/triton/fused_parts.py), the same draft. `fusion{
 Before:
     model @target attributes {dtype = "bf16", source = "t"} { ... }
 After (fusion{add_norm=false}):
-    model @target attributes {dtype = "bf16", fuse = {add_norm = false, launch_overlap = true,
-    linear_groups = true, linear_rope_kv = true, norm_linear = true, rope_kv_write = true,
-    swiglu_linear = true}, source = "t"} { ... }
+    model @target attributes {dtype = "bf16", fuse = {add_norm = false, attention_prefetch = false,
+    launch_overlap = true, linear_groups = true, linear_rope_kv = true, norm_linear = true,
+    rope_kv_write = true, swiglu_linear = true}, source = "t"} { ... }
 """
 from __future__ import annotations
 
 from specir.ir.nodes import Attrs, Pipeline
 from specir.pass_infra import Option, Pass, models_option, selected_models
 
-# each fusion's default, where a region states none (backends/triton/program.py reads it): all on, the last
-# four since session 25 timed them on an H100 (module docstring)
-FUSION_DEFAULTS = {"add_norm": True, "attention_prefetch": False, "launch_overlap": True, "linear_groups": True, "linear_rope_kv": True,
-                   "norm_linear": True, "rope_kv_write": True, "swiglu_linear": True}
+# each fusion's default, where a region states none (backends/triton/program.py reads it): all on but
+# attention_prefetch, the last four of LATE_DEFAULTS since session 25 timed them on an H100 (module docstring)
+FUSION_DEFAULTS = {"add_norm": True, "attention_prefetch": False, "launch_overlap": True, "linear_groups": True,
+                   "linear_rope_kv": True, "norm_linear": True, "rope_kv_write": True, "swiglu_linear": True}
 FUSIONS = tuple(FUSION_DEFAULTS)
 # the fusions that were opt-in until session 25: the benchmarks' A/B builds and each fusion's tests turn these off
 LATE_DEFAULTS = ("swiglu_linear", "norm_linear", "linear_rope_kv", "launch_overlap")

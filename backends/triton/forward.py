@@ -46,7 +46,7 @@ from .kernels.attention import attention, attention_config, counter_buffer
 from .kernels.embedding import embedding
 from .kernels.kv_cache import kv_write
 from .kernels.linear import linear_bf12, linear_bf16
-from .kernels.linear_config import choose, head_tiles
+from .kernels.linear_config import choose, head_tiles, prefetching_its_range
 from .kernels import pointwise
 from .kernels.vocab_scatter import inverse_key, vocab_scatter
 from .kernels.hybrid_norm import rms_norm_1p, rms_norm_gated
@@ -273,12 +273,8 @@ class StaticForward:
                 and "prologue_value" not in self._separate_parts(index, launch))
 
     def _prefetching(self, index: int, cfg, k: int):
-        """`cfg`, with every K iteration of a program's range prefetched before its wait where `_gemv_prefetches`."""
-        if not self._gemv_prefetches(index):
-            return cfg
-        from dataclasses import replace
-        iterations = -(-(-(-k // 128)) // cfg.groups)
-        return replace(cfg, overlap_iters=-(-iterations // cfg.split))
+        """`cfg`, prefetching its range before its wait where `_gemv_prefetches` (linear_config.prefetching_its_range)."""
+        return prefetching_its_range(cfg, k) if self._gemv_prefetches(index) else cfg
 
     def _fused_operands(self, launch) -> dict:
         """The linear call's prologue, epilogue and overlap keyword arguments (kernels/linear.py)."""

@@ -24,7 +24,7 @@ from .fused_parts import parts_apart
 from .gemm_route import CUBLAS_CALL, CUBLAS_KERNEL, cublas_min_rows, uses_cublas
 from .kernels import argmax as argmax_mod
 from .kernels.attention import attention_config
-from .kernels.linear_config import choose, head_tiles
+from .kernels.linear_config import choose, head_tiles, prefetching_its_range
 from .kernels.rope_kv_epilogue import listed_in_gemv
 from .program import KERNEL_OF, Program, joined_norms
 
@@ -100,12 +100,24 @@ def _triton_linear(row: dict, launch, rows: int, n: int, k: int, fmt: str, joine
     apart = [] if listed_in_gemv(rows, a.get("head_dim", 0)) else _separate_rope_kv(launch, row["launch"], rows)
     if a.get("epilogue") == "rope_kv_write" and not apart:   # one program per head (kernels/linear.py)
         cfg = head_tiles(cfg, a["head_dim"])
+    if a.get("prefetch_weights") and cfg.kind == "gemv" and not before:   # attention_prefetch (forward.py)
+        cfg = prefetching_its_range(cfg, k)
     row.update(m=rows, n=n, k=k, config=asdict(cfg))
     row.update({key: a[key] for key in ("prologue", "epilogue") if key in a and not (apart and key == "epilogue")
                 and f"{key}_value" not in parts})
     moved = _moved(launch, before, after, parts) | {v for r in apart for v in r["implements"]}
     row["implements"] = [v for v in row["implements"] if v not in moved]
     return [*before, row, *apart, *after]
+
+
+def _lets_next_start(program: Program, out: list[dict]) -> None:
+    """attention_prefetch: an attention row says `lets_next_start` where the row after it is the GEMV that
+    prefetches its range (forward.py: the same rule)."""
+    for row, nxt in zip(out, out[1:]):
+        if program.launches[row["launch"]].kind == "attention" and "B" in row:
+            row["lets_next_start"] = bool(program.launches[row["launch"]].attrs.get("lets_next_start")
+                                          and nxt["launch"] == row["launch"] + 1
+                                          and nxt.get("config", {}).get("overlap_iters", 0) > 0)
 
 
 def launch_configs(program: Program, target, B: int, T: int, max_seq: int, packed: bool = False) -> list[dict]:
@@ -158,6 +170,7 @@ def launch_configs(program: Program, target, B: int, T: int, max_seq: int, packe
         elif kind in ("embed", "swiglu", "add"):
             row.update(_elementwise(rows, program.values[launch.outs[0]]))
         out.append(row)
+    _lets_next_start(program, out)
     vocab = program.values[program.result]
     out.append({"launch": len(program.launches), "kernel": "argmax.argmax", "implements": ["greedy target choice"],
                 "config": _argmax(rows, vocab, sm)})

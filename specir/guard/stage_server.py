@@ -13,7 +13,8 @@ children with it: die_with_parent).
 
 Client side, `server_for(env)`: one server per (requesting process, environment), started on the first
 stage and kept; a request in another environment starts another (at most MAX_SERVERS live), since the
-libraries read some variables at import. FORK_ON_CUDA off: where CUDA is visible stages are fresh processes.
+libraries read some variables at import. Where CUDA is visible stages fork too (FORK_ON_CUDA, on since a GPU
+check; off, they would be fresh processes there).
 `StageServer.run` returns the stage's exit status, or None when
 `timeout` passed (the stage's process group is killed). Protocol: JSON lines on the server's stdin and
 stdout: {"ready": pid}; {"id", "module", "argv", "log", "cwd", "env"} -> {"id", "pid"}, then

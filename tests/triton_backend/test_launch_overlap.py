@@ -70,19 +70,43 @@ def test_attention_prefetch_marks_each_attention_and_the_linear_reading_it(tiny_
                        for launch in plan_program(off.model("target")).launches)
 
 
+@pytest.mark.parametrize("n, k, per_range", [(4096, 4096, 4), (6144, 4096, 4), (4096, 14336, 7), (2048, 2048, 4),
+                                              (4096, 4000, 4), (64, 64, 1)])
+def test_a_prefetching_gemv_prefetches_exactly_its_k_range(n, k, per_range):
+    """The 8B o projection: 32 iterations of 128 over 8 K ranges -> 4 (not the 8 that would reach into the next
+    range); down 112 over 16 -> 7; a ragged K rounds up."""
+    from specir.backends.triton.kernels.linear_config import choose, prefetching_its_range
+    cfg = choose(1, n, k)
+    assert prefetching_its_range(cfg, k).overlap_iters == per_range
+    assert prefetching_its_range(cfg, k).order_key() == cfg.order_key()
+
+
+def _iterations_per_range(config: dict, k: int) -> int:
+    return -(-(-(-k // (128 * config["groups"]))) // config["split"])
+
+
 @pytest.mark.parametrize("T", [1, 3])
 def test_attention_prefetch_reaches_one_row_gemvs_only_and_keeps_the_bits(tiny_pair, T):
+    from specir.backends.triton.launch_configs import launch_configs
+    from specir.targets import get_target
     model = pipeline("chain", *tiny_pair, dtype="bf16").model("target")
-    on = _forward(_compiled(model, cublas_min_rows=0, fuse=Attrs(PREFETCH)), T)
+    compiled = _compiled(model, cublas_min_rows=0, fuse=Attrs(PREFETCH))
+    on = _forward(compiled, T)
     attention = [c for c in on.configs if c["kernel"] == "attention.attention"]
     prefetching = [c for c in on.configs if c["kernel"].startswith("linear.") and c["config"]["overlap_iters"]]
-    assert attention
-    if T == 1:  # each o projection prefetches every iteration of its K range
+    listed = launch_configs(compiled.program, get_target("h200"), 1, T, 64)  # the manifest: the GPU's configs
+    listed_attention = [row for row in listed if row["kernel"] == "attention.attention"]
+    listed_prefetching = [row for row in listed if row["kernel"].startswith("linear.") and row["config"]["overlap_iters"]]
+    assert attention and len(listed_attention) == len(attention)
+    if T == 1:  # each o projection prefetches exactly the iterations of its K range
         assert all(c["lets_next_start"] for c in attention) and len(prefetching) == len(attention)
-        assert all(c["config"]["overlap_iters"] * c["config"]["split"] * 128 * c["config"]["groups"] >= c["k"]
-                   for c in prefetching)
+        assert all(c["config"]["overlap_iters"] == _iterations_per_range(c["config"], c["k"]) for c in prefetching)
+        assert all(row["lets_next_start"] for row in listed_attention) and len(listed_prefetching) == len(attention)
+        assert all(row["config"]["overlap_iters"] == _iterations_per_range(row["config"], row["k"])
+                   for row in listed_prefetching)
     else:  # the linear after the attention is a GEMM: nothing prefetches, the attention lets nothing start
         assert not prefetching and not any(c["lets_next_start"] for c in attention)
+        assert not listed_prefetching and not any(row["lets_next_start"] for row in listed_attention)
     plain = _forward(_compiled(model, cublas_min_rows=0, fuse=Attrs({**PREFETCH, "attention_prefetch": False})), T)
     assert not any(c["lets_next_start"] for c in plain.configs if c["kernel"] == "attention.attention")
     assert torch.equal(on.run(), plain.run())

@@ -14,8 +14,9 @@ default (`LinearConfig.overlap_iters` = 0).
 
 Every helper is a no-op in Triton's CPU interpreter (no PTX there) and `launch_dependents` is one
 instruction that a launch without a dependent ignores, so kernels call it unconditionally (the
-GEMV/GEMM, norm, rope, silu_mul and add kernels; not attention, where the next launch's waiting
-programs slowed it by a third).
+GEMV/GEMM, norm, rope, silu_mul and add kernels). The attention calls it only where the next launch
+prefetches its weights meanwhile (`lets_next_start`, fusion{attention_prefetch}): without that, the next
+launch's waiting programs slowed it by a third (session 23).
 `overlap_available(device)` says whether a launch may ask for `launch_pdl`.
 """
 from __future__ import annotations

@@ -99,6 +99,14 @@ def _split_for(blocks: int, iters: int) -> int:
     return split
 
 
+def prefetching_its_range(cfg: LinearConfig, k: int) -> LinearConfig:
+    """`cfg` with every K iteration of a program's range (one of `split`) prefetched into L2 before its wait when
+    launched overlapped (`overlap_iters`; fusion{attention_prefetch}). A persistent GEMV prefetches the first work
+    item's range only."""
+    iterations = -(-(-(-k // GROUP)) // cfg.groups)
+    return replace(cfg, overlap_iters=-(-iterations // cfg.split))
+
+
 def gemm_row_band(m: int) -> int:
     """GEMM_TILES' row band of m rows: the next power of two, at least 16 (the rule's block_m up to 128 rows)."""
     return max(16, 1 << (m - 1).bit_length())
