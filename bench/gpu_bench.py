@@ -555,25 +555,23 @@ class Bench:
                 torch_rows.append({"context": ctx, "error": f"{type(exc).__name__}: {exc}"})
         return {"triton": rows, "torch": torch_rows, "target_x_roofline": 1.10}
 
-    def breakdown(self):
-        """Launch groups of the AR forward (T = 1), each timed alone; plus the step's tail."""
-        ctx = self.z.contexts[0]
-        sess, step = self._step_session("ar", ctx)
-        fwd = self._forward(sess, "target", "verify", ("verify", 1, False))
-        program = self.state["compiled"]["target"].program
+    def _launch_groups(self, fwd, role: str, ctx: int) -> tuple[list[dict], float]:
+        """The forward `fwd`'s launches grouped by kind and shape (a linear by its weight's shape and prologue), each
+        group timed alone (its own CUDA graph), against its byte floor: the weights in their format, the attention's
+        K/V of `role`'s shape at `ctx`. Returns (rows, the groups' summed ms)."""
+        program, w = fwd.model.program, fwd.model.weights
+        c = self.state["configs"][role]
         groups: dict[str, list] = {}
         nbytes: dict[str, int] = {}
-        w = self.state["compiled"]["target"].weights
         for i, (launch, call) in enumerate(zip(program.launches, fwd.calls)):
-            if launch.kind == "linear":
-                weight = w.linear[i][0]
-                key = f"linear {weight.shape[0]}x{weight.shape[1]}"
+            if launch.kind in ("linear", "packed_linear"):
+                weight = w.linear[i][0] if launch.kind == "linear" else w.packed[i][0]
+                key = f"{launch.kind} {weight.shape[0]}x{weight.shape[1]}"
                 if launch.attrs.get("prologue"):  # swiglu_linear, norm_linear: the swiglu or norm runs inside
                     key += f" + {launch.attrs['prologue']} prologue"
-                b = weight.numel() * weight.element_size()
+                b = weight.numel() * weight.element_size() if launch.kind == "linear" else weight.nbytes()
             elif launch.kind == "attention":
                 key = "attention"
-                c = self.state["configs"]["target"]
                 b = 2 * c["num_key_value_heads"] * c["head_dim"] * ctx * 2
             else:
                 key, b = launch.kind, 0
@@ -590,9 +588,18 @@ class Bench:
             rows.append({"group": key, "launches": len(calls), "ms": ms, "byte_floor_ms": floor,
                          "share_of_copy_bw": floor / ms if ms else 0.0})
             del replay
+        rows.sort(key=lambda r: -r["ms"])
+        return rows, total_alone
+
+    def breakdown(self):
+        """Launch groups of the AR forward (T = 1), each timed alone; plus the step's tail."""
+        ctx = self.z.contexts[0]
+        sess, step = self._step_session("ar", ctx)
+        fwd = self._forward(sess, "target", "verify", ("verify", 1, False))
+        program = fwd.model.program
+        rows, total_alone = self._launch_groups(fwd, "target", ctx)
         fwd_ms = self.clock.ms(self.clock.graph(fwd.run))
         step_ms = self.clock.ms(step)
-        rows.sort(key=lambda r: -r["ms"])
         return {"context": ctx, "groups": rows, "sum_of_groups_alone_ms": total_alone, "forward_ms": fwd_ms,
                 "step_ms": step_ms, "step_minus_forward_ms": step_ms - fwd_ms,
                 "roofline_ms": self._roofline_ms(ctx),
@@ -692,6 +699,9 @@ class Bench:
                 keys = [k for k in (drafter.forwards if drafter else {}) if k[0] == kind]
                 if keys:
                     rows[name][label] = self.clock.ms(self.clock.graph(drafter.forwards[keys[0]][1].run))
+                    if kind == "tree-level" and name in ("tree-3l", *NARROWED):  # where a level's time goes
+                        rows[name]["level_groups"] = self._launch_groups(drafter.forwards[keys[0]][1], "drafter_3l",
+                                                                         ctx)[0]
             rows[name]["draft_and_accept_ms"] = rows[name]["step_ms"] - rows[name]["verify_forward_ms"]
         rows["drafter_roofline_ms"] = self._roofline_ms(ctx, "drafter")
         if "drafter_3l" in self.state["configs"]:
@@ -860,6 +870,12 @@ def markdown(data: dict) -> str:
                                                               "drafter_level_ms") if k in r)
                 lines.append(f"| {name} | {r.get('drafter') or '-'} | {_f(r['step_ms'], 3)} | {r['verify_nodes']} | "
                              f"{_f(r['verify_forward_ms'], 3)} | {_f(r['draft_and_accept_ms'], 3)} | {fwd} |")
+        for name, r in s["draft"]["steps"].items():
+            if isinstance(r, dict) and r.get("level_groups"):
+                lines += ["", f"{name}: one drafter tree level by launch group (each group timed alone)", "",
+                          "| group | launches | ms | byte floor ms | floor / ms |", "|---|---:|---:|---:|---:|"]
+                lines += [f"| {g['group']} | {g['launches']} | {_f(g['ms'], 4)} | {_f(g['byte_floor_ms'], 4)} | "
+                          f"{_f(g['share_of_copy_bw'])} |" for g in r["level_groups"]]
         roofs = [f"{label} {_f(s['draft']['steps'].get(key), 3)} ms" for label, key in
                  (("1B-16L", "drafter_roofline_ms"), ("1B-3L", "drafter_3l_roofline_ms")) if key in s["draft"]["steps"]]
         lines += ["", "Drafter forward byte floor (weights + KV at this context): " + ", ".join(roofs)]

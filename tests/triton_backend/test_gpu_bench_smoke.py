@@ -35,6 +35,12 @@ def test_gpu_bench_runs_every_section(tmp_path, capsys):
     assert {"chain", "tree", "chain-3l", "tree-3l"} <= set(steps) and steps["tree-3l"]["drafter"] == "1B-3L"
     assert "drafter_level_ms" in steps["tree-3l"] and "drafter_one_token_ms" in steps["chain-3l"]
     assert steps["tree-3l-v"]["drafter"] == "1B-3L" and "drafter_level_ms" in steps["tree-3l-v"]
+    for name in ("tree-3l", "tree-3l-v"):  # a drafter level's launch groups, its attention and head among them
+        groups = {g["group"]: g for g in steps[name]["level_groups"]}
+        assert "attention" in groups and all(g["launches"] >= 1 and g["ms"] > 0 for g in groups.values())
+    heads = [{g["group"] for g in steps[name]["level_groups"]} for name in ("tree-3l", "tree-3l-v")]
+    assert heads[0] != heads[1]  # the narrowed head is another shape
+    assert "one drafter tree level by launch group" in (tmp_path / "gpu_bench.md").read_text()
     assert all("error" not in r for r in sections["ar_step"]["torch"]), sections["ar_step"]["torch"]
     assert all(r["unfused_step_ms"] > 0 for r in sections["ar_step"]["triton"])  # the A/B without the fusions too
     assert all("error" not in r for r in sections["peers"].values()), sections["peers"]
