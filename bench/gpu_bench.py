@@ -98,6 +98,7 @@ SMOKE = dict(contexts=(16,), tree_sizes=(1, 3), reps=1, chain_k=2, tree=(2, 2, 3
 DRAFTER_LABEL = {"drafter": "1B-16L", "drafter_3l": "1B-3L"}
 SECOND_DRAFTER = {"chain-3l": "chain", "tree-3l": "tree"}   # pipelines with the 1B-3L drafter
 NARROWED = {"tree-3l-v": "tree-3l"}   # draft section only: the pipeline with draft-vocab{size=Sizes.draft_vocab}
+WITH_3L = {*SECOND_DRAFTER, *NARROWED}   # the pipelines drafting with the 1B-3L drafter
 ROPE_8B = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
            "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
 
@@ -683,7 +684,7 @@ class Bench:
         rows = {}
         names = ["ar", "chain", "tree"] + [n for n in (*SECOND_DRAFTER, *NARROWED) if n in self._engines()]
         for name in names:
-            if (name in SECOND_DRAFTER or name in NARROWED) and self.report.left() < 15:
+            if name in WITH_3L and self.report.left() < 15:
                 rows[name] = {"skipped": "time budget"}
                 continue
             sess, step = self._step_session(name, ctx)
@@ -691,7 +692,7 @@ class Bench:
             key = next(k for k in target.forwards if k[0] == "verify")
             rows[name] = {"step_ms": self.clock.ms(step), "verify_nodes": key[1],
                           "drafter": None if name == "ar" else
-                          DRAFTER_LABEL["drafter_3l" if name in SECOND_DRAFTER or name in NARROWED else "drafter"],
+                          DRAFTER_LABEL["drafter_3l" if name in WITH_3L else "drafter"],
                           "verify_forward_ms": self.clock.ms(self.clock.graph(target.forwards[key][1].run))}
             drafter = sess.ctx.models.get(("drafter", "draft"))
             for label, kind in (("drafter_one_token_ms", "draft"), ("drafter_catch_up_ms", "catch-up"),

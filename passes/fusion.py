@@ -36,12 +36,12 @@ linear_rope_kv, norm_linear, rope_kv_write, swiglu_linear}` (booleans):
   other norms sum their squares in the prologue's fixed order (about 1.3 us more a launch on an H100).
 Fused and unfused launches compute the same values (tests/triton_backend/test_fusion_policy.py
 compares them bit for bit under the interpreter). Without this pass the Triton lowering writes
-FUSION_DEFAULTS into build/pipeline.spec: every fusion on but attention_prefetch. The last four (swiglu_linear, norm_linear,
-linear_rope_kv, launch_overlap) were opt-in until timed together on a GPU: on an H100 (session 25,
-bench/results/gpu-2026-12-07-session25) they made the 8B target's AR step 8.1 % faster (5.949 against
-6.470 ms, 204 launches against 333), with the same 65-row verify and, once norm_linear folded into
-one-row forwards only (backends/triton/fused_parts.py), the same draft. `fusion{norm_linear=false}`
-(...) turns one off. CPU backends ignore it.
+FUSION_DEFAULTS into build/pipeline.spec: every fusion on but attention_prefetch. The last four
+(swiglu_linear, norm_linear, linear_rope_kv, launch_overlap) were opt-in until timed together on a
+GPU: on an H100 (session 25, bench/results/gpu-2026-12-07-session25) they made the 8B target's AR step
+8.1 % faster (5.949 against 6.470 ms, 204 launches against 333), with the same 65-row verify and, once
+norm_linear folded into one-row forwards only (backends/triton/fused_parts.py), the same draft.
+`fusion{norm_linear=false}` (...) turns one off. CPU backends ignore it.
 
 Before:
     model @target attributes {dtype = "bf16", source = "t"} { ... }

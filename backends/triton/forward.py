@@ -57,7 +57,7 @@ from .kernels.conv1d import conv1d_tree
 from .kernels.delta_factors import attach_delta_factors
 from .kernels.gated_delta import gated_delta_rule_tree
 from .kernels.mamba2_scan import mamba2_scan_tree
-from .program import HYBRID_NORMS, KERNEL_OF, POINTWISE_OPS, RECURRENT_OPS, joined_norms
+from .program import HYBRID_NORMS, KERNEL_OF, POINTWISE_OPS, RECURRENT_OPS, joined_norms, prefetches_its_weights
 from .weights import weight_names
 
 
@@ -254,9 +254,8 @@ class StaticForward:
         return parts_apart(self.model.program, launch, self.B * self.T, on_torch)
 
     def _gemv_prefetches(self, index: int) -> bool:
-        """Whether launch `index`, a linear that attention_prefetch marked (program.py: `prefetch_weights`), runs in
-        this forward as a Triton GEMV with nothing launched before it: then it prefetches all its weights while the
-        attention before it runs, and that attention lets it start at once."""
+        """Whether launch `index` (the one after an attention) prefetches its weights in this forward (program.py:
+        prefetches_its_weights): then that attention lets it start at once."""
         launches = self.model.program.launches
         if index >= len(launches) or not launches[index].attrs.get("prefetch_weights"):
             return False
@@ -269,12 +268,12 @@ class StaticForward:
         else:
             weight, fmt = self.model.weights.packed[index][0], "bf12"
         n, k = weight.shape
-        return (linear_config(rows, n, k, fmt).kind == "gemv"
-                and "prologue_value" not in self._separate_parts(index, launch))
+        return prefetches_its_weights(launch, linear_config(rows, n, k, fmt), self._separate_parts(index, launch))
 
-    def _prefetching(self, index: int, cfg, k: int):
-        """`cfg`, prefetching its range before its wait where `_gemv_prefetches` (linear_config.prefetching_its_range)."""
-        return prefetching_its_range(cfg, k) if self._gemv_prefetches(index) else cfg
+    @staticmethod
+    def _prefetching(launch, cfg, parts, k: int):
+        """`cfg`, prefetching its K range before its wait where program.prefetches_its_weights says so."""
+        return prefetching_its_range(cfg, k) if prefetches_its_weights(launch, cfg, parts) else cfg
 
     def _fused_operands(self, launch) -> dict:
         """The linear call's prologue, epilogue and overlap keyword arguments (kernels/linear.py)."""
@@ -458,8 +457,8 @@ class StaticForward:
             out = self._group_output(launch)
             if not use_triton or uses_cublas(m.program, launch, B * T):
                 return self._separate_linear(index, launch, x, fused, out, weight, bias, use_triton)
-            cfg = self._prefetching(index, linear_config(B * T, n, k), k)
             parts = self._separate_parts(index, launch)
+            cfg = self._prefetching(launch, linear_config(B * T, n, k), parts, k)
             first, x, y, add = self._parts_around(index, launch, x, fused, out, parts)
             after = self._unfused_rope_kv(fused, B * T, n, 0)
             self.configs.append({"launch": index, "kernel": launch.kernel, "m": B * T, "n": n, "k": k,
@@ -471,8 +470,8 @@ class StaticForward:
             packed, bias = m.weights.packed[index]
             x, out, fused = view(launch.ins[0]), self._group_output(launch), self._fused_operands(launch)
             n, k = packed.shape
-            cfg = self._prefetching(index, linear_config(B * T, n, k, "bf12"), k)
             parts = self._separate_parts(index, launch)
+            cfg = self._prefetching(launch, linear_config(B * T, n, k, "bf12"), parts, k)
             first, x, y, add = self._parts_around(index, launch, x, fused, out, parts)
             after = self._unfused_rope_kv(fused, B * T, n, packed.raw_row_count)
             self.configs.append({"launch": index, "kernel": launch.kernel, "m": B * T, "n": n, "k": k,

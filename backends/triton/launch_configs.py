@@ -26,7 +26,7 @@ from .kernels import argmax as argmax_mod
 from .kernels.attention import attention_config
 from .kernels.linear_config import choose, head_tiles, prefetching_its_range
 from .kernels.rope_kv_epilogue import listed_in_gemv
-from .program import KERNEL_OF, Program, joined_norms
+from .program import KERNEL_OF, Program, joined_norms, prefetches_its_weights
 
 REPRESENTATIVE_CONTEXT = 2048  # cached tokens the recorded launch configs and PTX assume
 
@@ -100,7 +100,7 @@ def _triton_linear(row: dict, launch, rows: int, n: int, k: int, fmt: str, joine
     apart = [] if listed_in_gemv(rows, a.get("head_dim", 0)) else _separate_rope_kv(launch, row["launch"], rows)
     if a.get("epilogue") == "rope_kv_write" and not apart:   # one program per head (kernels/linear.py)
         cfg = head_tiles(cfg, a["head_dim"])
-    if a.get("prefetch_weights") and cfg.kind == "gemv" and not before:   # attention_prefetch (forward.py)
+    if prefetches_its_weights(launch, cfg, parts):   # attention_prefetch: the forward's rule
         cfg = prefetching_its_range(cfg, k)
     row.update(m=rows, n=n, k=k, config=asdict(cfg))
     row.update({key: a[key] for key in ("prologue", "epilogue") if key in a and not (apart and key == "epilogue")

@@ -399,6 +399,14 @@ def _prefetch_after_attention(launches: list[Launch]) -> None:
             nxt.attrs["prefetch_weights"] = True
 
 
+def prefetches_its_weights(launch: Launch, cfg, parts) -> bool:
+    """attention_prefetch: whether linear `launch` prefetches its K range (linear_config.prefetching_its_range) in a
+    forward that runs it with launch configuration `cfg` and runs its fused `parts` apart (fused_parts.parts_apart):
+    where it is marked `prefetch_weights` and runs as a GEMV with its prologue inside (nothing launched between the
+    attention and it). The forward and the build manifest (launch_configs.py) both ask this."""
+    return bool(launch.attrs.get("prefetch_weights")) and cfg.kind == "gemv" and "prologue_value" not in parts
+
+
 def joined_norms(program: Program, separate) -> dict[int, int]:
     """Epilogue launch -> the launch whose RMSNorm prologue computes its `then_norm`, where a forward
     runs both apart (`separate(j)`: launch j's fused prologue or epilogue runs as its own launch,
