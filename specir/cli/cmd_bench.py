@@ -11,6 +11,7 @@ from ..errors import SpecirError
 from ..runtime.baseline import ar_pipeline
 from ..runtime.bench import bench, format_table, plot
 from ..runtime.memory import check_batch_fits, weight_bytes
+from ..runtime.step_roofline import byte_roofline
 from ..step.engine import StepEngine
 from .common_run import add_source_options, positive, prompts_from, session_from
 
@@ -63,22 +64,36 @@ def run(args) -> int:
                              reference)
     total = 2 * sum(len(v) + (-len(v)) % bs for v in workloads.values() for bs in sizes)
     bar = _progress(total)
+    bandwidth = _copy_bandwidth(session.target)
+    roofline = byte_roofline(ar_engine.pipeline.model(ar_engine.target), session.target, bandwidth)
     rows = bench(engine, ar_engine, workloads, sizes, args.max_new_tokens, progress=bar.update if bar else None,
-                 reference=reference)
+                 reference=reference, roofline=roofline)
     if bar:
         bar.close()
     meta = {"source": args.source or "<default zoo pair>", "target": session.target.name,
             "backend": session.backend, "max_new_tokens": args.max_new_tokens,
             "setup_s": {"pipeline": round(engine.setup_s, 3), "ar": round(ar_engine.setup_s, 3)},
-            "timing": "tokens_per_s and speedup: decoding (prefill excluded); e2e_*: prefill included"}
+            "timing": "tokens_per_s and speedup: decoding (prefill excluded); e2e_*: prefill included",
+            "copy_bandwidth_Bps": bandwidth,
+            "roofline": "ar_roofline_ms: the AR step's bytes (weights but the embedding, KV at the batch's mean "
+                        "context) over this machine's measured copy bandwidth (specir calibrate)"}
     atomic_write_text(out / "bench.json", json.dumps({**meta, "rows": [r.as_dict() for r in rows]}, indent=2) + "\n")
     plotted = plot(rows, out / "bench.png")
     if args.json:
         print(json.dumps({**meta, "rows": [r.as_dict() for r in rows]}))
     else:
         print(format_table(rows))
+        print(f"AR x roofline: the AR step against its bytes at this machine's copy bandwidth "
+              f"({bandwidth / 1e9:.0f} GB/s, specir calibrate)", file=sys.stderr)
         print(f"wrote {out / 'bench.json'}" + (f" and {out / 'bench.png'}" if plotted else ""), file=sys.stderr)
     return 0
+
+
+def _copy_bandwidth(target) -> float:
+    """This machine's measured copy bandwidth (bytes/s), cached per machine by calibration.py (measured
+    once, well under a second)."""
+    from ..calibration import calibration
+    return calibration(target).bandwidth
 
 
 def _rates(text: str) -> list[float]:

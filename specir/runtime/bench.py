@@ -8,7 +8,10 @@ to fill the last batch), and returns a BenchRow each:
   sees), and end to end (prefill included);
 - tau (tokens emitted per step), whether the outputs equal AR's token for token;
 - with `reference` (a token_forcing.Reference of the declared target), every output of the timed
-  run is token-forced: mismatches and near-ties (the figures are then proved, not assumed).
+  run is token-forced: mismatches and near-ties (the figures are then proved, not assumed);
+- milliseconds per decode step of both engines, and with `roofline` (step_roofline.byte_roofline:
+  seconds of one AR step's bytes at (batch, context)) the AR step against it: each timed AR step
+  priced at its batch's mean context (prompt plus half the tokens it generated).
 Requests of a batch finish at different times; finished ones stop committing.
 """
 from __future__ import annotations
@@ -32,9 +35,18 @@ class BenchRow:
     agree_with_ar: float
     mismatches: int | None = None
     near_ties: int | None = None
+    step_ms: float | None = None
+    ar_step_ms: float | None = None
+    ar_roofline_ms: float | None = None
+
+    @property
+    def ar_x_roofline(self) -> float | None:
+        if not self.ar_step_ms or not self.ar_roofline_ms:
+            return None
+        return self.ar_step_ms / self.ar_roofline_ms
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "ar_x_roofline": self.ar_x_roofline}
 
 
 def _batches(items, size):
@@ -45,17 +57,23 @@ def _batches(items, size):
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-def _timed(engine, batches, max_new, progress):
-    outs, decode_s, e2e_s, tokens = [], 0.0, 0.0, 0
+def _timed(engine, batches, max_new, progress, roofline=None):
+    """(outputs, decode s, prefill + decode s, tokens, decode steps, roofline s of those steps or None)."""
+    outs, decode_s, e2e_s, tokens, steps, roof_s = [], 0.0, 0.0, 0, 0, 0.0
     for batch in batches:
         results = engine.generate(batch, max_new)
         decode_s += engine.timings["decode_s"]
         e2e_s += engine.timings["decode_s"] + engine.timings["prefill_s"]
         tokens += sum(len(r.tokens) for r in results)
+        steps += engine.timings["steps"]
+        if roofline is not None and roof_s is not None:
+            context = sum(len(p) + len(r.tokens) / 2 for p, r in zip(batch, results)) / len(batch)
+            step_s = roofline(len(batch), context)
+            roof_s = None if step_s is None else roof_s + engine.timings["steps"] * step_s
         outs += results
         if progress:
             progress(len(batch))
-    return outs, decode_s, e2e_s, tokens
+    return outs, decode_s, e2e_s, tokens, steps, roof_s if roofline is not None else None
 
 
 WARM_UP_TOKENS = 8
@@ -73,7 +91,7 @@ def warm_up(engine, prompts, batch_size: int, max_new: int, *, temperature: floa
 
 
 def bench(engine, ar_engine, workloads: dict[str, list[list[int]]], batch_sizes: list[int], max_new: int,
-          progress=None, reference=None) -> list[BenchRow]:
+          progress=None, reference=None, roofline=None) -> list[BenchRow]:
     from .token_forcing import force
     everything = [p for prompts in workloads.values() for p in prompts]
     for bs in batch_sizes:
@@ -83,12 +101,15 @@ def bench(engine, ar_engine, workloads: dict[str, list[list[int]]], batch_sizes:
     for name, prompts in workloads.items():
         for bs in batch_sizes:
             batches = _batches(prompts, bs)
-            ar_out, ar_s, ar_e2e, ar_tok = _timed(ar_engine, batches, max_new, progress)
-            out, s, e2e, tok = _timed(engine, batches, max_new, progress)
+            ar_out, ar_s, ar_e2e, ar_tok, ar_steps, ar_roof_s = _timed(ar_engine, batches, max_new, progress,
+                                                                       roofline)
+            out, s, e2e, tok, engine_steps, _ = _timed(engine, batches, max_new, progress)
             steps = sum(len(r.accept_lengths) for r in out)
             agree = sum(a.tokens == b.tokens for a, b in zip(out, ar_out)) / max(len(out), 1)
             row = BenchRow(name, bs, len(prompts), tok, ar_tok / ar_s, tok / s, (tok / s) / (ar_tok / ar_s),
-                           ar_tok / ar_e2e, tok / e2e, (tok / e2e) / (ar_tok / ar_e2e), tok / max(steps, 1), agree)
+                           ar_tok / ar_e2e, tok / e2e, (tok / e2e) / (ar_tok / ar_e2e), tok / max(steps, 1), agree,
+                           step_ms=1e3 * s / max(engine_steps, 1), ar_step_ms=1e3 * ar_s / max(ar_steps, 1),
+                           ar_roofline_ms=None if ar_roof_s is None else 1e3 * ar_roof_s / max(ar_steps, 1))
             if reference is not None:
                 flat = [p for b in batches for p in b]
                 report = force(reference, flat, [r.tokens for r in out])
@@ -99,14 +120,20 @@ def bench(engine, ar_engine, workloads: dict[str, list[list[int]]], batch_sizes:
 
 def format_table(rows: list[BenchRow]) -> str:
     checked = any(r.mismatches is not None for r in rows)
-    lines = ["| workload | batch | prompts | AR tok/s | tok/s | speedup | e2e speedup | tau | = AR |"
-             + (" mismatches |" if checked else ""),
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if checked else "")]
+    lines = ["| workload | batch | prompts | AR tok/s | tok/s | speedup | e2e speedup | tau | = AR | AR ms/step | "
+             "AR x roofline | ms/step |" + (" mismatches |" if checked else ""),
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if checked else "")]
     for r in rows:
+        x_roof = "-" if r.ar_x_roofline is None else f"{r.ar_x_roofline:.2f}x"
         lines.append(f"| {r.workload} | {r.batch_size} | {r.prompts} | {r.ar_tokens_per_s:.1f} | "
                      f"{r.tokens_per_s:.1f} | {r.speedup:.2f}x | {r.e2e_speedup:.2f}x | {r.tau:.2f} | "
-                     f"{r.agree_with_ar:.0%} |" + (f" {r.mismatches} |" if checked else ""))
+                     f"{r.agree_with_ar:.0%} | {_ms(r.ar_step_ms)} | {x_roof} | {_ms(r.step_ms)} |"
+                     + (f" {r.mismatches} |" if checked else ""))
     return "\n".join(lines)
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"
 
 
 def plot(rows: list[BenchRow], path) -> bool:

@@ -147,8 +147,10 @@ class StepEngine:
         self.sync()
         decode_start = time.perf_counter()
         in_prefill = self.backend.setup_s - first_time
+        steps = 0
         while decode.active():
             decode.step()
+            steps += 1
             if on_step:
                 on_step(decode.requests)
         self.sync()
@@ -156,7 +158,7 @@ class StepEngine:
         in_decode = self.backend.setup_s - first_time - in_prefill
         self.setup_s += in_prefill + in_decode
         self.timings = {"prefill_s": decode_start - start - in_prefill, "decode_s": end - decode_start - in_decode,
-                        "setup_s": self.setup_s}
+                        "setup_s": self.setup_s, "steps": steps}
         return [Result(r.generated, r.accept_lengths, end - start, r.finish_reason) for r in decode.requests]
 
     def sync(self) -> None:
