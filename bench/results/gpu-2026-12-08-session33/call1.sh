@@ -19,7 +19,7 @@ for r in d.get("bench_rows", []):
                                  "mismatches", "ar_step_ms", "ar_roofline_ms", "ar_x_roofline", "step_ms")})
 PY
 OUT_SAVED=$OUT; OUT=$R timeout 200 bash bench/results/gpu-2026-12-07-session32/call4.sh > $R/call4-log.txt 2>&1
-OUT=$OUT_SAVED; echo "call4 rc=$? at ${SECONDS}s"; pack; tail -n 14 $R/call4-log.txt
+rc=$?; OUT=$OUT_SAVED; echo "call4 rc=$rc at ${SECONDS}s"; pack; tail -n 14 $R/call4-log.txt
 left=$((570 - SECONDS))
 [ $left -gt 70 ] && timeout $left python3 bench/gemv_chain.py --out $R/chain --layers 32 --iters 0 --bf12-layers 0 \
   --attention 512 --o-iters all > $R/chain-log.txt 2>&1
