@@ -21,8 +21,9 @@ def register(sub) -> None:
                        description="Write a pipeline (canonical IR, models expanded) to stdout. With no "
                                    "--target-model, the shipped zoo pair.")
     p.add_argument("--target-model", metavar="DIR", help="target checkpoint folder (default: the zoo target)")
-    p.add_argument("--drafter", metavar="DIR|ngram",
-                   help="draft checkpoint folder, or 'ngram' for prompt lookup (default: the zoo drafter with "
+    p.add_argument("--drafter", metavar="DIR|ngram|none",
+                   help="draft checkpoint folder, 'ngram' for prompt lookup, or 'none' for autoregressive decoding "
+                        "(no drafting: a pass such as pack-weights measured alone) (default: the zoo drafter with "
                         "the zoo target, else ngram)")
     p.add_argument("--mid", metavar="DIR",
                    help="also import a mid-size model as @mid (e.g. zoo:code-mid), the verifier that "
@@ -69,19 +70,23 @@ def run(args) -> int:
                           hint="a name starts with a letter or _ and holds only A-Z, a-z, 0-9 and _ (ASCII)")
     target = _source(args.target_model) if args.target_model else "zoo:code-target"
     drafter = args.drafter or ("zoo:code-drafter" if target == "zoo:code-target" else "ngram")
-    if drafter != "ngram":
-        if (not drafter.startswith("zoo:") and not Path(drafter).expanduser().exists()
-                and difflib.get_close_matches(drafter.lower(), ["ngram"], cutoff=0.6)):
-            raise SpecirError(f"--drafter {drafter!r} is neither 'ngram' nor an existing folder",
-                              hint="did you mean --drafter ngram?")
+    if drafter not in ("ngram", "none"):
+        close = ([] if drafter.startswith("zoo:") or Path(drafter).expanduser().exists()
+                 else difflib.get_close_matches(drafter.lower(), ["ngram", "none"], n=1, cutoff=0.6))
+        if close:
+            raise SpecirError(f"--drafter {drafter!r} is neither 'ngram', 'none' nor an existing folder",
+                              hint=f"did you mean --drafter {close[0]}?")
         drafter = _source(drafter)
     if drafter == "ngram" and args.draft == "tree":
         raise SpecirError("an n-gram drafter proposes a chain, not a tree",
                           hint="use --draft chain with --drafter ngram, or give a draft model for trees")
+    if drafter == "none" and args.draft == "tree":
+        raise SpecirError("--drafter none decodes autoregressively: there is no tree to draft",
+                          hint="give a draft model for trees, or leave --draft out")
     name = args.name or re.sub(r"[^A-Za-z0-9_]", "_", Path(target.removeprefix("zoo:")).name) or "pipeline"
     if not re.match(r"[A-Za-z_]", name):
         name = "p_" + name
-    if drafter != "ngram":
+    if drafter not in ("ngram", "none"):
         check_same_tokenizer(resolve_source(target), resolve_source(drafter))
     mid = _source(args.mid) if args.mid is not None else None
     if mid is not None:

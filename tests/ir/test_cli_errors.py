@@ -274,5 +274,15 @@ def test_spec_argument_is_a_checkpoint_folder(specir_cli, family_checkpoints):
 
 def test_init_drafter_ngram_typo(specir_cli, family_checkpoints):
     err = assert_error(specir_cli("init", "--target-model", family_checkpoints["llama"], "--drafter", "ngarm"),
-                       "--drafter 'ngarm' is neither 'ngram' nor an existing folder")
+                       "--drafter 'ngarm' is neither 'ngram', 'none' nor an existing folder")
     assert "did you mean --drafter ngram?" in err
+    err = assert_error(specir_cli("init", "--target-model", family_checkpoints["llama"], "--drafter", "Nnoe"),
+                       "--drafter 'Nnoe' is neither 'ngram', 'none' nor an existing folder")
+    assert "did you mean --drafter none?" in err
+
+
+def test_init_drafter_none_has_no_tree(specir_cli, family_checkpoints):
+    err = assert_error(specir_cli("init", "--target-model", family_checkpoints["llama"], "--drafter", "none",
+                                  "--draft", "tree"),
+                       "--drafter none decodes autoregressively: there is no tree to draft")
+    assert "leave --draft out" in err
