@@ -92,7 +92,11 @@ BUILDS = {"chain": "", "tree": TREE, "tree-bf12": TREE + ",pack-weights{format=b
           # the README's GPU section, verbatim (tests/step/test_readme_gpu_pipelines.py checks them on a CPU)
           "readme-tree": "tree-verify",
           "readme-bf12": "tree-verify{budget=64},pack-weights{format=bf12}",
-          "readme-bf": "batch-fusion{shrink=true,alpha=0.85}"}
+          "readme-bf": "batch-fusion{shrink=true,alpha=0.85}",
+          # autoregressive (`specir init --drafter none`, AR_BUILDS): bench's speedup is then a pass's alone over the
+          # stock target's AR, e.g. BF12's AR step against bf16's (issue 17's BF12 target through the CLI)
+          "ar": "", "ar-bf12": "pack-weights{format=bf12}"}
+AR_BUILDS = {"ar", "ar-bf12"}   # compiled from ar.spec (no drafter) instead of p.spec
 
 
 def build_passes(name: str) -> str:
@@ -233,13 +237,18 @@ def main(argv=None) -> int:
             proc = subprocess.run(specir("init", "--target-model", f"{ZOO}/target", "--drafter", f"{ZOO}/drafter"),
                                   stdout=f, stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=180)
         s.data["stages"]["init"] = {"exit": proc.returncode, "stderr": proc.stderr[-2000:]}
+        if AR_BUILDS & set(builds):
+            with open(f"{ZOO}/ar.spec", "w") as f:
+                proc = subprocess.run(specir("init", "--target-model", f"{ZOO}/target", "--drafter", "none"),
+                                      stdout=f, stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=180)
+            s.data["stages"]["init-ar"] = {"exit": proc.returncode, "stderr": proc.stderr[-2000:]}
         for b in builds:
             build, passes = f"{ZOO}/build-{b}", build_passes(b)
             stamp = json.dumps({"commit": _head(), "passes": passes})
             if os.path.isfile(f"{build}/pipeline.spec") and _read(f"{build}.stamp") == stamp:
                 s.data["stages"][f"compile-{b}"] = "kept"  # a warm machine keeps the last call's builds
             else:
-                cmd = specir("compile", f"{ZOO}/p.spec", "--target", "h200", "-o", build)
+                cmd = specir("compile", f"{ZOO}/{'ar' if b in AR_BUILDS else 'p'}.spec", "--target", "h200", "-o", build)
                 if passes:
                     cmd += ["-p", passes]
                 code, _ = s.sh(cmd, "compile", 240)
