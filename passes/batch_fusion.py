@@ -50,7 +50,7 @@ from specir.errors import SpecirError
 from specir.ir.nodes import Attrs, Op, Pipeline
 from specir.live_table import entry
 from specir.step.interfaces import StepInfo
-from specir.ir.opdefs import OPS, role_of, without_defaults
+from specir.ir.opdefs import OPS, ops_of_role, without_defaults
 from specir.pass_infra import Option, Pass
 from specir.targets import all_targets, get_target
 
@@ -82,7 +82,7 @@ class BatchFusion(Pass):
                               hint="drop the second batch-fusion")
         index = next((i for i in range(len(ops) - 1, -1, -1) if ops[i].name in VERIFIES), None)
         if index is None:
-            kinds = ", ".join(sorted({op.name for op in ops if role_of(op) == "verify"})) or "none"
+            kinds = ops_of_role(ops, "verify")
             raise SpecirError(f"batch-fusion fuses a verify.chain or verify.tree; this step verifies with: {kinds}",
                               hint="batch-fusion runs after tree-verify or on a chain pipeline")
         verify = ops[index]

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from specir.errors import SpecirError
 from specir.ir.nodes import Pipeline
-from specir.ir.opdefs import role_of
+from specir.ir.opdefs import AUTOREGRESSIVE_HINT, ops_of_role
 from specir.pass_infra import Option, Pass
 
 CHAIN_DRAFTS = ("draft.chain", "draft.ngram")
@@ -28,8 +28,9 @@ class DraftShape(Pass):
     def run(self, pipeline: Pipeline) -> Pipeline:
         ops = pipeline.step.ops
         if not any(op.name in CHAIN_DRAFTS for op in ops):
-            kinds = ", ".join(sorted({op.name for op in ops if role_of(op) == "draft"})) or "none"
+            kinds = ops_of_role(ops, "draft")
             raise SpecirError(f"draft-shape sets a chain's k; this step drafts with: {kinds}",
-                              hint="run draft-shape before tree-verify (a tree's depth comes from the chain's k)")
+                              hint=AUTOREGRESSIVE_HINT if kinds == "none" else
+                              "run draft-shape before tree-verify (a tree's depth comes from the chain's k)")
         ops = tuple(replace(op, attrs=op.attrs.set(k=self.k)) if op.name in CHAIN_DRAFTS else op for op in ops)
         return replace(pipeline, step=replace(pipeline.step, ops=ops))

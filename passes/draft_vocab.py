@@ -49,7 +49,7 @@ from dataclasses import replace
 
 from specir.errors import SpecirError
 from specir.ir.nodes import Attrs, Model, Op, Pipeline, Weight
-from specir.ir.opdefs import narrows_vocab, proposes_only, role_of
+from specir.ir.opdefs import narrows_vocab, ops_of_role, proposes_only
 from specir.ir.types import TensorType, logits
 from specir.ir.verifier import logits_head
 from specir.pass_infra import Option, Pass
@@ -75,7 +75,7 @@ class DraftVocab(Pass):
         ops = pipeline.step.ops
         drafters = {s.lstrip("@") for op in ops if proposes_only(op) for s in op.symbols}
         if not drafters:
-            kinds = ", ".join(sorted({op.name for op in ops if role_of(op) == "draft"})) or "none"
+            kinds = ops_of_role(ops, "draft")
             raise SpecirError(f"draft-vocab narrows a draft model's head; this step drafts with: {kinds}",
                               hint="use it on a pipeline whose step drafts with draft.chain or draft.tree @model")
         # every other op naming a model judges with it (verify ops, a two-level step's mid level; the

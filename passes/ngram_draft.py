@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from specir.errors import SpecirError
 from specir.ir.nodes import Attrs, Pipeline
-from specir.ir.opdefs import role_of, without_defaults
+from specir.ir.opdefs import AUTOREGRESSIVE_HINT, ops_of_role, without_defaults
 from specir.pass_infra import Option, Pass
 
 
@@ -41,9 +41,10 @@ class NgramDraft(Pass):
         ops = list(pipeline.step.ops)
         chains = [i for i, op in enumerate(ops) if op.name == "draft.chain"]
         if not chains:
-            kinds = ", ".join(sorted({op.name for op in ops if role_of(op) == "draft"})) or "none"
+            kinds = ops_of_role(ops, "draft")
             raise SpecirError(f"ngram-draft replaces a model-drafted chain (draft.chain @model); this step drafts "
-                              f"with: {kinds}", hint="run ngram-draft before tree-verify, on a chain pipeline")
+                              f"with: {kinds}", hint=AUTOREGRESSIVE_HINT if kinds == "none" else
+                              "run ngram-draft before tree-verify, on a chain pipeline")
         for i in chains:
             op = ops[i]
             attrs = without_defaults("draft.ngram", {"k": self.k or op.attrs["k"], "min_ngram": self.min_ngram,

@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from specir.errors import SpecirError
 from specir.ir.nodes import Attrs, Pipeline
-from specir.ir.opdefs import MAX_DRAFT_TOKENS, MAX_TREE_BUDGET, role_of, without_defaults
+from specir.ir.opdefs import MAX_DRAFT_TOKENS, MAX_TREE_BUDGET, AUTOREGRESSIVE_HINT, ops_of_role, without_defaults
 from specir.ir.types import TREE
 from specir.pass_infra import Option, Pass
 
@@ -48,9 +48,10 @@ class TreeVerify(Pass):
         ops = list(pipeline.step.ops)
         drafts = {op.result: op for op in ops if op.name == "draft.chain"}
         if not drafts:
-            kinds = ", ".join(sorted({op.name for op in ops if role_of(op) == "draft"})) or "none"
+            kinds = ops_of_role(ops, "draft")
             hint = ("the step already drafts a tree (tree-verify has run); drop the second tree-verify"
-                    if "draft.tree" in kinds else "n-gram drafting stays a chain; use a draft model")
+                    if "draft.tree" in kinds else AUTOREGRESSIVE_HINT if kinds == "none"
+                    else "n-gram drafting stays a chain; use a draft model")
             raise SpecirError(f"tree-verify needs a model-drafted chain (draft.chain @model); this step drafts "
                               f"with: {kinds}", hint=hint)
         for op in drafts.values():

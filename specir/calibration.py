@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import platform
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -128,18 +129,29 @@ def load(target: Target) -> Calibration | None:
 
 
 def save(cal: Calibration) -> Path:
+    """Write `cal` to its cache file atomically (a private temporary file, then a rename: runs that
+    calibrate at once each leave a whole file)."""
     path = cache_file(cal.target)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(cal.as_dict(), indent=2) + "\n")
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(cal.as_dict(), indent=2) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path
 
 
 def calibration(target: Target, *, run: bool = True) -> Calibration:
-    """Cached, else measured and cached (`run`), else the datasheet numbers."""
+    """Cached, else measured and cached (`run`; a cache that cannot be written keeps the measured
+    numbers for this call), else the datasheet numbers."""
     cal = load(target)
     if cal is None and run:
         cal = measure(target)
-        save(cal)
+        try:
+            save(cal)
+        except OSError:
+            pass
     return cal or Calibration.from_target(target)

@@ -3,7 +3,7 @@
 Contract: `forward_cost(model, target, tokens, context, requests)` counts every weight except the
 embedding table (one row per token is read), plus the KV cache each of `requests` requests
 attends over (its `context` rows and its share of the `tokens`), plus the recurrent state (ops'
-`states` interface: the committed state read once and one node state written per token), plus
+`states` interface, per request: its committed state read once, and one node state written per token), plus
 the bytes of ranking `ranked_rows` rows of its logits over the vocabulary afterwards (a draft
 op's ModelForward.ranked: the target's `rank_reads` passes over them, else torch's ranking,
 specir/step/ranking.BYTES_PER_LOGIT by the logits' dtype), and
@@ -78,7 +78,7 @@ def forward_cost(model: Model, target: Target, tokens: int = 1, context: int = 5
     for op in model.graph.ops:
         for spec in state_specs(op):
             size = 4.0 if spec.dtype == "f32" else act_size
-            state_bytes += (1 + tokens) * _numel(spec.shape) * size
+            state_bytes += (requests + tokens) * _numel(spec.shape) * size  # each request's state read once
     rank_bytes = ranked_rows * _vocab(model) * _rank_bytes_per_logit(act_size, target)
     seconds = (target.roofline(weight_bytes + kv_bytes + state_bytes + rank_bytes, flops)
                + len(model.graph.ops) * target.step_op_seconds)

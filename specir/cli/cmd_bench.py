@@ -11,7 +11,7 @@ from ..errors import SpecirError
 from ..runtime.baseline import ar_pipeline
 from ..runtime.bench import bench, format_table, plot
 from ..runtime.memory import check_batch_fits, weight_bytes
-from ..runtime.step_roofline import byte_roofline
+from ..runtime.step_roofline import step_roofline
 from ..step.engine import StepEngine
 from .common_run import add_source_options, positive, prompts_from, session_from
 
@@ -49,6 +49,8 @@ def run(args) -> int:
         workloads.setdefault(rec.get("workload", "prompts"), []).append(ids)
     check_batch_fits(session.pipeline, max(sizes), max(len(p) for p in prompts), args.max_new_tokens, session.device,
                      backend=session.backend, resident=weight_bytes(session.pipeline, reference=args.check))
+    # the AR roofline's rates, measured before any weights load (their buffers are then free to take)
+    measured = _measured_rates(session.target) if rates is None else None
     print(f"bench: loading {session.pipeline.name} on {session.backend} ({session.target.name}); kernels and graphs "
           "are built at the first step of each batch size", file=sys.stderr, flush=True)
     engine = session.engine()
@@ -64,8 +66,8 @@ def run(args) -> int:
                              reference)
     total = 2 * sum(len(v) + (-len(v)) % bs for v in workloads.values() for bs in sizes)
     bar = _progress(total)
-    bandwidth = _copy_bandwidth(session.target)
-    roofline = byte_roofline(ar_engine.pipeline.model(ar_engine.target), session.target, bandwidth)
+    roofline = step_roofline(ar_engine.pipeline.model(ar_engine.target), session.target, measured.bandwidth,
+                             measured.flops)
     rows = bench(engine, ar_engine, workloads, sizes, args.max_new_tokens, progress=bar.update if bar else None,
                  reference=reference, roofline=roofline)
     if bar:
@@ -74,26 +76,28 @@ def run(args) -> int:
             "backend": session.backend, "max_new_tokens": args.max_new_tokens,
             "setup_s": {"pipeline": round(engine.setup_s, 3), "ar": round(ar_engine.setup_s, 3)},
             "timing": "tokens_per_s and speedup: decoding (prefill excluded); e2e_*: prefill included",
-            "copy_bandwidth_Bps": bandwidth,
-            "roofline": "ar_roofline_ms: the AR step's bytes (weights but the embedding, KV at the batch's mean "
-                        "context) over this machine's measured copy bandwidth (specir calibrate)"}
+            "measured": {"copy_bandwidth_Bps": measured.bandwidth, "matmul_flops": measured.flops},
+            "roofline": "ar_roofline_ms: the AR step's bytes (the weights a forward reads, KV at the batch's mean "
+                        "context) over the measured copy bandwidth, or its FLOPs over the measured matmul rate "
+                        "where slower (specir calibrate)"}
     atomic_write_text(out / "bench.json", json.dumps({**meta, "rows": [r.as_dict() for r in rows]}, indent=2) + "\n")
     plotted = plot(rows, out / "bench.png")
     if args.json:
         print(json.dumps({**meta, "rows": [r.as_dict() for r in rows]}))
     else:
         print(format_table(rows))
-        print(f"AR x roofline: the AR step against its bytes at this machine's copy bandwidth "
-              f"({bandwidth / 1e9:.0f} GB/s, specir calibrate)", file=sys.stderr)
+        if any(r.ar_x_roofline is not None for r in rows):
+            print(f"AR x roofline: the AR step against its bytes at this machine's copy bandwidth "
+                  f"({measured.bandwidth / 1e9:.0f} GB/s, specir calibrate)", file=sys.stderr)
         print(f"wrote {out / 'bench.json'}" + (f" and {out / 'bench.png'}" if plotted else ""), file=sys.stderr)
     return 0
 
 
-def _copy_bandwidth(target) -> float:
-    """This machine's measured copy bandwidth (bytes/s), cached per machine by calibration.py (measured
-    once, well under a second)."""
+def _measured_rates(target):
+    """This machine's Calibration (copy bandwidth, matmul rate), cached per machine by calibration.py (measured
+    once, in about a second)."""
     from ..calibration import calibration
-    return calibration(target).bandwidth
+    return calibration(target)
 
 
 def _rates(text: str) -> list[float]:

@@ -29,7 +29,7 @@ def register(sub) -> None:
                    help="also import a mid-size model as @mid (e.g. zoo:code-mid), the verifier that "
                         'two-level-verify{kind=model,model=mid} puts between the drafter and the target')
     p.add_argument("--draft", choices=("chain", "tree"), default="chain", help="draft shape (default chain)")
-    p.add_argument("--k", type=int, default=4, help="drafted tokens per step for chains, depth for trees")
+    p.add_argument("--k", type=int, help="drafted tokens per step for chains, depth for trees (default 4)")
     p.add_argument("--budget", type=int, default=32, help="tree: drafted nodes per step")
     p.add_argument("--topk", type=int, default=4, help="tree: children per node")
     p.add_argument("--name", help="pipeline name (default: from the target folder)")
@@ -50,6 +50,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def run(args) -> int:
+    k_given, args.k = args.k is not None, 4 if args.k is None else args.k
     if args.k < 1:
         raise SpecirError("--k must be at least 1", hint="e.g. --k 4")
     for flag, value, example, most in (("--k", args.k, 4, MAX_DRAFT_TOKENS), ("--budget", args.budget, 32, MAX_TREE_BUDGET),
@@ -62,7 +63,7 @@ def run(args) -> int:
     for flag, value in (("--target-model", args.target_model), ("--drafter", args.drafter), ("--mid", args.mid)):
         if value is not None and not value.strip():
             raise SpecirError(f"{flag} is empty", hint=f"give {flag} a checkpoint folder"
-                              + (" or 'ngram'" if flag == "--drafter" else "")
+                              + (", 'ngram' or 'none'" if flag == "--drafter" else "")
                               + (" (leave the flag out for no mid model)" if flag == "--mid" else
                                  " (leave the flag out for the zoo pair)"))
     if args.name is not None and not _NAME.fullmatch(args.name):
@@ -80,9 +81,13 @@ def run(args) -> int:
     if drafter == "ngram" and args.draft == "tree":
         raise SpecirError("an n-gram drafter proposes a chain, not a tree",
                           hint="use --draft chain with --drafter ngram, or give a draft model for trees")
-    if drafter == "none" and args.draft == "tree":
-        raise SpecirError("--drafter none decodes autoregressively: there is no tree to draft",
-                          hint="give a draft model for trees, or leave --draft out")
+    if drafter == "none":
+        for given, flag, what in ((args.draft == "tree", "--draft tree", "there is no tree to draft"),
+                                  (k_given, "--k", "it drafts no tokens"),
+                                  (args.mid is not None, "--mid", "there is no draft for @mid to verify")):
+            if given:
+                raise SpecirError(f"--drafter none decodes autoregressively: {what} ({flag})",
+                                  hint=f"leave {flag} out, or give a draft model (--drafter DIR or ngram)")
     name = args.name or re.sub(r"[^A-Za-z0-9_]", "_", Path(target.removeprefix("zoo:")).name) or "pipeline"
     if not re.match(r"[A-Za-z_]", name):
         name = "p_" + name

@@ -95,6 +95,16 @@ def role_of(op) -> str:
     return getattr(OPS.get(op if isinstance(op, str) else op.name), "role", "")
 
 
+def ops_of_role(ops, role: str) -> str:
+    """The names of the step ops of `role` in `ops`, sorted and comma-separated ("none" when there is none):
+    what a pass's precondition error says the step holds."""
+    return ", ".join(sorted({op.name for op in ops if role_of(op) == role})) or "none"
+
+
+AUTOREGRESSIVE_HINT = ("this step decodes autoregressively (no draft op): start from a pipeline that drafts "
+                       "(specir init with --drafter DIR or ngram)")
+
+
 def proposes_only(op) -> bool:
     """Whether `op`'s definition only proposes tokens with the models it names (role "draft", and its
     step effects judge nothing: not a two-level step's "mid-verify"); a model with a narrowed head

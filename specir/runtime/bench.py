@@ -1,6 +1,7 @@
 """Benchmarking a pipeline against its autoregressive baseline in the same engine and run.
 
-Contract: `bench(engine, ar_engine, workloads, batch_sizes, max_new, progress=None, reference=None)`
+Contract: `bench(engine, ar_engine, workloads, batch_sizes, max_new, progress=None, reference=None,
+roofline=None)`
 times, per workload and batch size, both warm engines (the same backend; sessions built and graphs
 captured in an untimed warm-up at that batch size first) on the same batches (prompts repeated
 to fill the last batch), and returns a BenchRow each:
@@ -9,9 +10,10 @@ to fill the last batch), and returns a BenchRow each:
 - tau (tokens emitted per step), whether the outputs equal AR's token for token;
 - with `reference` (a token_forcing.Reference of the declared target), every output of the timed
   run is token-forced: mismatches and near-ties (the figures are then proved, not assumed);
-- milliseconds per decode step of both engines, and with `roofline` (step_roofline.byte_roofline:
-  seconds of one AR step's bytes at (batch, context)) the AR step against it: each timed AR step
-  priced at its batch's mean context (prompt plus half the tokens it generated).
+- milliseconds per decode step of both engines, and with `roofline` (step_roofline.step_roofline:
+  the seconds of one AR step of `batch` requests at `context` cached tokens, or None) the AR step
+  against it: each timed AR step priced at its batch's mean context (prompt plus half the tokens
+  each request generated; exact at batch 1 and where a batch's requests finish together).
 Requests of a batch finish at different times; finished ones stop committing.
 """
 from __future__ import annotations
@@ -41,7 +43,7 @@ class BenchRow:
 
     @property
     def ar_x_roofline(self) -> float | None:
-        if not self.ar_step_ms or not self.ar_roofline_ms:
+        if self.ar_step_ms is None or not self.ar_roofline_ms:
             return None
         return self.ar_step_ms / self.ar_roofline_ms
 
@@ -108,8 +110,8 @@ def bench(engine, ar_engine, workloads: dict[str, list[list[int]]], batch_sizes:
             agree = sum(a.tokens == b.tokens for a, b in zip(out, ar_out)) / max(len(out), 1)
             row = BenchRow(name, bs, len(prompts), tok, ar_tok / ar_s, tok / s, (tok / s) / (ar_tok / ar_s),
                            ar_tok / ar_e2e, tok / e2e, (tok / e2e) / (ar_tok / ar_e2e), tok / max(steps, 1), agree,
-                           step_ms=1e3 * s / max(engine_steps, 1), ar_step_ms=1e3 * ar_s / max(ar_steps, 1),
-                           ar_roofline_ms=None if ar_roof_s is None else 1e3 * ar_roof_s / max(ar_steps, 1))
+                           step_ms=_per_step_ms(s, engine_steps), ar_step_ms=_per_step_ms(ar_s, ar_steps),
+                           ar_roofline_ms=None if ar_roof_s is None else _per_step_ms(ar_roof_s, ar_steps))
             if reference is not None:
                 flat = [p for b in batches for p in b]
                 report = force(reference, flat, [r.tokens for r in out])
@@ -130,6 +132,10 @@ def format_table(rows: list[BenchRow]) -> str:
                      f"{r.agree_with_ar:.0%} | {_ms(r.ar_step_ms)} | {x_roof} | {_ms(r.step_ms)} |"
                      + (f" {r.mismatches} |" if checked else ""))
     return "\n".join(lines)
+
+
+def _per_step_ms(seconds: float, steps: int) -> float | None:
+    return 1e3 * seconds / steps if steps else None
 
 
 def _ms(v: float | None) -> str:

@@ -7,7 +7,7 @@ buffers and captured graphs) are built on first use and kept: later prompts, bat
 `generate` calls reuse them (a session is replaced only when a call needs more cache rows).
 - `generate(prompts, max_new_tokens, *, temperature, seed, on_step) -> [Result]`: every request's
   emitted tokens (cut at max_new_tokens and after an end-of-sequence token) and the tokens
-  emitted per step; `timings` then holds prefill_s, decode_s, and `setup_s` the engine's
+  emitted per step; `timings` then holds prefill_s, decode_s, `steps` (decode steps run) and `setup_s` the engine's
   one-time cost (compiling, loading, packing, and the backend's warm-ups and graph captures,
   `StepBackend.first_time`) so far; warm-ups and captures met during the call count in setup_s,
   not in prefill_s or decode_s (a kernel compiled by an eager launch outside them still counts
@@ -147,10 +147,8 @@ class StepEngine:
         self.sync()
         decode_start = time.perf_counter()
         in_prefill = self.backend.setup_s - first_time
-        steps = 0
         while decode.active():
             decode.step()
-            steps += 1
             if on_step:
                 on_step(decode.requests)
         self.sync()
@@ -158,7 +156,7 @@ class StepEngine:
         in_decode = self.backend.setup_s - first_time - in_prefill
         self.setup_s += in_prefill + in_decode
         self.timings = {"prefill_s": decode_start - start - in_prefill, "decode_s": end - decode_start - in_decode,
-                        "setup_s": self.setup_s, "steps": steps}
+                        "setup_s": self.setup_s, "steps": len(decode.step_seconds)}
         return [Result(r.generated, r.accept_lengths, end - start, r.finish_reason) for r in decode.requests]
 
     def sync(self) -> None:

@@ -285,4 +285,4 @@ def test_init_drafter_none_has_no_tree(specir_cli, family_checkpoints):
     err = assert_error(specir_cli("init", "--target-model", family_checkpoints["llama"], "--drafter", "none",
                                   "--draft", "tree"),
                        "--drafter none decodes autoregressively: there is no tree to draft")
-    assert "leave --draft out" in err
+    assert "leave --draft tree out" in err

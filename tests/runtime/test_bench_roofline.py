@@ -9,7 +9,7 @@ import pytest
 from specir.cost_model import forward_cost
 from specir.load import load_pipeline
 from specir.runtime.bench import bench, format_table
-from specir.runtime.step_roofline import byte_roofline
+from specir.runtime.step_roofline import step_roofline
 from specir.targets import get_target
 from tests.helpers.specs import write_spec
 
@@ -67,15 +67,42 @@ def test_no_roofline_when_a_model_cannot_be_priced():
     assert "| - |" in format_table(rows)
 
 
-def test_byte_roofline_is_the_cost_models_bytes_over_the_bandwidth(pair, tmp_path):
+def test_step_roofline_streams_the_weights_and_the_kv_or_does_the_flops(pair, tmp_path):
     pipeline = load_pipeline(write_spec(tmp_path, "p", pair[0]))
     model = pipeline.models[0]
-    target = get_target("h200")
-    seconds = byte_roofline(model, target, 2e12)
+    cfg = json.loads((pair[0] / "config.json").read_text())
+    kv_per_token = (cfg["num_hidden_layers"] * 2 * cfg["num_key_value_heads"]
+                    * cfg.get("head_dim", cfg["hidden_size"] // cfg["num_attention_heads"]) * 2)
+    seconds = step_roofline(model, get_target("h200"), 2e12, 1e30)
     for batch, context in ((1, 40.4), (4, 7)):
-        cost = forward_cost(model, target, tokens=batch, context=round(context), requests=batch)
-        assert seconds(batch, context) == pytest.approx((cost.weight_bytes + cost.kv_bytes) / 2e12)
-    assert seconds(1, 100) > seconds(1, 10)   # the KV cache grows with the context
+        weights = forward_cost(model, get_target("h200"), tokens=batch, context=0).weight_bytes  # + an embedding row a token
+        # each of `batch` requests reads its cache of round(context) rows and the row it writes
+        kv = batch * kv_per_token * (round(context) + 1)
+        assert seconds(batch, context) == pytest.approx((weights + kv) / 2e12)
+    slow_math = step_roofline(model, get_target("h200"), 2e12, 1.0)
+    assert slow_math(4, 7) == pytest.approx(forward_cost(model, get_target("h200"), tokens=4, context=7,
+                                                         requests=4).flops)
+
+
+def test_a_real_engine_counts_its_decode_steps(pair, tmp_path):
+    from specir.runtime.baseline import ar_pipeline
+    from specir.runtime.session import make_engine
+    pipeline = load_pipeline(write_spec(tmp_path, "p", pair[0], pair[1], k=3))
+    for p in (pipeline, ar_pipeline(pipeline)):
+        engine = make_engine(p, "reference", "cpu", None)
+        results = engine.generate([[5, 6, 7], [8, 9]], 6)
+        assert engine.timings["steps"] == max(len(r.accept_lengths) for r in results) > 0
+
+
+def test_a_calibration_that_cannot_be_cached_is_still_used(tmp_path, monkeypatch):
+    from specir import calibration
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    monkeypatch.setenv("SPECIR_CACHE", str(blocked / "cache"))   # under a regular file: mkdir fails
+    monkeypatch.setattr(calibration, "measure", lambda target: calibration.Calibration(
+        target.name, calibration.machine_id(), 123.0, 456.0, 0.0))
+    cal = calibration.calibration(get_target("cpu"))
+    assert (cal.bandwidth, cal.flops) == (123.0, 456.0)
 
 
 def test_cli_bench_reports_the_ar_step_against_its_roofline(pair, tmp_path, specir_cli):
@@ -86,7 +113,7 @@ def test_cli_bench_reports_the_ar_step_against_its_roofline(pair, tmp_path, spec
                                 "--out", tmp_path / "res", "--json")
     assert code == 0, err
     data = json.loads(out)
-    assert data["copy_bandwidth_Bps"] > 0
+    assert data["measured"]["copy_bandwidth_Bps"] > 0 and data["measured"]["matmul_flops"] > 0
     for row in data["rows"]:
         assert row["ar_step_ms"] > 0 and row["step_ms"] > 0
         assert row["ar_roofline_ms"] > 0
