@@ -46,23 +46,10 @@ L2_BYTES = 60 * 2**20
 
 
 def copy_bandwidth(nbytes: int = 2 * 2**30) -> float:
-    """Device-to-device copy bandwidth in GB/s (bytes read + bytes written)."""
-    src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device="cuda").normal_()
-    dst = torch.empty_like(src)
-    times = []
-    for _ in range(3):
-        dst.copy_(src)
-    torch.cuda.synchronize()
-    for _ in range(15):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        dst.copy_(src)
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / 1e3)
-    del src, dst
-    torch.cuda.empty_cache()
-    return 2 * (nbytes // 2) * 2 / statistics.median(times) / 1e9
+    """Device-to-device copy bandwidth in GB/s (bytes read + bytes written): specir calibrate's measurement
+    (calibration.gpu_copy_bandwidth), median of 15."""
+    from specir.calibration import gpu_copy_bandwidth
+    return gpu_copy_bandwidth(nbytes, repeats=15) / 1e9
 
 
 def graph_timer(calls, replays: int = 12):

@@ -3,7 +3,7 @@
 Contract: `calibration(target)` returns the `Calibration` cached for this machine and target
 (`<user cache>/calibration/<machine>-<target>.json`, versioned by `VERSION`: a cache written by
 another version, or for another machine, is measured again); `measure(target)` runs the
-microbenchmarks: copy bandwidth (a large tensor copy, read + write counted: `_copy_bandwidth`), dense matmul rate
+microbenchmarks: copy bandwidth (a large tensor copy, read + write counted: `gpu_copy_bandwidth` on a GPU), dense matmul rate
 (bf16 on a GPU, f32 on a CPU, one thread as the engine decodes), and the cost of one small op (a
 1-row linear of width 256, the launch/dispatch floor every op of a forward pays). Without a
 calibration the cost model uses the target's datasheet numbers and its fitted per-op cost
@@ -82,29 +82,38 @@ GPU_COPY_BYTES = 1 << 30   # per buffer: a 256 MB copy timed on the host read 7 
 
 
 def _copy_bandwidth(torch, device: str, gpu: bool) -> float:
-    """Bytes read + written per second by a tensor copy: on a GPU 1 GiB timed by CUDA events (median of 10, after
-    a warm-up), on a CPU 16 MiB timed on the host (best of 5)."""
-    n = GPU_COPY_BYTES if gpu else (1 << 24)
+    """Bytes read + written per second by a tensor copy: on a GPU `gpu_copy_bandwidth` of 1 GiB (less where
+    memory is short), on a CPU 16 MiB timed on the host (best of 5)."""
     if gpu:
-        free = torch.cuda.mem_get_info()[0]
-        n = max(1 << 24, min(n, free // 8))
+        return gpu_copy_bandwidth(max(1 << 24, min(GPU_COPY_BYTES, torch.cuda.mem_get_info()[0] // 8)))
+    n = 1 << 24
     src = torch.empty(n // 4, dtype=torch.float32, device=device)
     dst = torch.empty_like(src)
     dst.copy_(src)
-    if not gpu:
-        return 2 * n / _best_of(lambda: dst.copy_(src))
+    return 2 * n / _best_of(lambda: dst.copy_(src))
+
+
+def gpu_copy_bandwidth(nbytes: int, repeats: int = 10) -> float:
+    """Bytes read + written per second by a copy of `nbytes` on the current GPU, timed by CUDA events (the
+    median of `repeats` after three warm-ups); the buffers go back to the device afterwards."""
+    import torch
+    src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device="cuda").normal_()
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
     torch.cuda.synchronize()
     times = []
-    for _ in range(10):
+    for _ in range(repeats):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         dst.copy_(src)
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) / 1e3)
-    src = dst = None   # the 2 GiB go back to the device before the weights load
+    nbytes = 2 * src.numel() * src.element_size()
+    del src, dst
     torch.cuda.empty_cache()
-    return 2 * n / sorted(times)[len(times) // 2]
+    return nbytes / sorted(times)[len(times) // 2]
 
 
 def measure(target: Target) -> Calibration:
