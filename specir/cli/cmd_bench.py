@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 from ..build_folder import atomic_write_text
+from ..calibration import calibration
 from ..errors import SpecirError
 from ..runtime.baseline import ar_pipeline
 from ..runtime.bench import bench, format_table, plot
@@ -50,7 +51,7 @@ def run(args) -> int:
     check_batch_fits(session.pipeline, max(sizes), max(len(p) for p in prompts), args.max_new_tokens, session.device,
                      backend=session.backend, resident=weight_bytes(session.pipeline, reference=args.check))
     # the AR roofline's rates, measured before any weights load (their buffers are then free to take)
-    measured = _measured_rates(session.target) if rates is None else None
+    measured = calibration(session.target) if rates is None else None   # cached per machine
     print(f"bench: loading {session.pipeline.name} on {session.backend} ({session.target.name}); kernels and graphs "
           "are built at the first step of each batch size", file=sys.stderr, flush=True)
     engine = session.engine()
@@ -91,13 +92,6 @@ def run(args) -> int:
                   f"({measured.bandwidth / 1e9:.0f} GB/s, specir calibrate)", file=sys.stderr)
         print(f"wrote {out / 'bench.json'}" + (f" and {out / 'bench.png'}" if plotted else ""), file=sys.stderr)
     return 0
-
-
-def _measured_rates(target):
-    """This machine's Calibration (copy bandwidth, matmul rate), cached per machine by calibration.py (measured
-    once, in about a second)."""
-    from ..calibration import calibration
-    return calibration(target)
 
 
 def _rates(text: str) -> list[float]:
